@@ -1,0 +1,21 @@
+# One helper per kind of target, so every library and test is built the same way.
+
+# kvactor_add_library(name SOURCES a.cpp ... LINK dep ...)
+function(kvactor_add_library name)
+  cmake_parse_arguments(arg "" "" "SOURCES;LINK" ${ARGN})
+  add_library(${name} STATIC ${arg_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${arg_LINK})
+  kvactor_set_warnings(${name})
+endfunction()
+
+# kvactor_add_test(name SOURCES a_test.cpp ... LINK dep ...): one binary, every TEST seen by ctest.
+function(kvactor_add_test name)
+  cmake_parse_arguments(arg "" "" "SOURCES;LINK" ${ARGN})
+  add_executable(${name} ${arg_SOURCES})
+  target_link_libraries(${name} PRIVATE ${arg_LINK} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    KVACTOR_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  kvactor_set_warnings(${name})
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+endfunction()
