@@ -1,0 +1,33 @@
+// Which layers share a block table: KV cache groups (§3.4 of the spec).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "actors/kv_cache/layer_specs.hpp"
+#include "messages/errc.hpp"
+#include "messages/kv.hpp"
+
+namespace kvactor {
+
+struct grouping_options {
+  /// Force one group for hybrid models (vLLM's --disable-hybrid-kv-cache-manager).
+  bool disable_hybrid = false;
+};
+
+struct grouping_result {
+  std::vector<kv_cache_group> groups;
+  std::vector<std::string> warnings; // padding layers, hybrid manager disabled …
+};
+
+/// Makes every page the same size: smaller state pages are padded; smaller attention pages grow
+/// their block size when the largest page is a multiple, else (non-MLA) are padded.
+/// Fails (unsupported) for an MLA page that does not divide the largest page.
+expected<layer_spec_list> unify_page_sizes(layer_spec_list specs);
+
+/// Groups layers: one group if all specs merge, one uniform-type group if only hidden sizes
+/// differ, otherwise groups of equal page size and equal layer count (padding the last).
+expected<grouping_result> kv_cache_groups(const layer_spec_list& specs,
+                                          const grouping_options& opt = {});
+
+} // namespace kvactor
