@@ -1,0 +1,251 @@
+#include "actors/driver/deployment_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "actors/cudagraph/planner.hpp"
+#include "actors/kv_cache/layout.hpp"
+
+namespace kvactor {
+
+namespace {
+
+error invalid(std::string msg) { return make_error(errc::invalid_argument, std::move(msg)); }
+
+status validate(const plan_request& r) {
+  if (r.block_size <= 0)
+    return invalid(fmt::format("--block-size: {} is not a positive number of tokens", r.block_size));
+  if (r.max_model_len < 0)
+    return invalid(fmt::format("--max-model-len: {} is negative", r.max_model_len));
+  if (r.max_num_seqs <= 0)
+    return invalid(fmt::format("--max-num-seqs: {} is not positive", r.max_num_seqs));
+  if (r.max_num_batched_tokens <= 0)
+    return invalid(
+      fmt::format("--max-num-batched-tokens: {} is not positive", r.max_num_batched_tokens));
+  if (r.num_speculative_tokens < 0)
+    return invalid(
+      fmt::format("--num-speculative-tokens: {} is negative", r.num_speculative_tokens));
+  if (r.num_gpu_blocks_override < 0)
+    return invalid(
+      fmt::format("--num-gpu-blocks-override: {} is negative", r.num_gpu_blocks_override));
+  const auto& b = r.budget;
+  if (!b.kv_cache_memory.empty() && b.gpu_memory > 0)
+    return invalid("--kv-cache-memory and --gpu-memory: give one way to size the budget, not both");
+  for (auto v : b.kv_cache_memory)
+    if (v <= 0)
+      return make_error(errc::insufficient_memory,
+                        fmt::format("--kv-cache-memory: {} bytes leaves no memory for the cache "
+                                    "blocks; give a positive size",
+                                    v));
+  if (b.gpu_memory < 0) return invalid(fmt::format("--gpu-memory: {} is negative", b.gpu_memory));
+  if (!(b.gpu_memory_utilization > 0.0 && b.gpu_memory_utilization <= 1.0))
+    return invalid(fmt::format("--gpu-memory-utilization: {} is not in (0, 1]",
+                               b.gpu_memory_utilization));
+  if (b.weights_memory < 0)
+    return invalid(fmt::format("--weights-memory: {} is negative", b.weights_memory));
+  if (b.kv_cache_memory.empty() && b.gpu_memory == 0 && r.num_gpu_blocks_override == 0)
+    return invalid("budget: give --kv-cache-memory, or --gpu-memory (with "
+                   "--gpu-memory-utilization and --weights-memory), or --num-gpu-blocks-override");
+  return ok();
+}
+
+expected<std::vector<int64_t>> available_per_rank(const plan_request& r, size_t ranks) {
+  const auto& b = r.budget;
+  if (!b.kv_cache_memory.empty()) {
+    if (b.kv_cache_memory.size() == 1) return std::vector<int64_t>(ranks, b.kv_cache_memory[0]);
+    if (b.kv_cache_memory.size() != ranks)
+      return invalid(fmt::format("--kv-cache-memory: {} values for {} ranks (give one value, or "
+                                 "one per rank)",
+                                 b.kv_cache_memory.size(), ranks));
+    return b.kv_cache_memory;
+  }
+  if (b.gpu_memory > 0) {
+    auto requested = static_cast<int64_t>(
+      std::ceil(static_cast<double>(b.gpu_memory) * b.gpu_memory_utilization));
+    int64_t avail = requested - b.weights_memory;
+    if (avail <= 0)
+      return make_error(errc::insufficient_memory,
+                        fmt::format("--weights-memory: {} bytes of weights leave no KV cache "
+                                    "memory out of {} bytes (--gpu-memory {} x "
+                                    "--gpu-memory-utilization {})",
+                                    b.weights_memory, requested, b.gpu_memory,
+                                    b.gpu_memory_utilization));
+    return std::vector<int64_t>(ranks, avail);
+  }
+  return std::vector<int64_t>(ranks, 0); // sized by the block override
+}
+
+// Encoder-only layers keep no cache, but still need a group for metadata and backends.
+std::vector<kv_cache_group> encoder_only_groups(const layer_spec_list& specs) {
+  std::vector<kv_cache_group> out;
+  for (const auto& [name, spec] : specs) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const kv_cache_group& g) { return g.spec == spec; });
+    if (it == out.end()) {
+      out.push_back({{}, spec});
+      it = std::prev(out.end());
+    }
+    it->layer_names.push_back(name);
+  }
+  return out;
+}
+
+const kv_cache_spec& layer_spec_in(const kv_cache_group& g, const std::string& layer) {
+  if (g.spec.kind == kv_cache_spec_kind::uniform_type) {
+    auto pos = std::find(g.spec.layer_names.begin(), g.spec.layer_names.end(), layer);
+    if (pos != g.spec.layer_names.end())
+      return g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())];
+  }
+  return g.spec;
+}
+
+} // namespace
+
+int32_t attention_block_size(const deployment_plan& plan) {
+  for (const auto& g : plan.groups) {
+    auto k = group_kind(g.spec);
+    if (k != kv_cache_spec_kind::mamba && k != kv_cache_spec_kind::encoder_only)
+      return g.spec.block_size;
+  }
+  return plan.request.block_size;
+}
+
+expected<deployment_plan> plan_deployment(const plan_request& request) {
+  if (auto v = validate(request); !v) return v.err();
+  deployment_plan plan;
+  plan.request = request;
+  auto path = resolve_model_path(request.model);
+  if (!path) return path.err();
+  plan.model_path = *path;
+  auto ranks = load_model(*path, request.load);
+  if (!ranks) return ranks.err();
+  plan.ranks = std::move(*ranks);
+  const auto& model = plan.ranks.front();
+
+  // Limits: max_model_len defaults to what the model was trained for, and may not exceed it.
+  auto& req = plan.request;
+  if (req.max_model_len == 0) req.max_model_len = model.max_position_embeddings;
+  if (model.max_position_embeddings > 0 && req.max_model_len > model.max_position_embeddings)
+    return invalid(fmt::format("--max-model-len: {} exceeds the model's maximum of {} tokens "
+                               "(max_position_embeddings)",
+                               req.max_model_len, model.max_position_embeddings));
+  if (req.max_model_len <= 0)
+    return invalid("--max-model-len: the model config gives no length; set --max-model-len");
+  plan.limits.max_model_len = req.max_model_len;
+  plan.limits.max_in_flight_tokens = req.max_num_batched_tokens;
+  plan.limits.max_encoder_input_tokens = model.max_encoder_input_tokens;
+
+  // Specs per rank, then one KV cache plan with the minimum block count over ranks.
+  spec_options sopt{req.block_size, req.max_model_len};
+  std::vector<layer_spec_list> specs;
+  for (const auto& r : plan.ranks) specs.push_back(kv_cache_specs(r.layers, sopt));
+  auto available = available_per_rank(req, plan.ranks.size());
+  if (!available) return available.err();
+  kv_plan_options kopt;
+  kopt.limits = plan.limits;
+  kopt.num_gpu_blocks_override = req.num_gpu_blocks_override;
+  kopt.layout = req.layout;
+  kopt.grouping.disable_hybrid = req.disable_hybrid_kv_cache_manager;
+  auto kv = plan_kv_cache(specs, *available, kopt);
+  if (!kv) return kv.err();
+  plan.warnings = kv->warnings;
+  plan.config = kv->per_rank.front();
+  plan.bytes_per_block = bytes_per_block(plan.config.groups);
+  plan.capacity = kv_capacity(plan.config, plan.limits);
+
+  // Groups as the rank sees them: KV-sharing layers join their target; encoder-only appended.
+  plan.kv_sharing = shared_kv_cache_layers(model.layers);
+  auto groups = add_kv_sharing_layers(plan.config.groups, plan.kv_sharing);
+  if (!groups) return groups.err();
+  plan.groups = std::move(*groups);
+  for (auto& g : encoder_only_groups(encoder_only_specs(model.layers, sopt)))
+    plan.groups.push_back(std::move(g));
+  plan.fast_prefill_layers =
+    fast_prefill_eligible_layers(model.layers, req.kv_sharing_fast_prefill);
+
+  // Backends per layer, attention groups, kernel block sizes, graph support.
+  auto registry = backend_registry::with_builtins();
+  std::map<std::string, layer_binding> bindings;
+  for (const auto& g : plan.groups)
+    for (const auto& name : g.layer_names) {
+      auto layer = std::find_if(model.layers.begin(), model.layers.end(),
+                                [&](const attention_layer& l) { return l.name == name; });
+      if (layer == model.layers.end())
+        return invalid(fmt::format("layer {}: planned but not in the model", name));
+      auto backend =
+        registry.resolve(*layer, layer_spec_in(g, name), req.device, req.attention_backend);
+      if (!backend) return backend.err();
+      bindings[name] = {*backend, layer->num_heads};
+    }
+  auto attn = build_attention_groups(plan.groups, bindings);
+  if (!attn) return attn.err();
+  plan.attention_groups = std::move(*attn);
+  auto kbs = kernel_block_sizes(plan.groups, plan.attention_groups, registry);
+  if (!kbs) return kbs.err();
+  plan.kernel_block_sizes = std::move(*kbs);
+  plan.graph_support = attention_graph_support(plan.attention_groups, registry);
+  plan.query_lens_mismatch_backend =
+    query_lens_mismatch_unsupported_backend(plan.attention_groups, registry);
+
+  // CUDA graphs: a CPU device has none to capture.
+  cudagraph_options copt;
+  copt.requested = req.device == device_kind::cpu ? cudagraph_mode::none : req.cudagraph;
+  copt.support = plan.graph_support;
+  copt.uniform_decode_query_len = 1 + req.num_speculative_tokens;
+  copt.max_num_seqs = req.max_num_seqs;
+  copt.max_num_batched_tokens = req.max_num_batched_tokens;
+  copt.capture_sizes = req.cudagraph_capture_sizes;
+  copt.has_mamba = std::any_of(plan.groups.begin(), plan.groups.end(), [](const auto& g) {
+    return group_kind(g.spec) == kv_cache_spec_kind::mamba;
+  });
+  copt.num_blocks = plan.config.num_blocks;
+  auto graphs = plan_cudagraphs(copt);
+  if (!graphs) return graphs.err();
+  plan.cudagraphs = std::move(*graphs);
+  plan.cudagraphs.requested = req.cudagraph;
+  if (req.device == device_kind::cpu && req.cudagraph != cudagraph_mode::none)
+    plan.cudagraphs.notes.insert(plan.cudagraphs.notes.begin(),
+                                 "cpu device: CUDA graphs need a GPU, every step runs eagerly");
+
+  // Per-layer views over the one backing allocation; sharing layers alias their target.
+  for (const auto& t : plan.config.tensors) {
+    for (const auto& layer : t.layers) {
+      auto gid = std::find_if(plan.groups.begin(), plan.groups.end(), [&](const auto& g) {
+        return std::find(g.layer_names.begin(), g.layer_names.end(), layer) != g.layer_names.end();
+      });
+      const auto idx = static_cast<size_t>(gid - plan.groups.begin());
+      auto view = layer_view(t, layer, layer_spec_in(*gid, layer), plan.config.num_blocks,
+                             plan.config.layout, plan.kernel_block_sizes[idx]);
+      if (!view) return view.err();
+      plan.views.push_back(std::move(*view));
+    }
+  }
+  for (const auto& [layer, target] : plan.kv_sharing) {
+    auto it = std::find_if(plan.views.begin(), plan.views.end(),
+                           [&](const kv_cache_view& v) { return v.layer == target; });
+    if (it == plan.views.end()) continue;
+    auto alias = *it;
+    alias.layer = layer;
+    plan.views.push_back(std::move(alias));
+  }
+
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    rank_summary s;
+    s.rank = static_cast<int32_t>(r);
+    for (const auto& l : plan.ranks[r].layers)
+      if (l.kind != layer_kind::mamba) {
+        s.num_heads = l.num_heads;
+        s.num_kv_heads = l.num_kv_heads;
+        break;
+      }
+    s.available_bytes = kv->available_per_rank[r];
+    s.planned_blocks = kv->planned_blocks[r];
+    s.num_blocks = kv->per_rank[r].num_blocks;
+    plan.per_rank.push_back(s);
+  }
+  return plan;
+}
+
+} // namespace kvactor

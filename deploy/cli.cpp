@@ -1,0 +1,105 @@
+// All CLI11 wiring lives in this one file (CLI11 is a heavy header).
+#include "deploy/cli.hpp"
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "deploy/plan_command.hpp"
+
+namespace kvactor {
+
+namespace {
+
+void add_plan_flags(CLI::App& cmd, plan_flags& f) {
+  cmd.add_option("--model", f.model, "config.json path, or a shipped name (e.g. llama-3.1-8b)")
+    ->required();
+  cmd.add_option("--tensor-parallel-size,--tp", f.tensor_parallel_size, "ranks that split heads");
+  cmd.add_option("--dtype", f.dtype, "auto|bfloat16|float16|float32 (model dtype)");
+  cmd.add_option("--kv-cache-dtype", f.kv_cache_dtype, "auto|fp8");
+  cmd.add_option("--block-size", f.block_size, "tokens per KV cache block");
+  cmd.add_option("--max-model-len", f.max_model_len,
+                 "longest request in tokens (default: the model's max_position_embeddings)");
+  cmd.add_option("--max-num-seqs", f.max_num_seqs, "requests per step");
+  cmd.add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per step");
+  cmd.add_option("--num-speculative-tokens", f.num_speculative_tokens,
+                 "draft tokens per decode step (decode query length is 1 + this)");
+  cmd.add_option("--kv-cache-memory", f.kv_cache_memory,
+                 "KV cache bytes per rank (20GiB, 21474836480; or one value per rank: a,b,...)");
+  cmd.add_option("--gpu-memory", f.gpu_memory, "device memory per rank (instead of "
+                                               "--kv-cache-memory)");
+  cmd.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
+                 "fraction of --gpu-memory kvactor may use");
+  cmd.add_option("--weights-memory", f.weights_memory, "weight bytes per rank, taken off the "
+                                                       "budget");
+  cmd.add_option("--num-gpu-blocks-override", f.num_gpu_blocks_override,
+                 "use exactly this many blocks");
+  cmd.add_option("--cudagraph-mode", f.cudagraph_mode,
+                 "none|piecewise|full|full_decode_only|full_and_piecewise");
+  cmd.add_option("--cudagraph-capture-sizes", f.cudagraph_capture_sizes,
+                 "comma-separated token counts (default: the ladder from --max-num-seqs)");
+  cmd.add_option("--device", f.device, "cuda|cpu (cpu uses the reference backend, no graphs)");
+  cmd.add_option("--attention-backend", f.attention_backend, "auto|reference|paged|mla");
+  cmd.add_option("--kv-cache-layout", f.kv_cache_layout,
+                 "LBHNC (HND)|LBNHC (NHD)|LHBNC|BLHNC|BLNHC|BHLNC");
+  cmd.add_flag("--disable-hybrid-kv-cache-manager", f.disable_hybrid_kv_cache_manager,
+               "one KV cache group for hybrid models");
+  cmd.add_flag("--kv-sharing-fast-prefill", f.kv_sharing_fast_prefill,
+               "let trailing KV-sharing layers skip prefill tokens");
+  cmd.add_flag("--json", f.json, "print one JSON object (schema kvactor.plan/1)");
+}
+
+bool wants_json(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string{argv[i]} == "--json") return true;
+  return false;
+}
+
+} // namespace
+
+int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"kvactor: the attention and KV-cache layer of an LLM inference worker, as actors"};
+  app.require_subcommand(1);
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")
+    ->capture_default_str();
+  plan_flags plan;
+  auto* plan_cmd = app.add_subcommand(
+    "plan", "what the KV cache of a model needs on these GPUs: groups, blocks, graphs");
+  add_plan_flags(*plan_cmd, plan);
+  // Flags after the subcommand reach the app too (kvactor plan ... --log-level debug).
+  plan_cmd->fallthrough();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return exit_ok;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return exit_ok;
+  } catch (const CLI::ParseError& e) {
+    std::string msg = e.what();
+    fmt::print(err, "kvactor: error: {}\n", msg);
+    if (wants_json(argc, argv)) out << nlohmann::json{{"error", msg}}.dump() << '\n';
+    return exit_bad_input;
+  }
+  auto level = spdlog::level::from_str(log_level);
+  if (level == spdlog::level::off && log_level != "off") {
+    fmt::print(err, "kvactor: error: --log-level: unknown value '{}' (expected trace, debug, "
+                    "info, warn, error, critical or off)\n",
+               log_level);
+    return exit_bad_input;
+  }
+  if (!spdlog::get("kvactor")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvactor"));
+  spdlog::set_level(level);
+  if (*plan_cmd) return run_plan(plan, out, err);
+  return exit_failure;
+}
+
+} // namespace kvactor

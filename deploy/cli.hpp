@@ -1,0 +1,16 @@
+// The `kvactor` command line: subcommands, flags and exit codes, callable from tests.
+#pragma once
+
+#include <ostream>
+
+namespace kvactor {
+
+/// Exit codes: 0 success, 2 bad input (a flag, a config or a budget), 1 anything else.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_failure = 1;
+inline constexpr int exit_bad_input = 2;
+
+/// Parses argv and runs the subcommand; writes results to `out`, one-line errors to `err`.
+int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+} // namespace kvactor

@@ -1,0 +1,124 @@
+#include "deploy/plan_command.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "deploy/byte_size.hpp"
+#include "deploy/cli.hpp"
+#include "deploy/plan_report.hpp"
+
+namespace kvactor {
+
+namespace {
+
+expected<std::vector<int32_t>> parse_sizes(const std::string& text) {
+  std::vector<int32_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    auto comma = text.find(',', start);
+    auto part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int32_t v = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec != std::errc{} || end != part.data() + part.size() || part.empty())
+      return make_error(errc::invalid_argument,
+                        fmt::format("--cudagraph-capture-sizes: '{}' is not an integer in '{}'",
+                                    part, text));
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+} // namespace
+
+expected<plan_request> to_plan_request(const plan_flags& f) {
+  plan_request r;
+  if (f.model.empty())
+    return make_error(errc::invalid_argument, "--model: required (a config.json path or a "
+                                              "shipped name such as llama-3.1-8b)");
+  r.model = f.model;
+  if (f.tensor_parallel_size <= 0)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--tensor-parallel-size: {} is not a positive number of ranks",
+                                  f.tensor_parallel_size));
+  r.load.tensor_parallel_size = f.tensor_parallel_size;
+  // The loader checks --dtype and --kv-cache-dtype, naming the flag.
+  r.load.dtype = f.dtype;
+  r.load.kv_cache_dtype = f.kv_cache_dtype;
+  if (f.device == "cuda" || f.device == "gpu")
+    r.device = device_kind::cuda;
+  else if (f.device == "cpu")
+    r.device = device_kind::cpu;
+  else
+    return make_error(errc::invalid_argument,
+                      fmt::format("--device: unknown value '{}' (expected cuda or cpu)", f.device));
+  r.attention_backend = f.attention_backend;
+  r.block_size = f.block_size;
+  r.max_model_len = f.max_model_len;
+  r.max_num_seqs = f.max_num_seqs;
+  r.max_num_batched_tokens = f.max_num_batched_tokens;
+  r.num_speculative_tokens = f.num_speculative_tokens;
+  if (!f.kv_cache_memory.empty()) {
+    auto v = parse_byte_sizes(f.kv_cache_memory, "--kv-cache-memory");
+    if (!v) return v.err();
+    r.budget.kv_cache_memory = *v;
+  }
+  if (!f.gpu_memory.empty()) {
+    auto v = parse_byte_size(f.gpu_memory, "--gpu-memory");
+    if (!v) return v.err();
+    if (*v == 0)
+      return make_error(errc::invalid_argument, "--gpu-memory: '0' leaves no memory");
+    r.budget.gpu_memory = *v;
+  }
+  if (!f.weights_memory.empty()) {
+    auto v = parse_byte_size(f.weights_memory, "--weights-memory");
+    if (!v) return v.err();
+    r.budget.weights_memory = *v;
+  }
+  r.budget.gpu_memory_utilization = f.gpu_memory_utilization;
+  r.num_gpu_blocks_override = f.num_gpu_blocks_override;
+  auto mode = parse_cudagraph_mode(f.cudagraph_mode);
+  if (!mode) return mode.err();
+  r.cudagraph = *mode;
+  if (!f.cudagraph_capture_sizes.empty()) {
+    auto sizes = parse_sizes(f.cudagraph_capture_sizes);
+    if (!sizes) return sizes.err();
+    r.cudagraph_capture_sizes = *sizes;
+  }
+  auto layout = parse_kv_cache_layout(f.kv_cache_layout);
+  if (!layout) {
+    auto e = layout.err();
+    e.message = "--kv-cache-layout" + e.message.substr(e.message.find(':'));
+    return e;
+  }
+  r.layout = *layout;
+  r.disable_hybrid_kv_cache_manager = f.disable_hybrid_kv_cache_manager;
+  r.kv_sharing_fast_prefill = f.kv_sharing_fast_prefill;
+  return r;
+}
+
+int run_plan(const plan_flags& flags, std::ostream& out, std::ostream& err) {
+  auto fail = [&](const error& e) {
+    fmt::print(err, "kvactor plan: error: {}\n", e.message);
+    if (flags.json) out << nlohmann::json{{"error", e.message}, {"code", to_string(e.code)}}.dump() << '\n';
+    return exit_bad_input;
+  };
+  auto request = to_plan_request(flags);
+  if (!request) return fail(request.err());
+  spdlog::debug("planning {} on {} rank(s)", request->model, request->load.tensor_parallel_size);
+  auto plan = plan_deployment(*request);
+  if (!plan) return fail(plan.err());
+  for (const auto& w : plan->warnings) spdlog::debug("plan: {}", w);
+  if (flags.json)
+    out << plan_to_json(*plan).dump(2) << '\n';
+  else
+    print_plan(*plan, out);
+  return exit_ok;
+}
+
+} // namespace kvactor

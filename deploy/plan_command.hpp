@@ -1,0 +1,47 @@
+// `kvactor plan`: flags as typed by the user, turned into a plan_request and a report.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "actors/driver/deployment_plan.hpp"
+#include "messages/errc.hpp"
+
+namespace kvactor {
+
+/// The flags of `kvactor plan`, as strings where kvactor (not the parser) checks the value, so
+/// that errors name the flag and the value the same way everywhere.
+struct plan_flags {
+  std::string model;
+  int32_t tensor_parallel_size = 1;
+  std::string dtype = "auto";
+  std::string kv_cache_dtype = "auto";
+  int32_t block_size = 16;
+  int64_t max_model_len = 0;
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t num_speculative_tokens = 0;
+  std::string kv_cache_memory;
+  std::string gpu_memory;
+  double gpu_memory_utilization = 0.9;
+  std::string weights_memory;
+  int64_t num_gpu_blocks_override = 0;
+  std::string cudagraph_mode = "full_and_piecewise";
+  std::string cudagraph_capture_sizes;
+  std::string device = "cuda";
+  std::string attention_backend = "auto";
+  std::string kv_cache_layout = "LBHNC";
+  bool disable_hybrid_kv_cache_manager = false;
+  bool kv_sharing_fast_prefill = false;
+  bool json = false;
+};
+
+/// Checks and converts the string-valued flags.
+expected<plan_request> to_plan_request(const plan_flags& flags);
+
+/// Plans and prints (JSON or the human report). Errors: exit_bad_input, one line on `err`
+/// naming the flag or field and the value (with --json also {"error": ...} on `out`).
+int run_plan(const plan_flags& flags, std::ostream& out, std::ostream& err);
+
+} // namespace kvactor
