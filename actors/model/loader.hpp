@@ -1,0 +1,46 @@
+// The model loader: turns a Hugging Face config.json into the attention layers one
+// tensor-parallel rank holds (messages/layer.hpp). Pure C++, no CAF; never throws.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "messages/errc.hpp"
+#include "messages/layer.hpp"
+
+namespace kvactor {
+
+/// The flags that change how a config is read (vLLM's spellings in comments).
+struct load_options {
+  int32_t tensor_parallel_size = 1;    // --tensor-parallel-size
+  std::string dtype = "auto";          // --dtype: auto|bfloat16|float16|float32 (model dtype)
+  std::string kv_cache_dtype = "auto"; // --kv-cache-dtype: auto (= model dtype)|fp8 (fp8_e4m3)
+};
+
+/// Returns `path_or_name` itself when it names an existing file; otherwise the first
+/// <dir>/<name>.json (or <dir>/<name> when the name ends in .json) that exists, searching the
+/// colon-separated dirs of $KVACTOR_MODELS_PATH, then KVACTOR_MODELS_DIR.
+/// Fails with errc::io_error listing the searched dirs and the shipped names.
+expected<std::string> resolve_model_path(std::string_view path_or_name);
+
+/// Stems of the *.json configs in KVACTOR_MODELS_DIR, sorted; empty when the dir is unreadable.
+std::vector<std::string> shipped_model_names();
+
+/// Parses config.json text into the layers of `rank` (0 <= rank < tensor_parallel_size).
+/// Fails with parse_error (not JSON, not an object), unknown_model_type, missing_field,
+/// invalid_argument (flag or field outside its domain) or invalid_split (heads or state
+/// dims not divisible by the tensor-parallel size); messages name the field and the value.
+expected<model_layout> load_model_layout(std::string_view json_text, const load_options& opt,
+                                         int32_t rank);
+
+/// Reads a config file (path or shipped name, see resolve_model_path) and returns one layout
+/// per rank, index = rank (size = tensor_parallel_size). Fails as the two functions above.
+expected<std::vector<model_layout>> load_model(std::string_view path_or_name,
+                                               const load_options& opt);
+
+/// The model_type values load_model_layout understands, sorted.
+std::vector<std::string> supported_model_types();
+
+} // namespace kvactor

@@ -1,0 +1,74 @@
+// Where model configs come from: a path, or a name looked up in the model search dirs.
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "actors/model/loader.hpp"
+
+namespace kvactor {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// $KVACTOR_MODELS_PATH (colon-separated, empty entries skipped), then KVACTOR_MODELS_DIR.
+std::vector<std::string> search_dirs() {
+  std::vector<std::string> out;
+  if (const char* env = std::getenv("KVACTOR_MODELS_PATH")) {
+    std::string_view rest{env};
+    while (!rest.empty()) {
+      auto colon = rest.find(':');
+      auto dir = rest.substr(0, colon);
+      if (!dir.empty()) out.emplace_back(dir);
+      rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
+    }
+  }
+  out.emplace_back(KVACTOR_MODELS_DIR);
+  return out;
+}
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+} // namespace
+
+expected<std::string> resolve_model_path(std::string_view path_or_name) {
+  std::string name{path_or_name};
+  if (!name.empty() && is_file(name)) return name;
+  auto dirs = search_dirs();
+  auto file = name.ends_with(".json") ? name : name + ".json";
+  if (!name.empty()) {
+    for (const auto& dir : dirs) {
+      auto candidate = fs::path{dir} / file;
+      if (is_file(candidate)) return candidate.string();
+    }
+  }
+  return make_error(errc::io_error,
+                    fmt::format("model '{}': not a file, and no {} in {} (shipped models: {})",
+                                name, file, fmt::join(dirs, ", "),
+                                fmt::join(shipped_model_names(), ", ")));
+}
+
+std::vector<std::string> shipped_model_names() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  fs::directory_iterator it{KVACTOR_MODELS_DIR, ec};
+  if (ec) return out;
+  // increment(ec) rather than a range-for, whose operator++ throws.
+  for (; it != fs::directory_iterator{}; it.increment(ec)) {
+    if (ec) break;
+    std::error_code file_ec;
+    if (it->path().extension() == ".json" && it->is_regular_file(file_ec))
+      out.push_back(it->path().stem().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace kvactor
