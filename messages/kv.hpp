@@ -49,6 +49,7 @@ struct kv_cache_spec {
   int32_t extra_retained_tokens = 0; // sliding window: MTP speculation keeps more
   int32_t sink_len = 0;
   bool non_causal = false;
+  int32_t tokens_per_state = 1; // compressed caches keep one state per this many tokens
   // Mamba / linear-attention state.
   std::vector<std::vector<int64_t>> state_shapes;
   std::vector<dtype> state_dtypes;
@@ -66,7 +67,7 @@ auto inspect(Inspector& f, kv_cache_spec& x) {
   return f(caf::meta::type_name("kvactor::kv_cache_spec"), x.kind, x.block_size, x.num_kv_heads,
            x.head_size, x.head_size_v, x.kv_dtype, x.page_size_padded, x.sliding_window,
            x.attention_chunk_size, x.extra_retained_tokens, x.sink_len, x.non_causal,
-           x.state_shapes, x.state_dtypes, x.cache_mode, x.num_speculative_blocks, x.layer_names,
+           x.tokens_per_state, x.state_shapes, x.state_dtypes, x.cache_mode, x.num_speculative_blocks, x.layer_names,
            x.layer_specs);
 }
 
@@ -112,9 +113,11 @@ bool is_attention_kind(kv_cache_spec_kind k);
 bool is_full_family(kv_cache_spec_kind k);
 bool is_mla_kind(kv_cache_spec_kind k);
 
+/// States a block of `block_size` tokens holds: block_size / tokens_per_state.
+int64_t num_kernel_states(const kv_cache_spec& s, int64_t block_size);
 /// Bytes of one (head, token) state: (head_size + head_size_v) x dtype size.
 int64_t state_content_size_bytes(const kv_cache_spec& s);
-/// The page before padding: heads x block_size x content (Mamba: sum of state tensors).
+/// The page before padding: heads x states per block x content (Mamba: sum of state tensors).
 int64_t real_page_size_bytes(const kv_cache_spec& s);
 /// The page a block of this layer occupies (padded if page_size_padded is set).
 int64_t page_size_bytes(const kv_cache_spec& s);

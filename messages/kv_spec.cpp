@@ -30,7 +30,7 @@ bool same_attention_fields(const kv_cache_spec& a, const kv_cache_spec& b) {
   return a.block_size == b.block_size && a.num_kv_heads == b.num_kv_heads
          && a.head_size == b.head_size && a.head_size_v == b.head_size_v
          && a.kv_dtype == b.kv_dtype && a.page_size_padded == b.page_size_padded
-         && a.sink_len == b.sink_len;
+         && a.sink_len == b.sink_len && a.tokens_per_state == b.tokens_per_state;
 }
 
 std::string describe(const kv_cache_spec& s) {
@@ -102,6 +102,10 @@ int64_t state_content_size_bytes(const kv_cache_spec& s) {
   return int64_t{s.head_size + s.head_size_v} * dtype_size(s.kv_dtype);
 }
 
+int64_t num_kernel_states(const kv_cache_spec& s, int64_t block_size) {
+  return s.tokens_per_state > 0 ? block_size / s.tokens_per_state : 1;
+}
+
 int64_t real_page_size_bytes(const kv_cache_spec& s) {
   switch (s.kind) {
     case kv_cache_spec_kind::mamba: {
@@ -120,7 +124,8 @@ int64_t real_page_size_bytes(const kv_cache_spec& s) {
       return total;
     }
     default:
-      return int64_t{s.num_kv_heads} * s.block_size * state_content_size_bytes(s);
+      return int64_t{s.num_kv_heads} * num_kernel_states(s, s.block_size)
+             * state_content_size_bytes(s);
   }
 }
 

@@ -76,7 +76,7 @@ expected<kv_cache_view> layer_view(const kv_cache_tensor& tensor, const std::str
                   "(block stride {} bytes, dense page {} bytes); reduce --block-size or use a "
                   "layer-compact layout (e.g. LBNHC)",
                   spec.block_size, kbs, tensor.block_stride, dense_page));
-  dims5 sizes{1, num_blocks * ratio, spec.num_kv_heads, kbs, content};
+  dims5 sizes{1, num_blocks * ratio, spec.num_kv_heads, num_kernel_states(spec, kbs), content};
   dims5 fixed{0, tensor.block_stride / ratio, 0, 0, 0};
   auto bytes = layout_strides(layout, sizes, fixed, ratio > 1 ? 0 : spec.page_size_padded);
   const int64_t elem = dtype_size(spec.kv_dtype);

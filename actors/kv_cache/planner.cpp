@@ -126,7 +126,8 @@ kv_cache_config kv_cache_config_from_groups(const std::vector<kv_cache_group>& g
     for (const auto& [spec, layers] : buckets) {
       const int64_t page = page_size_bytes(spec);
       const int64_t heads = is_attention_kind(spec.kind) ? spec.num_kv_heads : 1;
-      const int64_t states = is_attention_kind(spec.kind) ? spec.block_size : 1;
+      const int64_t states =
+        is_attention_kind(spec.kind) ? num_kernel_states(spec, spec.block_size) : 1;
       const int64_t content = is_attention_kind(spec.kind) ? state_content_size_bytes(spec)
                                                             : real_page_size_bytes(spec);
       dims5 sizes{static_cast<int64_t>(layers.size()), cfg.num_blocks, heads, states, content};

@@ -191,6 +191,24 @@ select_common_block_size(int32_t manager_bs,
                                 manager_bs, fmt::join(names, ", ")));
 }
 
+expected<int32_t>
+resolve_sparse_block_size(bool enabled, int32_t manager_bs,
+                          const std::vector<const backend_capabilities*>& backends) {
+  if (!enabled || backends.empty()) return manager_bs;
+  for (int32_t s = manager_bs; s >= 1; --s) {
+    if (manager_bs % s != 0) continue;
+    if (std::all_of(backends.begin(), backends.end(),
+                    [&](const backend_capabilities* b) { return supports(*b, s); }))
+      return s;
+  }
+  std::vector<std::string> names;
+  for (const auto* b : backends) names.push_back(b->name);
+  return make_error(errc::no_common_block_size,
+                    fmt::format("--block-size: no block size dividing {} is supported by every "
+                                "sparse backend ({})",
+                                manager_bs, fmt::join(names, ", ")));
+}
+
 expected<std::vector<int32_t>>
 kernel_block_sizes(const std::vector<kv_cache_group>& groups,
                    const std::vector<std::vector<attention_group>>& attn_groups,

@@ -67,6 +67,12 @@ build_attention_groups(const std::vector<kv_cache_group>& groups,
 expected<int32_t> select_common_block_size(int32_t manager_block_size,
                                            const std::vector<const backend_capabilities*>& backends);
 
+/// Block size for sparse (HiSparse-style) attention specs: the largest divisor of the manager
+/// block size that every sparse backend supports; unchanged when sparse attention is off.
+/// Fails (no_common_block_size) when no size is supported by every sparse backend.
+expected<int32_t> resolve_sparse_block_size(bool enabled, int32_t manager_block_size,
+                                            const std::vector<const backend_capabilities*>& backends);
+
 /// Kernel block size per KV cache group (index-aligned). Encoder-only groups get 0 ("none")
 /// rather than being skipped, so later groups keep their index; state groups keep their own.
 expected<std::vector<int32_t>>

@@ -86,3 +86,18 @@ TEST(KvLayout, UnknownLayerIsAnError) {
   auto t = tensor_for(spec, 10, kv_cache_layout::lbhnc);
   EXPECT_FALSE(layer_view(t, "nope", spec, 10, kv_cache_layout::lbhnc));
 }
+
+TEST(KvLayout, CompressedMlaKeepsOneStatePerFourTokens) {
+  auto spec = mla_spec(256, 128, dtype::bfloat16);
+  spec.tokens_per_state = 4;
+  EXPECT_EQ(page_size_bytes(spec), 64 * 128 * 2);
+  auto t = tensor_for(spec, 4, kv_cache_layout::lbhnc);
+  for (int32_t kbs : {0, 256}) {
+    auto v = layer_view(t, "l0", spec, 4, kv_cache_layout::lbhnc, kbs);
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->shape, (std::vector<int64_t>{4, 1, 64, 128}));
+  }
+  auto split = layer_view(t, "l0", spec, 4, kv_cache_layout::lbhnc, 64);
+  ASSERT_TRUE(split);
+  EXPECT_EQ(split->shape, (std::vector<int64_t>{16, 1, 16, 128}));
+}

@@ -96,6 +96,7 @@ inline kv_cache_spec sample<kv_cache_spec>() {
   x.extra_retained_tokens = 3;
   x.sink_len = 4;
   x.non_causal = true;
+  x.tokens_per_state = 4;
   x.state_shapes = {{2, 3}, {}};
   x.state_dtypes = {dtype::float32, dtype::int8};
   x.cache_mode = mamba_cache_mode::align;

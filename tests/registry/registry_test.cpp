@@ -208,3 +208,28 @@ TEST(GraphSupport, NarrowKeepsTheFirstCulpritOnTies) {
   info = info.narrow(graph_support::always, "c");
   EXPECT_EQ(info.backend, "a");
 }
+
+TEST(SparseBlockSize, LargestDivisorEverySparseBackendSupports) {
+  auto a = test_backend("a", {exactly(64)});
+  auto b = test_backend("b", {exactly(64)});
+  EXPECT_EQ(*resolve_sparse_block_size(true, 256, {&a, &b}), 64);
+  auto c = test_backend("c", {exactly(32), exactly(64)});
+  auto d = test_backend("d", {exactly(16), exactly(32)});
+  EXPECT_EQ(*resolve_sparse_block_size(true, 64, {&c, &d}), 32);
+  auto e = test_backend("e", {multiple_of(16)});
+  auto f = test_backend("f", {exactly(32)});
+  EXPECT_EQ(*resolve_sparse_block_size(true, 64, {&e, &f}), 32);
+}
+
+TEST(SparseBlockSize, NoSizeForEverySparseBackendIsAnError) {
+  auto a = test_backend("a", {exactly(64)});
+  auto b = test_backend("b", {exactly(32)});
+  auto r = resolve_sparse_block_size(true, 64, {&a, &b});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().message.find("supported by every sparse backend"), std::string::npos);
+}
+
+TEST(SparseBlockSize, DisabledLeavesTheBlockSizeAlone) {
+  auto a = test_backend("a", {exactly(64)});
+  EXPECT_EQ(*resolve_sparse_block_size(false, 256, {&a}), 256);
+}
