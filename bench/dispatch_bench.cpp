@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
   struct collect : benchmark::ConsoleReporter {
     std::map<std::string, double> ns;
     void ReportRuns(const std::vector<Run>& runs) override {
-      for (const auto& r : runs) ns[r.benchmark_name()] = r.GetAdjustedRealTime();
+      for (const auto& r : runs)
+        ns[r.benchmark_name()] = r.GetAdjustedRealTime();
       ConsoleReporter::ReportRuns(runs);
     }
   } reporter;

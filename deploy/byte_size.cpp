@@ -11,8 +11,10 @@ namespace kvactor {
 namespace {
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -27,8 +29,9 @@ expected<int64_t> parse_byte_size(std::string_view text, std::string_view flag) 
   if (s.empty()) return bad(flag, text, "is empty (expected bytes, e.g. 20GiB)");
   size_t i = 0;
   if (s[i] == '-' || s[i] == '+') ++i;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.'
-                          || s[i] == 'e' || s[i] == 'E'))
+  while (i < s.size()
+         && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e'
+             || s[i] == 'E'))
     ++i;
   auto number = s.substr(0, i);
   auto unit = trim(s.substr(i));
@@ -38,12 +41,20 @@ expected<int64_t> parse_byte_size(std::string_view text, std::string_view flag) 
     return bad(flag, text, "is not a number of bytes (expected e.g. 21474836480 or 20GiB)");
   if (value < 0) return bad(flag, text, "is negative");
   double scale = 0;
-  static constexpr std::pair<std::string_view, double> units[] = {
-    {"", 1},           {"B", 1},
-    {"K", 1024.0},     {"KiB", 1024.0},   {"KB", 1e3},
-    {"M", 1048576.0},  {"MiB", 1048576.0}, {"MB", 1e6},
-    {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9},
-    {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
+  static constexpr std::pair<std::string_view, double> units[] = {{"", 1},
+                                                                  {"B", 1},
+                                                                  {"K", 1024.0},
+                                                                  {"KiB", 1024.0},
+                                                                  {"KB", 1e3},
+                                                                  {"M", 1048576.0},
+                                                                  {"MiB", 1048576.0},
+                                                                  {"MB", 1e6},
+                                                                  {"G", 1073741824.0},
+                                                                  {"GiB", 1073741824.0},
+                                                                  {"GB", 1e9},
+                                                                  {"T", 1099511627776.0},
+                                                                  {"TiB", 1099511627776.0},
+                                                                  {"TB", 1e12}};
   for (const auto& [name, factor] : units)
     if (unit == name) scale = factor;
   if (scale == 0)

@@ -19,7 +19,7 @@ namespace {
 
 void add_plan_flags(CLI::App& cmd, plan_flags& f) {
   cmd.add_option("--model", f.model, "config.json path, or a shipped name (e.g. llama-3.1-8b)")
-    ->required();
+      ->required();
   cmd.add_option("--tensor-parallel-size,--tp", f.tensor_parallel_size, "ranks that split heads");
   cmd.add_option("--dtype", f.dtype, "auto|bfloat16|float16|float32 (model dtype)");
   cmd.add_option("--kv-cache-dtype", f.kv_cache_dtype, "auto|fp8");
@@ -32,12 +32,14 @@ void add_plan_flags(CLI::App& cmd, plan_flags& f) {
                  "draft tokens per decode step (decode query length is 1 + this)");
   cmd.add_option("--kv-cache-memory", f.kv_cache_memory,
                  "KV cache bytes per rank (20GiB, 21474836480; or one value per rank: a,b,...)");
-  cmd.add_option("--gpu-memory", f.gpu_memory, "device memory per rank (instead of "
-                                               "--kv-cache-memory)");
+  cmd.add_option("--gpu-memory", f.gpu_memory,
+                 "device memory per rank (instead of "
+                 "--kv-cache-memory)");
   cmd.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
                  "fraction of --gpu-memory kvactor may use");
-  cmd.add_option("--weights-memory", f.weights_memory, "weight bytes per rank, taken off the "
-                                                       "budget");
+  cmd.add_option("--weights-memory", f.weights_memory,
+                 "weight bytes per rank, taken off the "
+                 "budget");
   cmd.add_option("--num-gpu-blocks-override", f.num_gpu_blocks_override,
                  "use exactly this many blocks");
   cmd.add_option("--cudagraph-mode", f.cudagraph_mode,
@@ -68,10 +70,10 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   app.require_subcommand(1);
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")
-    ->capture_default_str();
+      ->capture_default_str();
   plan_flags plan;
   auto* plan_cmd = app.add_subcommand(
-    "plan", "what the KV cache of a model needs on these GPUs: groups, blocks, graphs");
+      "plan", "what the KV cache of a model needs on these GPUs: groups, blocks, graphs");
   add_plan_flags(*plan_cmd, plan);
   // Flags after the subcommand reach the app too (kvactor plan ... --log-level debug).
   plan_cmd->fallthrough();
@@ -91,8 +93,9 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   }
   auto level = spdlog::level::from_str(log_level);
   if (level == spdlog::level::off && log_level != "off") {
-    fmt::print(err, "kvactor: error: --log-level: unknown value '{}' (expected trace, debug, "
-                    "info, warn, error, critical or off)\n",
+    fmt::print(err,
+               "kvactor: error: --log-level: unknown value '{}' (expected trace, debug, "
+               "info, warn, error, critical or off)\n",
                log_level);
     return exit_bad_input;
   }

@@ -3,4 +3,6 @@
 
 #include "deploy/cli.hpp"
 
-int main(int argc, char** argv) { return kvactor::kvactor_main(argc, argv, std::cout, std::cerr); }
+int main(int argc, char** argv) {
+  return kvactor::kvactor_main(argc, argv, std::cout, std::cerr);
+}

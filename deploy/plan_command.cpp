@@ -24,9 +24,9 @@ expected<std::vector<int32_t>> parse_sizes(const std::string& text) {
     int32_t v = 0;
     auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
     if (ec != std::errc{} || end != part.data() + part.size() || part.empty())
-      return make_error(errc::invalid_argument,
-                        fmt::format("--cudagraph-capture-sizes: '{}' is not an integer in '{}'",
-                                    part, text));
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("--cudagraph-capture-sizes: '{}' is not an integer in '{}'", part, text));
     out.push_back(v);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -71,8 +71,7 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
   if (!f.gpu_memory.empty()) {
     auto v = parse_byte_size(f.gpu_memory, "--gpu-memory");
     if (!v) return v.err();
-    if (*v == 0)
-      return make_error(errc::invalid_argument, "--gpu-memory: '0' leaves no memory");
+    if (*v == 0) return make_error(errc::invalid_argument, "--gpu-memory: '0' leaves no memory");
     r.budget.gpu_memory = *v;
   }
   if (!f.weights_memory.empty()) {
@@ -105,7 +104,8 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
 int run_plan(const plan_flags& flags, std::ostream& out, std::ostream& err) {
   auto fail = [&](const error& e) {
     fmt::print(err, "kvactor plan: error: {}\n", e.message);
-    if (flags.json) out << nlohmann::json{{"error", e.message}, {"code", to_string(e.code)}}.dump() << '\n';
+    if (flags.json)
+      out << nlohmann::json{{"error", e.message}, {"code", to_string(e.code)}}.dump() << '\n';
     return exit_bad_input;
   };
   auto request = to_plan_request(flags);
@@ -113,7 +113,8 @@ int run_plan(const plan_flags& flags, std::ostream& out, std::ostream& err) {
   spdlog::debug("planning {} on {} rank(s)", request->model, request->load.tensor_parallel_size);
   auto plan = plan_deployment(*request);
   if (!plan) return fail(plan.err());
-  for (const auto& w : plan->warnings) spdlog::debug("plan: {}", w);
+  for (const auto& w : plan->warnings)
+    spdlog::debug("plan: {}", w);
   if (flags.json)
     out << plan_to_json(*plan).dump(2) << '\n';
   else

@@ -27,11 +27,13 @@ std::string grouped(int64_t v) {
 
 std::map<std::string, int32_t> layer_indices(const deployment_plan& plan) {
   std::map<std::string, int32_t> out;
-  for (const auto& l : plan.ranks.front().layers) out.emplace(l.name, l.index);
+  for (const auto& l : plan.ranks.front().layers)
+    out.emplace(l.name, l.index);
   return out;
 }
 
-std::vector<int32_t> indices_of(const kv_cache_group& g, const std::map<std::string, int32_t>& idx) {
+std::vector<int32_t> indices_of(const kv_cache_group& g,
+                                const std::map<std::string, int32_t>& idx) {
   std::vector<int32_t> out;
   for (const auto& n : g.layer_names)
     if (auto it = idx.find(n); it != idx.end()) out.push_back(it->second);
@@ -56,9 +58,9 @@ int32_t window_of(const kv_cache_spec& s) {
 std::string kind_name(const kv_cache_spec& s) {
   auto k = group_kind(s);
   switch (k) {
-    case kv_cache_spec_kind::sink_full: return "full";
-    case kv_cache_spec_kind::sliding_window_mla: return "sliding_window";
-    default: return std::string{to_string(k)};
+  case kv_cache_spec_kind::sink_full: return "full";
+  case kv_cache_spec_kind::sliding_window_mla: return "sliding_window";
+  default: return std::string{to_string(k)};
   }
 }
 
@@ -76,11 +78,13 @@ std::string format_index_list(const std::vector<int32_t>& v) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < v.size();) {
     size_t j = i;
-    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
+      ++j;
     if (j - i >= 2)
       parts.push_back(fmt::format("{}-{}", v[i], v[j]));
     else
-      for (size_t k = i; k <= j; ++k) parts.push_back(std::to_string(v[k]));
+      for (size_t k = i; k <= j; ++k)
+        parts.push_back(std::to_string(v[k]));
     i = j + 1;
   }
   return fmt::format("{}", fmt::join(parts, ","));
@@ -128,15 +132,15 @@ json plan_to_json(const deployment_plan& plan) {
     auto w = window_of(g.spec);
     jg["sliding_window"] = w > 0 ? json(w) : json(nullptr);
     if (g.spec.attention_chunk_size > 0) jg["attention_chunk_size"] = g.spec.attention_chunk_size;
-    jg["dtype"] = std::string{to_string(
-      g.spec.kind == kv_cache_spec_kind::uniform_type ? g.spec.layer_specs.front().kv_dtype
-                                                      : g.spec.kv_dtype)};
+    jg["dtype"] = std::string{to_string(g.spec.kind == kv_cache_spec_kind::uniform_type
+                                            ? g.spec.layer_specs.front().kv_dtype
+                                            : g.spec.kv_dtype)};
     jg["backend"] = group_backends(plan, gid);
     jg["blocks_per_request"] =
-      (page_size_bytes(g.spec) > 0)
-        ? (max_memory_usage_bytes(g.spec, plan.limits) + page_size_bytes(g.spec) - 1)
-            / page_size_bytes(g.spec)
-        : 0;
+        (page_size_bytes(g.spec) > 0)
+            ? (max_memory_usage_bytes(g.spec, plan.limits) + page_size_bytes(g.spec) - 1)
+                  / page_size_bytes(g.spec)
+            : 0;
     groups.push_back(std::move(jg));
   }
   j["groups"] = std::move(groups);
@@ -165,7 +169,8 @@ json plan_to_json(const deployment_plan& plan) {
                      {"offset_bytes", v.offset_bytes}});
   j["views"] = std::move(views);
   json sharing = json::object();
-  for (const auto& [layer, target] : plan.kv_sharing) sharing[layer] = target;
+  for (const auto& [layer, target] : plan.kv_sharing)
+    sharing[layer] = target;
   j["kv_sharing"] = std::move(sharing);
   j["fast_prefill_layers"] = plan.fast_prefill_layers;
   const auto& cg = plan.cudagraphs;
@@ -174,16 +179,18 @@ json plan_to_json(const deployment_plan& plan) {
   jc["mode"] = std::string{to_string(cg.mode)};
   jc["min_graph_support"] = std::string{to_string(cg.support.min_support)};
   jc["min_graph_support_backend"] =
-    cg.support.backend.empty() ? json(nullptr) : json(cg.support.backend);
+      cg.support.backend.empty() ? json(nullptr) : json(cg.support.backend);
   jc["query_lens_mismatch_backend"] = plan.query_lens_mismatch_backend.empty()
-                                        ? json(nullptr)
-                                        : json(plan.query_lens_mismatch_backend);
+                                          ? json(nullptr)
+                                          : json(plan.query_lens_mismatch_backend);
   jc["capture_sizes"] = cg.capture_sizes;
   json full = json::array();
-  for (const auto& d : cg.full_graphs) full.push_back(descriptor_json(d, true));
+  for (const auto& d : cg.full_graphs)
+    full.push_back(descriptor_json(d, true));
   jc["full_graphs"] = std::move(full);
   json piecewise = json::array();
-  for (const auto& d : cg.piecewise_graphs) piecewise.push_back(descriptor_json(d, false));
+  for (const auto& d : cg.piecewise_graphs)
+    piecewise.push_back(descriptor_json(d, false));
   jc["piecewise_graphs"] = std::move(piecewise);
   jc["notes"] = cg.notes;
   j["cudagraph"] = std::move(jc);
@@ -227,11 +234,11 @@ void print_plan(const deployment_plan& plan, std::ostream& out) {
     auto w = window_of(g.spec);
     const int64_t page = page_size_bytes(g.spec);
     const int64_t per_req =
-      page > 0 ? (max_memory_usage_bytes(g.spec, plan.limits) + page - 1) / page : 0;
+        page > 0 ? (max_memory_usage_bytes(g.spec, plan.limits) + page - 1) / page : 0;
     fmt::print(out, "  {:>3}  {:<15} {:<22} {:>6} {:>7} {:>12} {:>7} {:>9}  {}\n", gid,
-               kind_name(g.spec), list, g.spec.block_size,
-               kbs > 0 ? std::to_string(kbs) : "-", grouped(page),
-               w > 0 ? std::to_string(w) : "-", grouped(per_req), group_backends(plan, gid));
+               kind_name(g.spec), list, g.spec.block_size, kbs > 0 ? std::to_string(kbs) : "-",
+               grouped(page), w > 0 ? std::to_string(w) : "-", grouped(per_req),
+               group_backends(plan, gid));
   }
   if (!plan.kv_sharing.empty())
     fmt::print(out, "  {} layers share another layer's KV cache\n", plan.kv_sharing.size());
@@ -250,8 +257,10 @@ void print_plan(const deployment_plan& plan, std::ostream& out) {
     fmt::print(out, "  {} capture sizes {}..{}; {} full graphs, {} piecewise graphs\n",
                cg.capture_sizes.size(), cg.capture_sizes.front(), cg.capture_sizes.back(),
                cg.full_graphs.size(), cg.piecewise_graphs.size());
-  for (const auto& n : cg.notes) fmt::print(out, "  note: {}\n", n);
-  for (const auto& w : plan.warnings) fmt::print(out, "warning: {}\n", w);
+  for (const auto& n : cg.notes)
+    fmt::print(out, "  note: {}\n", n);
+  for (const auto& w : plan.warnings)
+    fmt::print(out, "warning: {}\n", w);
   fmt::print(out, "\n");
   if (plan.config.groups.empty())
     fmt::print(out, "No KV cache needed: the model has no layers that keep KV state.\n");

@@ -36,17 +36,21 @@ auto inspect(Inspector& f, block_size_constraint& x) {
   return f(caf::meta::type_name("kvactor::block_size_constraint"), x.value, x.multiple_of);
 }
 
-inline block_size_constraint exactly(int32_t v) { return {v, false}; }
-inline block_size_constraint multiple_of(int32_t v) { return {v, true}; }
+inline block_size_constraint exactly(int32_t v) {
+  return {v, false};
+}
+inline block_size_constraint multiple_of(int32_t v) {
+  return {v, true};
+}
 
 /// What an attention backend declares about itself (§5.2). The registry decides with these
 /// alone; no backend code runs to answer "can you serve this layer?".
 struct backend_capabilities {
   std::string name;
   std::vector<block_size_constraint> kernel_block_sizes; // empty = any
-  std::vector<kv_cache_spec_kind> spec_kinds;           // kinds it can serve
-  std::vector<dtype> kv_dtypes;                         // empty = any
-  std::vector<int32_t> head_sizes;                      // empty = any
+  std::vector<kv_cache_spec_kind> spec_kinds;            // kinds it can serve
+  std::vector<dtype> kv_dtypes;                          // empty = any
+  std::vector<int32_t> head_sizes;                       // empty = any
   kv_cache_layout layout = kv_cache_layout::lbhnc;
   graph_support cudagraph_support = graph_support::never;
   bool supports_sinks = false;
@@ -62,9 +66,9 @@ struct backend_capabilities {
 template <class Inspector>
 auto inspect(Inspector& f, backend_capabilities& x) {
   return f(caf::meta::type_name("kvactor::backend_capabilities"), x.name, x.kernel_block_sizes,
-           x.spec_kinds, x.kv_dtypes, x.head_sizes, x.layout, x.cudagraph_support,
-           x.supports_sinks, x.query_lens_mismatch_ok, x.requires_gpu, x.workspace_bytes,
-           x.reorder_batch_threshold, x.priority);
+           x.spec_kinds, x.kv_dtypes, x.head_sizes, x.layout, x.cudagraph_support, x.supports_sinks,
+           x.query_lens_mismatch_ok, x.requires_gpu, x.workspace_bytes, x.reorder_batch_threshold,
+           x.priority);
 }
 
 /// Layers of one KV cache group that share a backend, a per-layer spec and a query-head count;
@@ -92,8 +96,7 @@ struct graph_support_info {
 
   /// A copy narrowed to `s` if `s` is strictly weaker, else *this (first culprit wins ties).
   graph_support_info narrow(graph_support s, const std::string& by) const {
-    if (static_cast<uint8_t>(s) < static_cast<uint8_t>(min_support))
-      return {s, by};
+    if (static_cast<uint8_t>(s) < static_cast<uint8_t>(min_support)) return {s, by};
     return *this;
   }
 

@@ -58,10 +58,10 @@ struct cudagraph_plan {
   cudagraph_mode mode = cudagraph_mode::none; // resolved
   graph_support_info support;
   int32_t uniform_decode_query_len = 1;
-  std::vector<int32_t> capture_sizes; // ascending
+  std::vector<int32_t> capture_sizes;             // ascending
   std::vector<batch_descriptor> full_graphs;      // capture order: largest first
   std::vector<batch_descriptor> piecewise_graphs; // capture order: largest first
-  std::vector<std::string> notes; // why the mode changed, if it did
+  std::vector<std::string> notes;                 // why the mode changed, if it did
 
   bool operator==(const cudagraph_plan&) const = default;
 };
@@ -69,8 +69,7 @@ struct cudagraph_plan {
 template <class Inspector>
 auto inspect(Inspector& f, cudagraph_plan& x) {
   return f(caf::meta::type_name("kvactor::cudagraph_plan"), x.requested, x.mode, x.support,
-           x.uniform_decode_query_len, x.capture_sizes, x.full_graphs, x.piecewise_graphs,
-           x.notes);
+           x.uniform_decode_query_len, x.capture_sizes, x.full_graphs, x.piecewise_graphs, x.notes);
 }
 
 } // namespace kvactor

@@ -6,24 +6,24 @@ namespace kvactor {
 
 int64_t dtype_size(dtype x) {
   switch (x) {
-    case dtype::float32: return 4;
-    case dtype::float16:
-    case dtype::bfloat16: return 2;
-    case dtype::fp8_e4m3:
-    case dtype::int8:
-    case dtype::uint8: return 1;
+  case dtype::float32: return 4;
+  case dtype::float16:
+  case dtype::bfloat16: return 2;
+  case dtype::fp8_e4m3:
+  case dtype::int8:
+  case dtype::uint8: return 1;
   }
   return 0;
 }
 
 std::string_view to_string(dtype x) {
   switch (x) {
-    case dtype::float32: return "float32";
-    case dtype::float16: return "float16";
-    case dtype::bfloat16: return "bfloat16";
-    case dtype::fp8_e4m3: return "fp8_e4m3";
-    case dtype::int8: return "int8";
-    case dtype::uint8: return "uint8";
+  case dtype::float32: return "float32";
+  case dtype::float16: return "float16";
+  case dtype::bfloat16: return "bfloat16";
+  case dtype::fp8_e4m3: return "fp8_e4m3";
+  case dtype::int8: return "int8";
+  case dtype::uint8: return "uint8";
   }
   return "unknown";
 }

@@ -79,7 +79,9 @@ struct ok_t {
   bool operator==(const ok_t&) const = default;
 };
 using status = expected<ok_t>;
-inline status ok() { return ok_t{}; }
+inline status ok() {
+  return ok_t{};
+}
 
 inline error make_error(errc code, std::string message) {
   return error{code, std::move(message)};

@@ -43,8 +43,8 @@ struct kv_cache_spec {
   int32_t head_size = 0;
   int32_t head_size_v = 0; // MLA: 0
   dtype kv_dtype = dtype::bfloat16;
-  int64_t page_size_padded = 0;  // 0 = no padding
-  int32_t sliding_window = 0;    // 0 = none (full attention may carry one, see merge)
+  int64_t page_size_padded = 0; // 0 = no padding
+  int32_t sliding_window = 0;   // 0 = none (full attention may carry one, see merge)
   int32_t attention_chunk_size = 0;
   int32_t extra_retained_tokens = 0; // sliding window: MTP speculation keeps more
   int32_t sink_len = 0;
@@ -67,8 +67,8 @@ auto inspect(Inspector& f, kv_cache_spec& x) {
   return f(caf::meta::type_name("kvactor::kv_cache_spec"), x.kind, x.block_size, x.num_kv_heads,
            x.head_size, x.head_size_v, x.kv_dtype, x.page_size_padded, x.sliding_window,
            x.attention_chunk_size, x.extra_retained_tokens, x.sink_len, x.non_causal,
-           x.tokens_per_state, x.state_shapes, x.state_dtypes, x.cache_mode, x.num_speculative_blocks, x.layer_names,
-           x.layer_specs);
+           x.tokens_per_state, x.state_shapes, x.state_dtypes, x.cache_mode,
+           x.num_speculative_blocks, x.layer_names, x.layer_specs);
 }
 
 /// Limits that decide how much memory one request may need.
@@ -83,8 +83,8 @@ struct memory_limits {
 
 template <class Inspector>
 auto inspect(Inspector& f, memory_limits& x) {
-  return f(caf::meta::type_name("kvactor::memory_limits"), x.max_model_len,
-           x.max_in_flight_tokens, x.max_encoder_input_tokens, x.dcp_size);
+  return f(caf::meta::type_name("kvactor::memory_limits"), x.max_model_len, x.max_in_flight_tokens,
+           x.max_encoder_input_tokens, x.dcp_size);
 }
 
 // ---- constructors for each kind ------------------------------------------------------------
@@ -102,8 +102,7 @@ kv_cache_spec cross_attention_spec(int32_t block_size, int32_t num_kv_heads, int
 kv_cache_spec encoder_only_spec(int32_t block_size, int32_t num_kv_heads, int32_t head_size,
                                 dtype dt);
 kv_cache_spec mamba_spec(int32_t block_size, std::vector<std::vector<int64_t>> shapes,
-                         std::vector<dtype> dtypes,
-                         mamba_cache_mode mode = mamba_cache_mode::none);
+                         std::vector<dtype> dtypes, mamba_cache_mode mode = mamba_cache_mode::none);
 
 // ---- formulas ------------------------------------------------------------------------------
 

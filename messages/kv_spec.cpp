@@ -11,7 +11,9 @@ namespace kvactor {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 kv_cache_spec attention(kv_cache_spec_kind kind, int32_t bs, int32_t heads, int32_t head_size,
                         int32_t head_size_v, dtype dt) {
@@ -28,9 +30,9 @@ kv_cache_spec attention(kv_cache_spec_kind kind, int32_t bs, int32_t heads, int3
 // The fields vLLM's AttentionSpec compares when merging full attention specs.
 bool same_attention_fields(const kv_cache_spec& a, const kv_cache_spec& b) {
   return a.block_size == b.block_size && a.num_kv_heads == b.num_kv_heads
-         && a.head_size == b.head_size && a.head_size_v == b.head_size_v
-         && a.kv_dtype == b.kv_dtype && a.page_size_padded == b.page_size_padded
-         && a.sink_len == b.sink_len && a.tokens_per_state == b.tokens_per_state;
+         && a.head_size == b.head_size && a.head_size_v == b.head_size_v && a.kv_dtype == b.kv_dtype
+         && a.page_size_padded == b.page_size_padded && a.sink_len == b.sink_len
+         && a.tokens_per_state == b.tokens_per_state;
 }
 
 std::string describe(const kv_cache_spec& s) {
@@ -108,24 +110,26 @@ int64_t num_kernel_states(const kv_cache_spec& s, int64_t block_size) {
 
 int64_t real_page_size_bytes(const kv_cache_spec& s) {
   switch (s.kind) {
-    case kv_cache_spec_kind::mamba: {
-      int64_t total = 0;
-      for (size_t i = 0; i < s.state_shapes.size(); ++i) {
-        int64_t n = 1;
-        for (auto d : s.state_shapes[i]) n *= d;
-        auto dt = i < s.state_dtypes.size() ? s.state_dtypes[i] : dtype::bfloat16;
-        total += n * dtype_size(dt);
-      }
-      return total;
+  case kv_cache_spec_kind::mamba: {
+    int64_t total = 0;
+    for (size_t i = 0; i < s.state_shapes.size(); ++i) {
+      int64_t n = 1;
+      for (auto d : s.state_shapes[i])
+        n *= d;
+      auto dt = i < s.state_dtypes.size() ? s.state_dtypes[i] : dtype::bfloat16;
+      total += n * dtype_size(dt);
     }
-    case kv_cache_spec_kind::uniform_type: {
-      int64_t total = 0;
-      for (const auto& l : s.layer_specs) total += page_size_bytes(l);
-      return total;
-    }
-    default:
-      return int64_t{s.num_kv_heads} * num_kernel_states(s, s.block_size)
-             * state_content_size_bytes(s);
+    return total;
+  }
+  case kv_cache_spec_kind::uniform_type: {
+    int64_t total = 0;
+    for (const auto& l : s.layer_specs)
+      total += page_size_bytes(l);
+    return total;
+  }
+  default:
+    return int64_t{s.num_kv_heads} * num_kernel_states(s, s.block_size)
+           * state_content_size_bytes(s);
   }
 }
 
@@ -139,43 +143,39 @@ int64_t max_memory_usage_bytes(const kv_cache_spec& s, const memory_limits& lim)
   const int64_t bs = s.block_size;
   const int64_t m = lim.max_model_len;
   switch (s.kind) {
-    case kv_cache_spec_kind::full:
-    case kv_cache_spec_kind::mla:
-    case kv_cache_spec_kind::sink_full: {
-      int64_t len = lim.dcp_size > 1 ? ceil_div(m, lim.dcp_size) : m;
-      return ceil_div(len, bs) * page;
-    }
-    case kv_cache_spec_kind::sliding_window:
-    case kv_cache_spec_kind::sliding_window_mla: {
-      // The window may start mid-block, hence one block more.
-      int64_t tokens = std::min<int64_t>(
+  case kv_cache_spec_kind::full:
+  case kv_cache_spec_kind::mla:
+  case kv_cache_spec_kind::sink_full: {
+    int64_t len = lim.dcp_size > 1 ? ceil_div(m, lim.dcp_size) : m;
+    return ceil_div(len, bs) * page;
+  }
+  case kv_cache_spec_kind::sliding_window:
+  case kv_cache_spec_kind::sliding_window_mla: {
+    // The window may start mid-block, hence one block more.
+    int64_t tokens = std::min<int64_t>(
         s.sliding_window - 1 + s.extra_retained_tokens + lim.max_in_flight_tokens, m);
-      return (ceil_div(tokens, bs) + 1) * page;
+    return (ceil_div(tokens, bs) + 1) * page;
+  }
+  case kv_cache_spec_kind::chunked_local: {
+    int64_t tokens = std::min<int64_t>(s.attention_chunk_size + lim.max_in_flight_tokens, m);
+    return ceil_div(tokens, bs) * page;
+  }
+  case kv_cache_spec_kind::cross_attention:
+    return ceil_div(lim.max_encoder_input_tokens, bs) * page;
+  case kv_cache_spec_kind::encoder_only: return 0;
+  case kv_cache_spec_kind::mamba:
+    switch (s.cache_mode) {
+    case mamba_cache_mode::all: return (ceil_div(m, bs) + s.num_speculative_blocks) * page;
+    case mamba_cache_mode::align: return (2 + s.num_speculative_blocks) * page;
+    case mamba_cache_mode::none: return (1 + s.num_speculative_blocks) * page;
     }
-    case kv_cache_spec_kind::chunked_local: {
-      int64_t tokens = std::min<int64_t>(s.attention_chunk_size + lim.max_in_flight_tokens, m);
-      return ceil_div(tokens, bs) * page;
-    }
-    case kv_cache_spec_kind::cross_attention:
-      return ceil_div(lim.max_encoder_input_tokens, bs) * page;
-    case kv_cache_spec_kind::encoder_only:
-      return 0;
-    case kv_cache_spec_kind::mamba:
-      switch (s.cache_mode) {
-        case mamba_cache_mode::all:
-          return (ceil_div(m, bs) + s.num_speculative_blocks) * page;
-        case mamba_cache_mode::align:
-          return (2 + s.num_speculative_blocks) * page;
-        case mamba_cache_mode::none:
-          return (1 + s.num_speculative_blocks) * page;
-      }
-      return page;
-    case kv_cache_spec_kind::uniform_type: {
-      int64_t pages = 0;
-      for (const auto& l : s.layer_specs)
-        pages = std::max(pages, ceil_div(max_memory_usage_bytes(l, lim), page_size_bytes(l)));
-      return pages * page;
-    }
+    return page;
+  case kv_cache_spec_kind::uniform_type: {
+    int64_t pages = 0;
+    for (const auto& l : s.layer_specs)
+      pages = std::max(pages, ceil_div(max_memory_usage_bytes(l, lim), page_size_bytes(l)));
+    return pages * page;
+  }
   }
   return 0;
 }
@@ -188,13 +188,13 @@ int64_t max_num_blocks_per_req(const kv_cache_spec& s, int64_t max_len, int32_t 
 kv_cache_spec with_block_size(const kv_cache_spec& s, int32_t block_size) {
   auto out = s;
   out.block_size = block_size;
-  for (auto& l : out.layer_specs) l.block_size = block_size;
+  for (auto& l : out.layer_specs)
+    l.block_size = block_size;
   return out;
 }
 
 expected<kv_cache_spec> merge_specs(const std::vector<kv_cache_spec>& specs) {
-  if (specs.empty())
-    return make_error(errc::invalid_argument, "merge_specs: no specs to merge");
+  if (specs.empty()) return make_error(errc::invalid_argument, "merge_specs: no specs to merge");
   const auto& first = specs.front();
   bool full = first.kind == kv_cache_spec_kind::full || first.kind == kv_cache_spec_kind::sink_full;
   if (!full) {
@@ -247,33 +247,32 @@ expected<kv_cache_spec> uniform_type_from_specs(const std::vector<std::string>& 
     return make_error(errc::invalid_argument, "uniform_type: needs one spec per layer name");
   const auto& first = specs.front();
   auto fail = [&](const kv_cache_spec& s) -> error {
-    return make_error(errc::incompatible_specs,
-                      fmt::format("uniform_type: {} and {} are not of one type", describe(first),
-                                  describe(s)));
+    return make_error(
+        errc::incompatible_specs,
+        fmt::format("uniform_type: {} and {} are not of one type", describe(first), describe(s)));
   };
   for (const auto& s : specs) {
     if (s.block_size != first.block_size) return fail(s);
     switch (first.kind) {
-      case kv_cache_spec_kind::full:
-      case kv_cache_spec_kind::mla:
-      case kv_cache_spec_kind::sink_full:
-        if (!is_full_family(s.kind)) return fail(s);
-        break;
-      case kv_cache_spec_kind::sliding_window:
-      case kv_cache_spec_kind::sliding_window_mla:
-        if (s.kind != first.kind || s.sliding_window != first.sliding_window) return fail(s);
-        break;
-      case kv_cache_spec_kind::chunked_local:
-        if (s.kind != first.kind || s.attention_chunk_size != first.attention_chunk_size)
-          return fail(s);
-        break;
-      case kv_cache_spec_kind::mamba:
-        if (s.kind != first.kind || s.num_speculative_blocks != first.num_speculative_blocks
-            || page_size_bytes(s) != page_size_bytes(first))
-          return fail(s);
-        break;
-      default:
+    case kv_cache_spec_kind::full:
+    case kv_cache_spec_kind::mla:
+    case kv_cache_spec_kind::sink_full:
+      if (!is_full_family(s.kind)) return fail(s);
+      break;
+    case kv_cache_spec_kind::sliding_window:
+    case kv_cache_spec_kind::sliding_window_mla:
+      if (s.kind != first.kind || s.sliding_window != first.sliding_window) return fail(s);
+      break;
+    case kv_cache_spec_kind::chunked_local:
+      if (s.kind != first.kind || s.attention_chunk_size != first.attention_chunk_size)
         return fail(s);
+      break;
+    case kv_cache_spec_kind::mamba:
+      if (s.kind != first.kind || s.num_speculative_blocks != first.num_speculative_blocks
+          || page_size_bytes(s) != page_size_bytes(first))
+        return fail(s);
+      break;
+    default: return fail(s);
     }
   }
   kv_cache_spec w;

@@ -12,24 +12,27 @@ namespace kvactor {
 
 namespace {
 
-error invalid(std::string msg) { return make_error(errc::invalid_argument, std::move(msg)); }
+error invalid(std::string msg) {
+  return make_error(errc::invalid_argument, std::move(msg));
+}
 
 status validate(const plan_request& r) {
   if (r.block_size <= 0)
-    return invalid(fmt::format("--block-size: {} is not a positive number of tokens", r.block_size));
+    return invalid(
+        fmt::format("--block-size: {} is not a positive number of tokens", r.block_size));
   if (r.max_model_len < 0)
     return invalid(fmt::format("--max-model-len: {} is negative", r.max_model_len));
   if (r.max_num_seqs <= 0)
     return invalid(fmt::format("--max-num-seqs: {} is not positive", r.max_num_seqs));
   if (r.max_num_batched_tokens <= 0)
     return invalid(
-      fmt::format("--max-num-batched-tokens: {} is not positive", r.max_num_batched_tokens));
+        fmt::format("--max-num-batched-tokens: {} is not positive", r.max_num_batched_tokens));
   if (r.num_speculative_tokens < 0)
     return invalid(
-      fmt::format("--num-speculative-tokens: {} is negative", r.num_speculative_tokens));
+        fmt::format("--num-speculative-tokens: {} is negative", r.num_speculative_tokens));
   if (r.num_gpu_blocks_override < 0)
     return invalid(
-      fmt::format("--num-gpu-blocks-override: {} is negative", r.num_gpu_blocks_override));
+        fmt::format("--num-gpu-blocks-override: {} is negative", r.num_gpu_blocks_override));
   const auto& b = r.budget;
   if (!b.kv_cache_memory.empty() && b.gpu_memory > 0)
     return invalid("--kv-cache-memory and --gpu-memory: give one way to size the budget, not both");
@@ -41,8 +44,8 @@ status validate(const plan_request& r) {
                                     v));
   if (b.gpu_memory < 0) return invalid(fmt::format("--gpu-memory: {} is negative", b.gpu_memory));
   if (!(b.gpu_memory_utilization > 0.0 && b.gpu_memory_utilization <= 1.0))
-    return invalid(fmt::format("--gpu-memory-utilization: {} is not in (0, 1]",
-                               b.gpu_memory_utilization));
+    return invalid(
+        fmt::format("--gpu-memory-utilization: {} is not in (0, 1]", b.gpu_memory_utilization));
   if (b.weights_memory < 0)
     return invalid(fmt::format("--weights-memory: {} is negative", b.weights_memory));
   if (b.kv_cache_memory.empty() && b.gpu_memory == 0 && r.num_gpu_blocks_override == 0)
@@ -63,7 +66,7 @@ expected<std::vector<int64_t>> available_per_rank(const plan_request& r, size_t 
   }
   if (b.gpu_memory > 0) {
     auto requested = static_cast<int64_t>(
-      std::ceil(static_cast<double>(b.gpu_memory) * b.gpu_memory_utilization));
+        std::ceil(static_cast<double>(b.gpu_memory) * b.gpu_memory_utilization));
     int64_t avail = requested - b.weights_memory;
     if (avail <= 0)
       return make_error(errc::insufficient_memory,
@@ -140,7 +143,8 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
   // Specs per rank, then one KV cache plan with the minimum block count over ranks.
   spec_options sopt{req.block_size, req.max_model_len};
   std::vector<layer_spec_list> specs;
-  for (const auto& r : plan.ranks) specs.push_back(kv_cache_specs(r.layers, sopt));
+  for (const auto& r : plan.ranks)
+    specs.push_back(kv_cache_specs(r.layers, sopt));
   auto available = available_per_rank(req, plan.ranks.size());
   if (!available) return available.err();
   kv_plan_options kopt;
@@ -163,7 +167,7 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
   for (auto& g : encoder_only_groups(encoder_only_specs(model.layers, sopt)))
     plan.groups.push_back(std::move(g));
   plan.fast_prefill_layers =
-    fast_prefill_eligible_layers(model.layers, req.kv_sharing_fast_prefill);
+      fast_prefill_eligible_layers(model.layers, req.kv_sharing_fast_prefill);
 
   // Backends per layer, attention groups, kernel block sizes, graph support.
   auto registry = backend_registry::with_builtins();
@@ -175,7 +179,7 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
       if (layer == model.layers.end())
         return invalid(fmt::format("layer {}: planned but not in the model", name));
       auto backend =
-        registry.resolve(*layer, layer_spec_in(g, name), req.device, req.attention_backend);
+          registry.resolve(*layer, layer_spec_in(g, name), req.device, req.attention_backend);
       if (!backend) return backend.err();
       bindings[name] = {*backend, layer->num_heads};
     }
@@ -187,7 +191,7 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
   plan.kernel_block_sizes = std::move(*kbs);
   plan.graph_support = attention_graph_support(plan.attention_groups, registry);
   plan.query_lens_mismatch_backend =
-    query_lens_mismatch_unsupported_backend(plan.attention_groups, registry);
+      query_lens_mismatch_unsupported_backend(plan.attention_groups, registry);
 
   // CUDA graphs: a CPU device has none to capture.
   cudagraph_options copt;

@@ -8,19 +8,23 @@ namespace kvactor {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 std::vector<kv_cache_spec> specs_of(const layer_spec_list& specs) {
   std::vector<kv_cache_spec> out;
   out.reserve(specs.size());
-  for (const auto& s : specs) out.push_back(s.spec);
+  for (const auto& s : specs)
+    out.push_back(s.spec);
   return out;
 }
 
 std::vector<std::string> names_of(const layer_spec_list& specs) {
   std::vector<std::string> out;
   out.reserve(specs.size());
-  for (const auto& s : specs) out.push_back(s.layer);
+  for (const auto& s : specs)
+    out.push_back(s.layer);
   return out;
 }
 
@@ -32,8 +36,7 @@ layer_spec_list unify_hybrid(layer_spec_list specs) {
   });
   if (!has_full) return specs;
   for (auto& [name, s] : specs) {
-    if (s.kind == kv_cache_spec_kind::sliding_window
-        || s.kind == kv_cache_spec_kind::chunked_local)
+    if (s.kind == kv_cache_spec_kind::sliding_window || s.kind == kv_cache_spec_kind::chunked_local)
       s.kind = kv_cache_spec_kind::full;
     else if (s.kind == kv_cache_spec_kind::sliding_window_mla) {
       s.kind = kv_cache_spec_kind::mla;
@@ -54,7 +57,8 @@ struct bucket {
 std::vector<bucket> bucket_layers(const layer_spec_list& specs) {
   std::vector<bucket> exact;
   for (const auto& [name, s] : specs) {
-    auto it = std::find_if(exact.begin(), exact.end(), [&](const bucket& b) { return b.spec == s; });
+    auto it =
+        std::find_if(exact.begin(), exact.end(), [&](const bucket& b) { return b.spec == s; });
     if (it == exact.end()) {
       exact.push_back({s, {}, {}});
       it = std::prev(exact.end());
@@ -82,7 +86,8 @@ std::vector<bucket> bucket_layers(const layer_spec_list& specs) {
 
 expected<layer_spec_list> unify_page_sizes(layer_spec_list specs) {
   int64_t max_page = 0;
-  for (const auto& s : specs) max_page = std::max(max_page, page_size_bytes(s.spec));
+  for (const auto& s : specs)
+    max_page = std::max(max_page, page_size_bytes(s.spec));
   for (auto& [name, s] : specs) {
     int64_t page = page_size_bytes(s);
     if (page == max_page) continue;
@@ -117,7 +122,7 @@ expected<grouping_result> kv_cache_groups(const layer_spec_list& input,
     if (!merged)
       return make_error(errc::incompatible_specs,
                         "--disable-hybrid-kv-cache-manager: the layers cannot share one group: "
-                          + merged.err().message);
+                            + merged.err().message);
     out.groups.push_back({names_of(specs), *merged});
     return out;
   }
@@ -147,8 +152,8 @@ expected<grouping_result> kv_cache_groups(const layer_spec_list& input,
     if (n % group_size != 0) {
       size_t pad = group_size - n % group_size;
       out.warnings.push_back(
-        fmt::format("Add {} padding layers, may waste at most {:.2f}% KV cache memory", pad,
-                    100.0 * static_cast<double>(pad) / static_cast<double>(n)));
+          fmt::format("Add {} padding layers, may waste at most {:.2f}% KV cache memory", pad,
+                      100.0 * static_cast<double>(pad) / static_cast<double>(n)));
     }
     // Strided so that pipeline stages (contiguous layer ranges) split evenly.
     for (size_t i = 0; i < k; ++i) {

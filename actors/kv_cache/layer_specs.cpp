@@ -6,37 +6,37 @@ namespace kvactor {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 } // namespace
 
 kv_cache_spec spec_for_layer(const attention_layer& l, const spec_options& opt) {
   const auto bs = opt.block_size;
   switch (l.kind) {
-    case layer_kind::full:
-      return full_attention_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype);
-    case layer_kind::sliding_window:
-      return sliding_window_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype, l.sliding_window);
-    case layer_kind::chunked_local:
-      return chunked_local_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype,
-                                l.attention_chunk_size);
-    case layer_kind::mla: {
-      auto s = mla_spec(bs, l.head_size + l.head_size_v, l.kv_dtype);
-      if (l.sliding_window > 0) {
-        s.kind = kv_cache_spec_kind::sliding_window_mla;
-        s.sliding_window = l.sliding_window;
-      }
-      return s;
+  case layer_kind::full: return full_attention_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype);
+  case layer_kind::sliding_window:
+    return sliding_window_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype, l.sliding_window);
+  case layer_kind::chunked_local:
+    return chunked_local_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype, l.attention_chunk_size);
+  case layer_kind::mla: {
+    auto s = mla_spec(bs, l.head_size + l.head_size_v, l.kv_dtype);
+    if (l.sliding_window > 0) {
+      s.kind = kv_cache_spec_kind::sliding_window_mla;
+      s.sliding_window = l.sliding_window;
     }
-    case layer_kind::cross_attention:
-      return cross_attention_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype);
-    case layer_kind::encoder_only:
-      return encoder_only_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype);
-    case layer_kind::mamba: {
-      // One state per request, whatever its length: the block spans the whole request.
-      auto block = static_cast<int32_t>(std::max<int64_t>(opt.max_model_len, 1));
-      return mamba_spec(block, l.state_shapes, l.state_dtypes);
-    }
+    return s;
+  }
+  case layer_kind::cross_attention:
+    return cross_attention_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype);
+  case layer_kind::encoder_only:
+    return encoder_only_spec(bs, l.num_kv_heads, l.head_size, l.kv_dtype);
+  case layer_kind::mamba: {
+    // One state per request, whatever its length: the block spans the whole request.
+    auto block = static_cast<int32_t>(std::max<int64_t>(opt.max_model_len, 1));
+    return mamba_spec(block, l.state_shapes, l.state_dtypes);
+  }
   }
   return {};
 }
@@ -59,7 +59,7 @@ layer_spec_list kv_cache_specs(const std::vector<attention_layer>& layers,
   if (state_page == 0 || attn_token_bytes == 0) return out;
   const int64_t align = opt.block_size;
   const auto attn_block =
-    static_cast<int32_t>(align * ceil_div(state_page, align * attn_token_bytes));
+      static_cast<int32_t>(align * ceil_div(state_page, align * attn_token_bytes));
   int64_t attn_page = 0;
   for (auto& [name, s] : out) {
     if (!is_attention_kind(s.kind)) continue;

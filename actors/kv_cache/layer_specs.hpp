@@ -41,7 +41,8 @@ layer_spec_list encoder_only_specs(const std::vector<attention_layer>& layers,
                                    const spec_options& opt);
 
 /// layer → the layer whose cache it reuses.
-std::map<std::string, std::string> shared_kv_cache_layers(const std::vector<attention_layer>& layers);
+std::map<std::string, std::string>
+shared_kv_cache_layers(const std::vector<attention_layer>& layers);
 
 /// The trailing run of KV-sharing layers (walking backwards, skipping draft layers), which may
 /// skip computing tokens that no later layer reads (YOCO-style fast prefill). Empty when off.

@@ -8,19 +8,23 @@ namespace kvactor {
 
 std::array<layout_dim, 5> physical_order(kv_cache_layout layout) {
   switch (layout) {
-    case kv_cache_layout::lbhnc: return {dim_l, dim_b, dim_h, dim_n, dim_c};
-    case kv_cache_layout::lbnhc: return {dim_l, dim_b, dim_n, dim_h, dim_c};
-    case kv_cache_layout::lhbnc: return {dim_l, dim_h, dim_b, dim_n, dim_c};
-    case kv_cache_layout::blhnc: return {dim_b, dim_l, dim_h, dim_n, dim_c};
-    case kv_cache_layout::blnhc: return {dim_b, dim_l, dim_n, dim_h, dim_c};
-    case kv_cache_layout::bhlnc: return {dim_b, dim_h, dim_l, dim_n, dim_c};
+  case kv_cache_layout::lbhnc: return {dim_l, dim_b, dim_h, dim_n, dim_c};
+  case kv_cache_layout::lbnhc: return {dim_l, dim_b, dim_n, dim_h, dim_c};
+  case kv_cache_layout::lhbnc: return {dim_l, dim_h, dim_b, dim_n, dim_c};
+  case kv_cache_layout::blhnc: return {dim_b, dim_l, dim_h, dim_n, dim_c};
+  case kv_cache_layout::blnhc: return {dim_b, dim_l, dim_n, dim_h, dim_c};
+  case kv_cache_layout::bhlnc: return {dim_b, dim_h, dim_l, dim_n, dim_c};
   }
   return {dim_l, dim_b, dim_h, dim_n, dim_c};
 }
 
-bool is_layer_compact(kv_cache_layout layout) { return physical_order(layout)[0] == dim_l; }
+bool is_layer_compact(kv_cache_layout layout) {
+  return physical_order(layout)[0] == dim_l;
+}
 
-bool is_block_outermost(kv_cache_layout layout) { return physical_order(layout)[0] == dim_b; }
+bool is_block_outermost(kv_cache_layout layout) {
+  return physical_order(layout)[0] == dim_b;
+}
 
 dims5 layout_strides(kv_cache_layout layout, const dims5& sizes, const dims5& fixed,
                      int64_t padded_page) {
@@ -71,11 +75,11 @@ expected<kv_cache_view> layer_view(const kv_cache_tensor& tensor, const std::str
   const int64_t dense_page = real_page_size_bytes(spec);
   if (ratio > 1 && tensor.block_stride != dense_page)
     return make_error(
-      errc::unsupported,
-      fmt::format("block_size: a block of {} tokens cannot be split into kernel blocks of {} "
-                  "(block stride {} bytes, dense page {} bytes); reduce --block-size or use a "
-                  "layer-compact layout (e.g. LBNHC)",
-                  spec.block_size, kbs, tensor.block_stride, dense_page));
+        errc::unsupported,
+        fmt::format("block_size: a block of {} tokens cannot be split into kernel blocks of {} "
+                    "(block stride {} bytes, dense page {} bytes); reduce --block-size or use a "
+                    "layer-compact layout (e.g. LBNHC)",
+                    spec.block_size, kbs, tensor.block_stride, dense_page));
   dims5 sizes{1, num_blocks * ratio, spec.num_kv_heads, num_kernel_states(spec, kbs), content};
   dims5 fixed{0, tensor.block_stride / ratio, 0, 0, 0};
   auto bytes = layout_strides(layout, sizes, fixed, ratio > 1 ? 0 : spec.page_size_padded);

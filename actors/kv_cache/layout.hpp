@@ -15,7 +15,7 @@ using dims5 = std::array<int64_t, 5>;
 
 /// Physical order of the logical dims, outermost first.
 std::array<layout_dim, 5> physical_order(kv_cache_layout layout);
-bool is_layer_compact(kv_cache_layout layout);    // L outermost
+bool is_layer_compact(kv_cache_layout layout);   // L outermost
 bool is_block_outermost(kv_cache_layout layout); // B outermost
 
 /// Byte strides of [L, B, H, N, C]. `fixed` entries > 0 override the running product; with a

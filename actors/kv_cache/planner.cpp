@@ -11,9 +11,13 @@ namespace kvactor {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
-double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+double gib(int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
+}
 
 // Per-layer specs of a group: the wrapper's entries, or the group spec for every layer.
 std::vector<kv_cache_spec> member_specs(const kv_cache_group& g) {
@@ -29,7 +33,8 @@ int64_t group_blocks_per_request(const kv_cache_group& g, const memory_limits& l
 std::vector<kv_cache_group> project(const std::vector<kv_cache_group>& groups,
                                     const layer_spec_list& specs) {
   std::map<std::string, const kv_cache_spec*> mine;
-  for (const auto& s : specs) mine.emplace(s.layer, &s.spec);
+  for (const auto& s : specs)
+    mine.emplace(s.layer, &s.spec);
   std::vector<kv_cache_group> out;
   for (const auto& g : groups) {
     kv_cache_group p;
@@ -57,7 +62,8 @@ int64_t bytes_per_block(const std::vector<kv_cache_group>& groups) {
   int64_t best = 0;
   for (const auto& g : groups) {
     int64_t sum = 0;
-    for (const auto& s : member_specs(g)) sum += page_size_bytes(s);
+    for (const auto& s : member_specs(g))
+      sum += page_size_bytes(s);
     best = std::max(best, sum);
   }
   return best;
@@ -65,7 +71,8 @@ int64_t bytes_per_block(const std::vector<kv_cache_group>& groups) {
 
 int64_t blocks_per_request(const std::vector<kv_cache_group>& groups, const memory_limits& lim) {
   int64_t total = 0;
-  for (const auto& g : groups) total += group_blocks_per_request(g, lim);
+  for (const auto& g : groups)
+    total += group_blocks_per_request(g, lim);
   return total;
 }
 
@@ -80,7 +87,8 @@ int64_t estimate_max_model_len(const layer_spec_list& specs, const memory_limits
     auto l = lim;
     l.max_model_len = len;
     int64_t need = 0;
-    for (const auto& s : specs) need += max_memory_usage_bytes(s.spec, l);
+    for (const auto& s : specs)
+      need += max_memory_usage_bytes(s.spec, l);
     return need <= available;
   };
   if (lim.max_model_len < 1 || !fits(1)) return 0;
@@ -106,8 +114,8 @@ kv_cache_config kv_cache_config_from_groups(const std::vector<kv_cache_group>& g
     cfg.num_blocks = 1; // the block pool still needs its null block
     return cfg;
   }
-  cfg.num_blocks = opt.num_gpu_blocks_override > 0 ? opt.num_gpu_blocks_override
-                                                   : available / per_block;
+  cfg.num_blocks =
+      opt.num_gpu_blocks_override > 0 ? opt.num_gpu_blocks_override : available / per_block;
   const int64_t size = per_block * cfg.num_blocks;
   for (const auto& g : groups) {
     // Buckets of identical per-layer specs, in layer order; every group starts at byte 0.
@@ -127,9 +135,9 @@ kv_cache_config kv_cache_config_from_groups(const std::vector<kv_cache_group>& g
       const int64_t page = page_size_bytes(spec);
       const int64_t heads = is_attention_kind(spec.kind) ? spec.num_kv_heads : 1;
       const int64_t states =
-        is_attention_kind(spec.kind) ? num_kernel_states(spec, spec.block_size) : 1;
+          is_attention_kind(spec.kind) ? num_kernel_states(spec, spec.block_size) : 1;
       const int64_t content = is_attention_kind(spec.kind) ? state_content_size_bytes(spec)
-                                                            : real_page_size_bytes(spec);
+                                                           : real_page_size_bytes(spec);
       dims5 sizes{static_cast<int64_t>(layers.size()), cfg.num_blocks, heads, states, content};
       dims5 fixed{};
       if (is_block_outermost(opt.layout)) fixed[dim_b] = per_block;
@@ -171,14 +179,14 @@ status check_enough_memory(const std::vector<kv_cache_group>& groups, const laye
   if (needed <= usable) return ok();
   const int64_t fits = estimate_max_model_len(specs, lim, usable);
   return make_error(
-    errc::insufficient_memory,
-    fmt::format("kv_cache_memory: to serve at least one request with the model's max seq len "
-                "({}), {:.2f} GiB ({} bytes) of KV cache is needed, which is larger than the "
-                "available KV cache memory ({:.2f} GiB, {} bytes after reserving the null "
-                "block). Based on the available memory, the estimated maximum model length is "
-                "{}. Try increasing --kv-cache-memory (or --gpu-memory-utilization) or "
-                "decreasing --max-model-len.",
-                lim.max_model_len, gib(needed), needed, gib(usable), usable, fits));
+      errc::insufficient_memory,
+      fmt::format("kv_cache_memory: to serve at least one request with the model's max seq len "
+                  "({}), {:.2f} GiB ({} bytes) of KV cache is needed, which is larger than the "
+                  "available KV cache memory ({:.2f} GiB, {} bytes after reserving the null "
+                  "block). Based on the available memory, the estimated maximum model length is "
+                  "{}. Try increasing --kv-cache-memory (or --gpu-memory-utilization) or "
+                  "decreasing --max-model-len.",
+                  lim.max_model_len, gib(needed), needed, gib(usable), usable, fits));
 }
 
 expected<kv_plan> plan_kv_cache(const std::vector<layer_spec_list>& specs_per_rank,
@@ -219,9 +227,9 @@ expected<kv_plan> plan_kv_cache(const std::vector<layer_spec_list>& specs_per_ra
     int64_t avail = available_per_rank[r];
     if (opt.num_gpu_blocks_override > 0 && per_block > 0) {
       if (r == 0)
-        plan.warnings.push_back(fmt::format(
-          "Overriding num_gpu_blocks={} with num_gpu_blocks_override={}",
-          avail / per_block, opt.num_gpu_blocks_override));
+        plan.warnings.push_back(
+            fmt::format("Overriding num_gpu_blocks={} with num_gpu_blocks_override={}",
+                        avail / per_block, opt.num_gpu_blocks_override));
       avail = opt.num_gpu_blocks_override * per_block;
     }
     if (auto ok = check_enough_memory(groups, specs_per_rank[r], opt.limits, avail); !ok) {
@@ -235,7 +243,7 @@ expected<kv_plan> plan_kv_cache(const std::vector<layer_spec_list>& specs_per_ra
   }
   // 3. Every rank allocates the smallest block count, so the scheduler sees one pool.
   const int64_t min_blocks =
-    *std::min_element(plan.planned_blocks.begin(), plan.planned_blocks.end());
+      *std::min_element(plan.planned_blocks.begin(), plan.planned_blocks.end());
   for (size_t r = 0; r < plan.per_rank.size(); ++r) {
     if (plan.per_rank[r].num_blocks == min_blocks) continue;
     auto groups = plan.per_rank[r].groups;

@@ -9,8 +9,9 @@ using k = kv_cache_spec_kind;
 backend_capabilities reference() {
   backend_capabilities b;
   b.name = "reference";
-  b.spec_kinds = {k::full,         k::sliding_window,  k::chunked_local, k::mla,
-                  k::sliding_window_mla, k::cross_attention, k::encoder_only, k::sink_full};
+  b.spec_kinds = {k::full,         k::sliding_window,     k::chunked_local,
+                  k::mla,          k::sliding_window_mla, k::cross_attention,
+                  k::encoder_only, k::sink_full};
   b.cudagraph_support = graph_support::never; // a CPU backend has nothing to capture
   b.supports_sinks = true;
   b.query_lens_mismatch_ok = true;
@@ -22,8 +23,8 @@ backend_capabilities paged() {
   backend_capabilities b;
   b.name = "paged";
   b.kernel_block_sizes = {multiple_of(16)};
-  b.spec_kinds = {k::full,           k::sliding_window, k::chunked_local,
-                  k::cross_attention, k::encoder_only,  k::sink_full};
+  b.spec_kinds = {k::full,         k::sliding_window, k::chunked_local, k::cross_attention,
+                  k::encoder_only, k::sink_full};
   b.kv_dtypes = {dtype::float16, dtype::bfloat16, dtype::fp8_e4m3};
   b.head_sizes = {64, 80, 96, 112, 128, 192, 256};
   b.cudagraph_support = graph_support::always;

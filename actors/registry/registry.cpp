@@ -26,11 +26,14 @@ bool touches(const attention_group& g, const std::set<std::string>* checked) {
 
 } // namespace
 
-std::string_view to_string(device_kind x) { return x == device_kind::cpu ? "cpu" : "cuda"; }
+std::string_view to_string(device_kind x) {
+  return x == device_kind::cpu ? "cpu" : "cuda";
+}
 
 backend_registry backend_registry::with_builtins() {
   backend_registry r;
-  for (auto& b : builtin_backends()) (void)r.add(std::move(b));
+  for (auto& b : builtin_backends())
+    (void)r.add(std::move(b));
   return r;
 }
 
@@ -57,7 +60,8 @@ const backend_capabilities* backend_registry::find(std::string_view name) const 
 
 std::vector<std::string> backend_registry::names() const {
   std::vector<std::string> out;
-  for (const auto& b : backends_) out.push_back(b.name);
+  for (const auto& b : backends_)
+    out.push_back(b.name);
   return out;
 }
 
@@ -72,7 +76,7 @@ std::string backend_registry::veto(const backend_capabilities& b, const attentio
       return fmt::format("it does not support KV cache dtype {}", to_string(spec.kv_dtype));
     if (!b.head_sizes.empty()
         && std::find(b.head_sizes.begin(), b.head_sizes.end(), spec.head_size)
-             == b.head_sizes.end())
+               == b.head_sizes.end())
       return fmt::format("it does not support head size {}", spec.head_size);
   }
   if (layer.has_sinks && !b.supports_sinks) return "it does not support attention sinks";
@@ -124,9 +128,9 @@ add_kv_sharing_layers(std::vector<kv_cache_group> groups,
       return std::find(g.layer_names.begin(), g.layer_names.end(), target) != g.layer_names.end();
     });
     if (it == groups.end())
-      return make_error(errc::invalid_argument,
-                        fmt::format("kv_sharing_target of {}: {} is in no KV cache group", layer,
-                                    target));
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("kv_sharing_target of {}: {} is in no KV cache group", layer, target));
     it->layer_names.push_back(layer);
   }
   return groups;
@@ -149,16 +153,16 @@ build_attention_groups(const std::vector<kv_cache_group>& groups,
         auto pos = std::find(g.spec.layer_names.begin(), g.spec.layer_names.end(), name);
         // KV-sharing layers are not in the wrapper: they read their target's pages.
         spec = pos != g.spec.layer_names.end()
-                 ? g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())]
-                 : g.spec.layer_specs.front();
+                   ? g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())]
+                   : g.spec.layer_specs.front();
       }
       auto it = std::find_if(list.begin(), list.end(), [&](const attention_group& a) {
         return a.backend == b->second.backend && a.spec == spec
                && a.num_heads_q == b->second.num_heads_q;
       });
       if (it == list.end()) {
-        list.push_back({b->second.backend, {}, spec, static_cast<int32_t>(gid),
-                        b->second.num_heads_q});
+        list.push_back(
+            {b->second.backend, {}, spec, static_cast<int32_t>(gid), b->second.num_heads_q});
         it = std::prev(list.end());
       }
       it->layer_names.push_back(name);
@@ -184,7 +188,8 @@ select_common_block_size(int32_t manager_bs,
   for (auto s : exact)
     if (manager_bs % s == 0 && all_support(s)) return s;
   std::vector<std::string> names;
-  for (const auto* b : backends) names.push_back(b->name);
+  for (const auto* b : backends)
+    names.push_back(b->name);
   return make_error(errc::no_common_block_size,
                     fmt::format("--block-size: no common kernel block size for {} (backends: "
                                 "{}); choose a block size every backend supports",
@@ -202,7 +207,8 @@ resolve_sparse_block_size(bool enabled, int32_t manager_bs,
       return s;
   }
   std::vector<std::string> names;
-  for (const auto* b : backends) names.push_back(b->name);
+  for (const auto* b : backends)
+    names.push_back(b->name);
   return make_error(errc::no_common_block_size,
                     fmt::format("--block-size: no block size dividing {} is supported by every "
                                 "sparse backend ({})",
@@ -251,9 +257,10 @@ graph_support_info attention_graph_support(const std::vector<std::vector<attenti
   return info;
 }
 
-std::string query_lens_mismatch_unsupported_backend(
-  const std::vector<std::vector<attention_group>>& groups, const backend_registry& registry,
-  const std::set<std::string>* checked) {
+std::string
+query_lens_mismatch_unsupported_backend(const std::vector<std::vector<attention_group>>& groups,
+                                        const backend_registry& registry,
+                                        const std::set<std::string>* checked) {
   for (const auto& list : groups)
     for (const auto& g : list) {
       if (!touches(g, checked)) continue;

@@ -64,14 +64,16 @@ build_attention_groups(const std::vector<kv_cache_group>& groups,
 
 /// The manager block size if every backend supports it, else the largest exact size that
 /// divides it and every backend supports; fails (no_common_block_size) otherwise.
-expected<int32_t> select_common_block_size(int32_t manager_block_size,
-                                           const std::vector<const backend_capabilities*>& backends);
+expected<int32_t>
+select_common_block_size(int32_t manager_block_size,
+                         const std::vector<const backend_capabilities*>& backends);
 
 /// Block size for sparse (HiSparse-style) attention specs: the largest divisor of the manager
 /// block size that every sparse backend supports; unchanged when sparse attention is off.
 /// Fails (no_common_block_size) when no size is supported by every sparse backend.
-expected<int32_t> resolve_sparse_block_size(bool enabled, int32_t manager_block_size,
-                                            const std::vector<const backend_capabilities*>& backends);
+expected<int32_t>
+resolve_sparse_block_size(bool enabled, int32_t manager_block_size,
+                          const std::vector<const backend_capabilities*>& backends);
 
 /// Kernel block size per KV cache group (index-aligned). Encoder-only groups get 0 ("none")
 /// rather than being skipped, so later groups keep their index; state groups keep their own.
@@ -88,8 +90,9 @@ graph_support_info attention_graph_support(const std::vector<std::vector<attenti
 
 /// The first backend (group order) that cannot tolerate a CPU/device query-length mismatch;
 /// empty when all can.
-std::string query_lens_mismatch_unsupported_backend(
-  const std::vector<std::vector<attention_group>>& groups, const backend_registry& registry,
-  const std::set<std::string>* checked = nullptr);
+std::string
+query_lens_mismatch_unsupported_backend(const std::vector<std::vector<attention_group>>& groups,
+                                        const backend_registry& registry,
+                                        const std::set<std::string>* checked = nullptr);
 
 } // namespace kvactor

@@ -22,7 +22,8 @@ struct cli_result {
 inline cli_result run_cli(std::vector<std::string> args) {
   args.insert(args.begin(), "kvactor");
   std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
+  for (const auto& a : args)
+    argv.push_back(a.c_str());
   std::ostringstream out;
   std::ostringstream err;
   cli_result r;

@@ -11,8 +11,8 @@ using namespace kvactor::test;
 namespace {
 
 std::vector<std::string> llama_args() {
-  return {"plan",         "--model",         "llama-3.1-8b", "--kv-cache-memory", "20GiB",
-          "--block-size", "16",              "--max-model-len", "8192"};
+  return {"plan", "--model",         "llama-3.1-8b", "--kv-cache-memory", "20GiB", "--block-size",
+          "16",   "--max-model-len", "8192"};
 }
 
 std::string temp_file(const std::string& name, const std::string& text) {
@@ -66,7 +66,8 @@ TEST(PlanCli, Llama31With20GiBHas10240BlocksAnd163840TokensAt20x) {
   EXPECT_EQ(cg["capture_sizes"].size(), 51u);
   EXPECT_EQ(cg["piecewise_graphs"].size(), 51u);
   EXPECT_FALSE(cg["full_graphs"].empty());
-  EXPECT_EQ(cg["full_graphs"][0]["num_reqs"].get<int>(), cg["full_graphs"][0]["num_tokens"].get<int>());
+  EXPECT_EQ(cg["full_graphs"][0]["num_reqs"].get<int>(),
+            cg["full_graphs"][0]["num_tokens"].get<int>());
   ASSERT_EQ(j["per_rank"].size(), 1u);
   EXPECT_EQ(j["per_rank"][0]["rank"], 0);
   EXPECT_EQ(j["per_rank"][0]["num_heads"], 32);
@@ -83,7 +84,7 @@ TEST(PlanCli, HumanReportEndsWithVllmsCapacityLine) {
   EXPECT_NE(r.out.find("GPU KV cache size: 163,840 tokens, Maximum concurrency for 8,192 tokens "
                        "per request: 20.00x"),
             std::string::npos)
-    << r.out;
+      << r.out;
   EXPECT_NE(r.out.find("KV cache groups"), std::string::npos);
   EXPECT_NE(r.out.find("Ranks"), std::string::npos);
 }
@@ -124,7 +125,8 @@ TEST(PlanCli, BlockOverrideIgnoresTheBudget) {
   args.insert(args.end(), {"--num-gpu-blocks-override", "1000", "--json"});
   auto j = run_cli(args).json();
   EXPECT_EQ(j["num_blocks"], 1000);
-  EXPECT_EQ(j["warnings"].back(), "Overriding num_gpu_blocks=10240 with num_gpu_blocks_override=1000");
+  EXPECT_EQ(j["warnings"].back(),
+            "Overriding num_gpu_blocks=10240 with num_gpu_blocks_override=1000");
 }
 
 TEST(PlanCli, GpuMemoryTimesUtilizationLessWeightsIsTheBudget) {
@@ -179,8 +181,7 @@ TEST(PlanCliErrors, UnknownModelTypeNamesIt) {
 }
 
 TEST(PlanCliErrors, UnknownShippedNameIsAnError) {
-  expect_bad_input(run_cli({"plan", "--model", "llama-9", "--kv-cache-memory", "1GiB"}),
-                   "llama-9");
+  expect_bad_input(run_cli({"plan", "--model", "llama-9", "--kv-cache-memory", "1GiB"}), "llama-9");
 }
 
 TEST(PlanCliErrors, HeadsNotDivisibleByTensorParallelSize) {
@@ -205,13 +206,13 @@ TEST(PlanCliErrors, NoBudgetAtAllSaysWhichFlagsGiveOne) {
 
 TEST(PlanCliErrors, UnknownFlagValuesNameFlagAndValue) {
   auto base = llama_args();
-  for (auto [flag, value] : std::vector<std::pair<std::string, std::string>>{
-         {"--cudagraph-mode", "sometimes"},
-         {"--dtype", "int4"},
-         {"--kv-cache-dtype", "fp4"},
-         {"--kv-cache-layout", "XYZ"},
-         {"--device", "tpu"},
-         {"--attention-backend", "flash"}}) {
+  for (auto [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--cudagraph-mode", "sometimes"},
+                                                        {"--dtype", "int4"},
+                                                        {"--kv-cache-dtype", "fp4"},
+                                                        {"--kv-cache-layout", "XYZ"},
+                                                        {"--device", "tpu"},
+                                                        {"--attention-backend", "flash"}}) {
     auto args = base;
     args.insert(args.end(), {flag, value});
     auto r = run_cli(args);
@@ -222,8 +223,8 @@ TEST(PlanCliErrors, UnknownFlagValuesNameFlagAndValue) {
 }
 
 TEST(PlanCliErrors, BudgetTooSmallForOneRequestSaysHowMuchIsNeeded) {
-  auto r = run_cli({"plan", "--model", "llama-3.1-8b", "--kv-cache-memory", "1GiB",
-                    "--max-model-len", "8192"});
+  auto r = run_cli(
+      {"plan", "--model", "llama-3.1-8b", "--kv-cache-memory", "1GiB", "--max-model-len", "8192"});
   expect_bad_input(r, "1.00 GiB");
   EXPECT_NE(r.err.find("estimated maximum model length is 8176"), std::string::npos) << r.err;
 }

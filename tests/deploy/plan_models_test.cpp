@@ -16,7 +16,9 @@ struct model_case {
   std::string first_backend;
 };
 
-std::ostream& operator<<(std::ostream& os, const model_case& c) { return os << c.name; }
+std::ostream& operator<<(std::ostream& os, const model_case& c) {
+  return os << c.name;
+}
 
 std::vector<std::string> repeat(const std::string& kind, int n, std::vector<std::string> tail) {
   std::vector<std::string> out(static_cast<size_t>(n), kind);
@@ -35,49 +37,52 @@ TEST_P(PlanShippedModel, FormsTheGroupsItsArchitectureNeeds) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = r.json();
   std::vector<std::string> kinds;
-  for (const auto& g : j["groups"]) kinds.push_back(g["kind"]);
+  for (const auto& g : j["groups"])
+    kinds.push_back(g["kind"]);
   EXPECT_EQ(kinds, c.kinds);
   EXPECT_EQ(j["groups"][0]["backend"], c.first_backend);
   EXPECT_GE(j["num_blocks"].get<int64_t>(), 1);
   // Every layer that owns a cache has exactly one view.
   size_t cached_layers = 0;
-  for (const auto& t : j["tensors"]) cached_layers += t["layers"].size();
+  for (const auto& t : j["tensors"])
+    cached_layers += t["layers"].size();
   EXPECT_LE(cached_layers, j["views"].size());
   // The human report works for every model too.
-  auto human = run_cli({"plan", "--model", c.name, "--kv-cache-memory", "40GiB",
-                        "--max-model-len", std::to_string(c.max_model_len)});
+  auto human = run_cli({"plan", "--model", c.name, "--kv-cache-memory", "40GiB", "--max-model-len",
+                        std::to_string(c.max_model_len)});
   EXPECT_EQ(human.code, 0) << human.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(
-  DeployModels, PlanShippedModel,
-  ::testing::Values(
-    model_case{"llama-3.1-8b", 8192, {"full"}, "paged"},
-    model_case{"llama-3.1-70b", 8192, {"full"}, "paged"},
-    model_case{"mistral-7b-v0.1", 8192, {"sliding_window"}, "paged"},
-    model_case{"qwen2.5-7b", 8192, {"full"}, "paged"},
-    model_case{"qwen3-8b", 8192, {"full"}, "paged"},
-    model_case{"phi-3-mini-4k-instruct", 4096, {"sliding_window"}, "paged"},
-    model_case{"gemma-2-9b-it", 8192, {"sliding_window", "full"}, "paged"},
-    model_case{"gemma-3-27b-it", 8192, repeat("sliding_window", 6, {"full"}), "paged"},
-    model_case{"deepseek-v3", 8192, {"mla"}, "mla"},
-    model_case{"gpt-oss-20b", 8192, {"sliding_window", "full"}, "paged"},
-    model_case{"llama-4-scout-17b-16e-instruct", 8192, repeat("chunked_local", 3, {"full"}),
-               "paged"},
-    model_case{"qwen3-next-80b-a3b", 8192, repeat("mamba", 3, {"full"}), "state"},
-    model_case{"ai21-jamba-1.5-mini", 8192, repeat("mamba", 7, {"full"}), "state"},
-    model_case{"whisper-large-v3", 448, {"full", "cross_attention", "encoder_only"}, "paged"},
-    model_case{"bert-base-uncased", 512, {"encoder_only"}, "paged"}),
-  [](const auto& info) {
-    auto n = info.param.name;
-    std::replace_if(n.begin(), n.end(), [](char ch) { return !std::isalnum(ch); }, '_');
-    return n;
-  });
+    DeployModels, PlanShippedModel,
+    ::testing::Values(
+        model_case{"llama-3.1-8b", 8192, {"full"}, "paged"},
+        model_case{"llama-3.1-70b", 8192, {"full"}, "paged"},
+        model_case{"mistral-7b-v0.1", 8192, {"sliding_window"}, "paged"},
+        model_case{"qwen2.5-7b", 8192, {"full"}, "paged"},
+        model_case{"qwen3-8b", 8192, {"full"}, "paged"},
+        model_case{"phi-3-mini-4k-instruct", 4096, {"sliding_window"}, "paged"},
+        model_case{"gemma-2-9b-it", 8192, {"sliding_window", "full"}, "paged"},
+        model_case{"gemma-3-27b-it", 8192, repeat("sliding_window", 6, {"full"}), "paged"},
+        model_case{"deepseek-v3", 8192, {"mla"}, "mla"},
+        model_case{"gpt-oss-20b", 8192, {"sliding_window", "full"}, "paged"},
+        model_case{"llama-4-scout-17b-16e-instruct", 8192, repeat("chunked_local", 3, {"full"}),
+                   "paged"},
+        model_case{"qwen3-next-80b-a3b", 8192, repeat("mamba", 3, {"full"}), "state"},
+        model_case{"ai21-jamba-1.5-mini", 8192, repeat("mamba", 7, {"full"}), "state"},
+        model_case{"whisper-large-v3", 448, {"full", "cross_attention", "encoder_only"}, "paged"},
+        model_case{"bert-base-uncased", 512, {"encoder_only"}, "paged"}),
+    [](const auto& info) {
+      auto n = info.param.name;
+      std::replace_if(
+          n.begin(), n.end(), [](char ch) { return !std::isalnum(ch); }, '_');
+      return n;
+    });
 
 TEST(PlanHybrid, Gemma3SlidingGroupsPadToGroupsOfTen) {
   auto j = run_cli({"plan", "--model", "gemma-3-27b-it", "--kv-cache-memory", "40GiB",
                     "--max-model-len", "8192", "--json"})
-             .json();
+               .json();
   EXPECT_EQ(j["groups"][0]["sliding_window"], 1024);
   EXPECT_EQ(j["groups"][0]["layers"][0], 0);
   EXPECT_EQ(j["groups"][6]["layers"].size(), 10u);
@@ -93,10 +98,11 @@ TEST(PlanHybrid, Gemma3SlidingGroupsPadToGroupsOfTen) {
 TEST(PlanHybrid, GptOssHasOneSlidingAndOneFullGroupOfTwelve) {
   auto j = run_cli({"plan", "--model", "gpt-oss-20b", "--kv-cache-memory", "20GiB",
                     "--max-model-len", "8192", "--json"})
-             .json();
+               .json();
   ASSERT_EQ(j["groups"].size(), 2u);
   EXPECT_EQ(j["groups"][0]["sliding_window"], 128);
-  EXPECT_EQ(j["groups"][0]["layers"], (std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22}));
+  EXPECT_EQ(j["groups"][0]["layers"],
+            (std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22}));
   EXPECT_EQ(j["groups"][1]["layers"].size(), 12u);
   // Page: 16 tokens x 8 KV heads x (64 + 64) x 2 bytes; a block spans 12 layers.
   EXPECT_EQ(j["groups"][0]["page_size_bytes"], 32768);
@@ -107,7 +113,7 @@ TEST(PlanHybrid, GptOssHasOneSlidingAndOneFullGroupOfTwelve) {
 TEST(PlanHybrid, Qwen3NextAttentionBlocksGrowToHoldOneStatePage) {
   auto j = run_cli({"plan", "--model", "qwen3-next-80b-a3b", "--kv-cache-memory", "40GiB",
                     "--max-model-len", "8192", "--json"})
-             .json();
+               .json();
   // State page 1,097,728 B / 2,048 B per attention token = 536 tokens -> 544 (multiple of 16).
   EXPECT_EQ(j["block_size"], 544);
   const auto& full = j["groups"][3];
@@ -120,7 +126,7 @@ TEST(PlanHybrid, Qwen3NextAttentionBlocksGrowToHoldOneStatePage) {
 TEST(PlanHybrid, DeepSeekMlaLimitsFullGraphsToDecode) {
   auto j = run_cli({"plan", "--model", "deepseek-v3", "--kv-cache-memory", "40GiB",
                     "--max-model-len", "8192", "--json"})
-             .json();
+               .json();
   EXPECT_EQ(j["groups"][0]["page_size_bytes"], 16 * 576 * 2);
   EXPECT_EQ(j["cudagraph"]["min_graph_support"], "uniform_batch");
   EXPECT_EQ(j["cudagraph"]["min_graph_support_backend"], "mla");
@@ -133,7 +139,7 @@ TEST(PlanHybrid, BertNeedsNoKvCache) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("No KV cache needed"), std::string::npos);
   auto j = run_cli({"plan", "--model", "bert-base-uncased", "--kv-cache-memory", "1GiB", "--json"})
-             .json();
+               .json();
   EXPECT_EQ(j["num_blocks"], 1);
   EXPECT_TRUE(j["tensors"].empty());
   EXPECT_TRUE(j["groups"][0]["kernel_block_size"].is_null());
@@ -160,9 +166,9 @@ TEST(PlanHybrid, KvSharingLayersAliasTheirTargetsAndMayFastPrefill) {
 
 TEST(PlanHybrid, LongCatDualAttentionPlansBothModulesPerLayer) {
   auto model =
-    std::string{KVACTOR_SOURCE_DIR} + "/tests/data/synthetic-longcat-flash-dual-attention.json";
-  auto r = run_cli({"plan", "--model", model, "--kv-cache-memory", "4GiB", "--max-model-len",
-                    "4096", "--json"});
+      std::string{KVACTOR_SOURCE_DIR} + "/tests/data/synthetic-longcat-flash-dual-attention.json";
+  auto r = run_cli(
+      {"plan", "--model", model, "--kv-cache-memory", "4GiB", "--max-model-len", "4096", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = r.json();
   ASSERT_EQ(j["groups"].size(), 1u);

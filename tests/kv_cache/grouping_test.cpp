@@ -21,14 +21,16 @@ layer_spec_list pattern(int n, const std::function<bool(int)>& is_full, int32_t 
 } // namespace
 
 TEST(KvGrouping, Gemma3FiftyTwoSlidingAndTenFullMakeSevenGroupsOfTen) {
-  auto specs = pattern(62, [](int i) { return (i + 1) % 6 == 0; }, 1024);
+  auto specs = pattern(
+      62, [](int i) { return (i + 1) % 6 == 0; }, 1024);
   auto r = kv_cache_groups(specs);
   ASSERT_TRUE(r);
   ASSERT_EQ(r->groups.size(), 7u);
   EXPECT_EQ(r->groups[0].spec.kind, kv_cache_spec_kind::sliding_window);
   // 52 sliding layers over ceil(52/10) = 6 groups, strided: 9,9,9,9,8,8 layers.
   std::vector<size_t> sizes;
-  for (const auto& g : r->groups) sizes.push_back(g.layer_names.size());
+  for (const auto& g : r->groups)
+    sizes.push_back(g.layer_names.size());
   EXPECT_EQ(sizes, (std::vector<size_t>{9, 9, 9, 9, 8, 8, 10}));
   EXPECT_EQ(r->groups[0].layer_names[0], "model.layers.0");
   EXPECT_EQ(r->groups[0].layer_names[1], "model.layers.7"); // sliding index 6
@@ -38,7 +40,8 @@ TEST(KvGrouping, Gemma3FiftyTwoSlidingAndTenFullMakeSevenGroupsOfTen) {
 }
 
 TEST(KvGrouping, GptOssTwelveAndTwelveMakeTwoGroups) {
-  auto specs = pattern(24, [](int i) { return i % 2 == 1; }, 128);
+  auto specs = pattern(
+      24, [](int i) { return i % 2 == 1; }, 128);
   auto r = kv_cache_groups(specs);
   ASSERT_TRUE(r);
   ASSERT_EQ(r->groups.size(), 2u);
@@ -51,7 +54,8 @@ TEST(KvGrouping, GptOssTwelveAndTwelveMakeTwoGroups) {
 
 TEST(KvGrouping, CloseBucketSizesUseTheLargerGroupSize) {
   // 12 sliding + 13 full: 13 < 1.5 x 12, so groups of 13 (one padding layer) instead of 12.
-  auto specs = pattern(25, [](int i) { return i % 2 == 0; }, 128);
+  auto specs = pattern(
+      25, [](int i) { return i % 2 == 0; }, 128);
   auto r = kv_cache_groups(specs);
   ASSERT_TRUE(r);
   ASSERT_EQ(r->groups.size(), 2u);

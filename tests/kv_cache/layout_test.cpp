@@ -11,8 +11,8 @@ namespace {
 kv_cache_tensor tensor_for(const kv_cache_spec& spec, int64_t nb, kv_cache_layout layout) {
   kv_plan_options opt;
   opt.layout = layout;
-  auto cfg = kv_cache_config_from_groups({{{"l0", "l1"}, spec}}, 2 * nb * page_size_bytes(spec),
-                                         opt);
+  auto cfg =
+      kv_cache_config_from_groups({{{"l0", "l1"}, spec}}, 2 * nb * page_size_bytes(spec), opt);
   return cfg.tensors.at(0);
 }
 

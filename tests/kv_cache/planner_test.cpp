@@ -202,14 +202,14 @@ TEST_P(LlamaWorkedNumbers, BlocksConcurrencyAndTokensMatchTheSpecTable) {
   EXPECT_EQ(cap.tokens, row.tokens);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-  Spec38, LlamaWorkedNumbers,
-  ::testing::Values(llama_row{20 * gib, 8192, 10240, 20.0, 163840},
-                    llama_row{10 * gib, 8192, 5120, 10.0, 81920},
-                    llama_row{50'000'000'000, 8192, 23841, 46.564453125, 381456},
-                    llama_row{70 * gib + gib / 2, 8192, 36096, 70.5, 577536},
-                    llama_row{20 * gib, 8000, 10240, 20.48, 163840},
-                    llama_row{20 * gib, 131072, 10240, 1.25, 163840}));
+INSTANTIATE_TEST_SUITE_P(Spec38, LlamaWorkedNumbers,
+                         ::testing::Values(llama_row{20 * gib, 8192, 10240, 20.0, 163840},
+                                           llama_row{10 * gib, 8192, 5120, 10.0, 81920},
+                                           llama_row{50'000'000'000, 8192, 23841, 46.564453125,
+                                                     381456},
+                                           llama_row{70 * gib + gib / 2, 8192, 36096, 70.5, 577536},
+                                           llama_row{20 * gib, 8000, 10240, 20.48, 163840},
+                                           llama_row{20 * gib, 131072, 10240, 1.25, 163840}));
 
 TEST(KvPlanner, OneGiBIsTooSmallForOneLlamaRequestOnceTheNullBlockIsReserved) {
   auto p = plan_kv_cache({llama_layers()}, {gib}, options(8192));

@@ -47,8 +47,7 @@ TEST(KvSpec, CrossAttentionSizedByEncoderInput) {
 }
 
 TEST(KvSpec, EncoderOnlyNeedsNoMemory) {
-  EXPECT_EQ(max_memory_usage_bytes(encoder_only_spec(16, 12, 64, dtype::bfloat16), limits(512)),
-            0);
+  EXPECT_EQ(max_memory_usage_bytes(encoder_only_spec(16, 12, 64, dtype::bfloat16), limits(512)), 0);
 }
 
 TEST(KvSpec, MambaPageSumsStatesAndModeSetsPagesPerRequest) {

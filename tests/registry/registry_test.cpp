@@ -29,7 +29,9 @@ attention_layer layer(std::string name, layer_kind kind = layer_kind::full) {
   return l;
 }
 
-kv_cache_spec full16() { return full_attention_spec(16, 8, 128, dtype::bfloat16); }
+kv_cache_spec full16() {
+  return full_attention_spec(16, 8, 128, dtype::bfloat16);
+}
 
 } // namespace
 
@@ -109,7 +111,7 @@ TEST(KernelBlockSize, NoCommonSizeIsAnErrorNamingTheBlockSize) {
 TEST(AttentionGroups, KeyedByBackendSpecAndQueryHeads) {
   kv_cache_group g{{"l0", "l1", "l2", "l3"}, full16()};
   std::map<std::string, layer_binding> bind{
-    {"l0", {"paged", 32}}, {"l1", {"paged", 32}}, {"l2", {"other", 32}}, {"l3", {"paged", 16}}};
+      {"l0", {"paged", 32}}, {"l1", {"paged", 32}}, {"l2", {"other", 32}}, {"l3", {"paged", 16}}};
   auto groups = build_attention_groups({g}, bind);
   ASSERT_TRUE(groups);
   ASSERT_EQ(groups->size(), 1u);
@@ -124,7 +126,8 @@ TEST(AttentionGroups, UniformTypeGroupSplitsByPerLayerSpec) {
   auto w = uniform_type_from_specs({"a", "b"}, {full_attention_spec(16, 8, 128, dtype::bfloat16),
                                                 full_attention_spec(16, 8, 64, dtype::bfloat16)});
   ASSERT_TRUE(w);
-  auto groups = build_attention_groups({{{"a", "b"}, *w}}, {{"a", {"paged", 8}}, {"b", {"paged", 8}}});
+  auto groups =
+      build_attention_groups({{{"a", "b"}, *w}}, {{"a", {"paged", 8}}, {"b", {"paged", 8}}});
   ASSERT_TRUE(groups);
   EXPECT_EQ(groups->at(0).size(), 2u);
   EXPECT_EQ(groups->at(0)[1].spec.head_size, 64);
@@ -146,8 +149,8 @@ TEST(AttentionGroups, KvSharingLayersJoinTheirTargetsGroup) {
 
 TEST(KernelBlockSize, EncoderOnlyGroupsKeepTheirIndexWithNone) {
   auto r = backend_registry::with_builtins();
-  std::vector<kv_cache_group> groups{
-    {{"e"}, encoder_only_spec(16, 8, 128, dtype::bfloat16)}, {{"d"}, full16()}};
+  std::vector<kv_cache_group> groups{{{"e"}, encoder_only_spec(16, 8, 128, dtype::bfloat16)},
+                                     {{"d"}, full16()}};
   std::vector<std::vector<attention_group>> attn{{{"paged", {"e"}, groups[0].spec, 0, 8}},
                                                  {{"paged", {"d"}, groups[1].spec, 1, 8}}};
   auto sizes = kernel_block_sizes(groups, attn, r);
