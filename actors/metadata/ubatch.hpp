@@ -58,8 +58,9 @@ bool is_last_ubatch_empty(int32_t orig_num_tokens, int32_t num_tokens_padded, in
 /// seq_len, the original), because the original may be a worst-case bound a captured graph
 /// relies on. Fast-prefill fields are never armed under microbatching (§1.2).
 /// Fails with errc::invalid_argument when `common` is invalid (see validate), carries fast-prefill
-/// fields, or a slice is empty, out of range, starts before its first request, or leaves tokens
-/// of a request outside its request range (tokens past the last request are padding).
+/// fields, or a slice is empty, out of range or starts before its first request. Tokens outside
+/// a slice's requests are not an error: padding tokens and dummy runs (all-zero
+/// query_start_loc) have them.
 expected<std::vector<common_attention_metadata>>
 split_metadata(const std::vector<ubatch_slice>& slices, const common_attention_metadata& common);
 
