@@ -12,14 +12,17 @@
 #include <spdlog/spdlog.h>
 
 #include "deploy/plan_command.hpp"
+#include "deploy/run_command.hpp"
 
 namespace kvactor {
 
 namespace {
 
-void add_plan_flags(CLI::App& cmd, plan_flags& f) {
-  cmd.add_option("--model", f.model, "config.json path, or a shipped name (e.g. llama-3.1-8b)")
-      ->required();
+// The flags plan and run share: the model, its split, its budget and its graphs.
+void add_model_flags(CLI::App& cmd, plan_flags& f, bool model_required) {
+  auto* model =
+      cmd.add_option("--model", f.model, "config.json path, or a shipped name (e.g. llama-3.1-8b)");
+  if (model_required) model->required();
   cmd.add_option("--tensor-parallel-size,--tp", f.tensor_parallel_size, "ranks that split heads");
   cmd.add_option("--dtype", f.dtype, "auto|bfloat16|float16|float32 (model dtype)");
   cmd.add_option("--kv-cache-dtype", f.kv_cache_dtype, "auto|fp8");
@@ -46,8 +49,12 @@ void add_plan_flags(CLI::App& cmd, plan_flags& f) {
                  "none|piecewise|full|full_decode_only|full_and_piecewise");
   cmd.add_option("--cudagraph-capture-sizes", f.cudagraph_capture_sizes,
                  "comma-separated token counts (default: the ladder from --max-num-seqs)");
-  cmd.add_option("--device", f.device, "cuda|cpu (cpu uses the reference backend, no graphs)");
+  cmd.add_option("--device", f.device, "cuda|cpu (plan: cuda; run: auto)");
   cmd.add_option("--attention-backend", f.attention_backend, "auto|reference|paged|mla");
+}
+
+void add_plan_flags(CLI::App& cmd, plan_flags& f) {
+  add_model_flags(cmd, f, true);
   cmd.add_option("--kv-cache-layout", f.kv_cache_layout,
                  "LBHNC (HND)|LBNHC (NHD)|LHBNC|BLHNC|BLNHC|BHLNC");
   cmd.add_flag("--disable-hybrid-kv-cache-manager", f.disable_hybrid_kv_cache_manager,
@@ -55,6 +62,19 @@ void add_plan_flags(CLI::App& cmd, plan_flags& f) {
   cmd.add_flag("--kv-sharing-fast-prefill", f.kv_sharing_fast_prefill,
                "let trailing KV-sharing layers skip prefill tokens");
   cmd.add_flag("--json", f.json, "print one JSON object (schema kvactor.plan/1)");
+}
+
+void add_run_flags(CLI::App& cmd, run_flags& f) {
+  f.plan.device = "auto";
+  add_model_flags(cmd, f.plan, false);
+  cmd.add_option("--ubatches", f.ubatches, "microbatches per step: 1 or 2");
+  cmd.add_option("--requests", f.requests, "requests in the synthetic workload");
+  cmd.add_option("--prompt-len", f.prompt_len, "prompt tokens: N or MIN:MAX");
+  cmd.add_option("--output-len", f.output_len, "generated tokens: N or MIN:MAX");
+  cmd.add_option("--arrival-rate", f.arrival_rate, "requests per second, or inf (all at once)");
+  cmd.add_option("--seed", f.seed, "seed of the workload and the weights");
+  cmd.add_option("--summary-json", f.summary_json, "write the summary (kvactor.run/1) here");
+  cmd.add_flag("!--no-progress", f.progress, "no progress line on the terminal");
 }
 
 bool wants_json(int argc, const char* const* argv) {
@@ -67,7 +87,7 @@ bool wants_json(int argc, const char* const* argv) {
 
 int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"kvactor: the attention and KV-cache layer of an LLM inference worker, as actors"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")
       ->capture_default_str();
@@ -75,8 +95,13 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   auto* plan_cmd = app.add_subcommand(
       "plan", "what the KV cache of a model needs on these GPUs: groups, blocks, graphs");
   add_plan_flags(*plan_cmd, plan);
+  run_flags run;
+  auto* run_cmd = app.add_subcommand(
+      "run", "local single-node mode (the default): serve a synthetic workload with the actors");
+  add_run_flags(*run_cmd, run);
   // Flags after the subcommand reach the app too (kvactor plan ... --log-level debug).
   plan_cmd->fallthrough();
+  run_cmd->fallthrough();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -102,7 +127,7 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (!spdlog::get("kvactor")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvactor"));
   spdlog::set_level(level);
   if (*plan_cmd) return run_plan(plan, out, err);
-  return exit_failure;
+  return run_local(run, out, err); // `kvactor` alone runs the default local workload
 }
 
 } // namespace kvactor

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/registry/assignment.hpp"
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/plan_report.hpp"
@@ -50,13 +51,9 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
   // The loader checks --dtype and --kv-cache-dtype, naming the flag.
   r.load.dtype = f.dtype;
   r.load.kv_cache_dtype = f.kv_cache_dtype;
-  if (f.device == "cuda" || f.device == "gpu")
-    r.device = device_kind::cuda;
-  else if (f.device == "cpu")
-    r.device = device_kind::cpu;
-  else
-    return make_error(errc::invalid_argument,
-                      fmt::format("--device: unknown value '{}' (expected cuda or cpu)", f.device));
+  auto device = parse_device(f.device);
+  if (!device) return device.err();
+  r.device = *device;
   r.attention_backend = f.attention_backend;
   r.block_size = f.block_size;
   r.max_model_len = f.max_model_len;

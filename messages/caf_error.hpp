@@ -5,6 +5,9 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 
+#include <cstdint>
+#include <vector>
+
 #include "messages/errc.hpp"
 
 namespace kvactor {
@@ -15,6 +18,13 @@ inline constexpr caf::atom_value errc_category = caf::atom("kvactor");
 /// caf::error{code, "kvactor", (message)}; the message is the context's only element, and a
 /// message-less error has an empty context. errc::no_error gives the empty caf::error (none).
 caf::error to_caf_error(const error& x);
+
+/// The same, naming the requests the error is about (context: message, request ids), so that the
+/// driver can fail exactly those requests when a rank rejects a step.
+caf::error to_caf_error(const error& x, const std::vector<uint64_t>& request_ids);
+
+/// The request ids an error names (empty when it names none).
+std::vector<uint64_t> request_ids_of(const caf::error& x);
 
 /// Inverse of to_caf_error for the "kvactor" category; the empty caf::error gives
 /// errc::no_error. An error of another category (a caf::sec such as request_timeout, a remote

@@ -38,6 +38,7 @@ struct attention_layer {
   int32_t attention_chunk_size = 0; // tokens; 0 = none
   bool has_sinks = false;           // learned attention sinks (gpt-oss)
   bool use_rope = true;             // false for Llama-4 global NoPE layers
+  float logit_softcap = 0.0f;       // tanh soft-capping of attention scores; 0 = off (Gemma 2)
   std::string kv_sharing_target;    // reuse this layer's cache; empty = own cache
   // Recurrent state (layer_kind::mamba), per rank.
   std::string state_type; // "mamba1", "gated_delta_net"
@@ -51,8 +52,8 @@ template <class Inspector>
 auto inspect(Inspector& f, attention_layer& x) {
   return f(caf::meta::type_name("kvactor::attention_layer"), x.name, x.index, x.kind, x.num_heads,
            x.num_kv_heads, x.head_size, x.head_size_v, x.kv_dtype, x.sliding_window,
-           x.attention_chunk_size, x.has_sinks, x.use_rope, x.kv_sharing_target, x.state_type,
-           x.state_shapes, x.state_dtypes);
+           x.attention_chunk_size, x.has_sinks, x.use_rope, x.logit_softcap, x.kv_sharing_target,
+           x.state_type, x.state_shapes, x.state_dtypes);
 }
 
 /// The per-rank layers of a model plus the model-wide facts planning needs.
@@ -66,6 +67,8 @@ struct model_layout {
   int64_t max_encoder_input_tokens = 0; // encoder-decoder only; 0 otherwise
   dtype model_dtype = dtype::bfloat16;
   int32_t num_attn_modules = 1; // 2 for LongCat-style dual attention per layer
+  int32_t hidden_size = 0;      // residual stream width of the synthetic attention stack
+  int32_t vocab_size = 0;
   std::vector<attention_layer> layers;
 
   bool operator==(const model_layout&) const = default;
@@ -75,7 +78,8 @@ template <class Inspector>
 auto inspect(Inspector& f, model_layout& x) {
   return f(caf::meta::type_name("kvactor::model_layout"), x.model_type, x.rank,
            x.tensor_parallel_size, x.num_heads, x.num_kv_heads, x.max_position_embeddings,
-           x.max_encoder_input_tokens, x.model_dtype, x.num_attn_modules, x.layers);
+           x.max_encoder_input_tokens, x.model_dtype, x.num_attn_modules, x.hidden_size,
+           x.vocab_size, x.layers);
 }
 
 } // namespace kvactor

@@ -15,6 +15,9 @@
 #include "messages/errc.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
+#include "messages/request.hpp"
+#include "messages/runtime.hpp"
+#include "messages/step.hpp"
 #include "messages/type_ids.hpp"
 
 namespace kvactor {
@@ -25,7 +28,7 @@ namespace {
 std::string render_errc(uint8_t code, caf::atom_value, const caf::message& ctx) {
   std::string result = "kvactor::";
   result += to_string(static_cast<errc>(code));
-  if (ctx.size() == 1 && ctx.match_element<std::string>(0)) {
+  if (ctx.size() >= 1 && ctx.match_element<std::string>(0)) {
     result += ": ";
     result += ctx.get_as<std::string>(0);
   } else if (!ctx.empty()) {

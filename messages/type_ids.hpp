@@ -23,6 +23,28 @@ struct graph_support_info;
 struct batch_descriptor;
 struct cudagraph_plan;
 struct error;
+struct new_request;
+struct block_table_update;
+struct scheduled_request;
+struct step_plan;
+struct sampled_token;
+struct step_timing;
+struct step_done;
+struct rank_config;
+struct phase_timing;
+struct backend_assignment;
+struct kv_plan_request;
+struct cudagraph_request;
+struct memory_entry;
+struct kv_local_plan;
+struct kv_allocation;
+struct rank_plan;
+struct rank_ready;
+struct ubatch_work;
+struct metadata_ready;
+struct request_spec;
+struct request_result;
+struct run_summary;
 } // namespace kvactor
 
 // clang-format off
@@ -55,5 +77,47 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::kv_cache_view>))
   CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::backend_capabilities>))
   CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::attention_group>))
+  // step.hpp
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::new_request))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::block_table_update))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::scheduled_request))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::step_plan))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::sampled_token))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::step_timing))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::step_done))
+  // runtime.hpp
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::rank_config))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::phase_timing))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::backend_assignment))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::kv_plan_request))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::cudagraph_request))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::memory_entry))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::kv_local_plan))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::kv_allocation))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::rank_plan))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::rank_ready))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::ubatch_work))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::metadata_ready))
+  // request.hpp
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::request_spec))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::request_result))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::run_summary))
+  CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::kv_cache_group>))
+  CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::memory_entry>))
+  CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::request_spec>))
+  CAF_ADD_TYPE_ID(kvactor, (std::vector<uint64_t>))
+  // Atoms (kvactor::atom::configure, kvactor::atom::configure_v, ...); at most 10 characters.
+  CAF_ADD_ATOM(kvactor, kvactor::atom, configure, "configure")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, plan, "plan")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, assign, "assign")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, allocate, "allocate")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, dispatch, "dispatch")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, ledger, "ledger")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, backends, "backends")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, start, "start")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, submit, "submit")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, run, "run")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, stats, "stats")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, step, "step")
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

@@ -6,7 +6,8 @@
 #include <fmt/format.h>
 
 #include "actors/cudagraph/planner.hpp"
-#include "actors/kv_cache/layout.hpp"
+#include "actors/kv_cache/allocation.hpp"
+#include "actors/registry/assignment.hpp"
 
 namespace kvactor {
 
@@ -80,30 +81,6 @@ expected<std::vector<int64_t>> available_per_rank(const plan_request& r, size_t 
   return std::vector<int64_t>(ranks, 0); // sized by the block override
 }
 
-// Encoder-only layers keep no cache, but still need a group for metadata and backends.
-std::vector<kv_cache_group> encoder_only_groups(const layer_spec_list& specs) {
-  std::vector<kv_cache_group> out;
-  for (const auto& [name, spec] : specs) {
-    auto it = std::find_if(out.begin(), out.end(),
-                           [&](const kv_cache_group& g) { return g.spec == spec; });
-    if (it == out.end()) {
-      out.push_back({{}, spec});
-      it = std::prev(out.end());
-    }
-    it->layer_names.push_back(name);
-  }
-  return out;
-}
-
-const kv_cache_spec& layer_spec_in(const kv_cache_group& g, const std::string& layer) {
-  if (g.spec.kind == kv_cache_spec_kind::uniform_type) {
-    auto pos = std::find(g.spec.layer_names.begin(), g.spec.layer_names.end(), layer);
-    if (pos != g.spec.layer_names.end())
-      return g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())];
-  }
-  return g.spec;
-}
-
 } // namespace
 
 int32_t attention_block_size(const deployment_plan& plan) {
@@ -159,39 +136,20 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
   plan.bytes_per_block = bytes_per_block(plan.config.groups);
   plan.capacity = kv_capacity(plan.config, plan.limits);
 
-  // Groups as the rank sees them: KV-sharing layers join their target; encoder-only appended.
+  // Groups as the rank sees them, then backends, attention groups and kernel block sizes.
   plan.kv_sharing = shared_kv_cache_layers(model.layers);
-  auto groups = add_kv_sharing_layers(plan.config.groups, plan.kv_sharing);
+  auto groups = rank_groups(plan.config, model.layers, sopt);
   if (!groups) return groups.err();
   plan.groups = std::move(*groups);
-  for (auto& g : encoder_only_groups(encoder_only_specs(model.layers, sopt)))
-    plan.groups.push_back(std::move(g));
   plan.fast_prefill_layers =
       fast_prefill_eligible_layers(model.layers, req.kv_sharing_fast_prefill);
-
-  // Backends per layer, attention groups, kernel block sizes, graph support.
-  auto registry = backend_registry::with_builtins();
-  std::map<std::string, layer_binding> bindings;
-  for (const auto& g : plan.groups)
-    for (const auto& name : g.layer_names) {
-      auto layer = std::find_if(model.layers.begin(), model.layers.end(),
-                                [&](const attention_layer& l) { return l.name == name; });
-      if (layer == model.layers.end())
-        return invalid(fmt::format("layer {}: planned but not in the model", name));
-      auto backend =
-          registry.resolve(*layer, layer_spec_in(g, name), req.device, req.attention_backend);
-      if (!backend) return backend.err();
-      bindings[name] = {*backend, layer->num_heads};
-    }
-  auto attn = build_attention_groups(plan.groups, bindings);
-  if (!attn) return attn.err();
-  plan.attention_groups = std::move(*attn);
-  auto kbs = kernel_block_sizes(plan.groups, plan.attention_groups, registry);
-  if (!kbs) return kbs.err();
-  plan.kernel_block_sizes = std::move(*kbs);
-  plan.graph_support = attention_graph_support(plan.attention_groups, registry);
-  plan.query_lens_mismatch_backend =
-      query_lens_mismatch_unsupported_backend(plan.attention_groups, registry);
+  auto assignment = assign_backends(backend_registry::with_builtins(), model, plan.groups,
+                                    req.device, req.attention_backend);
+  if (!assignment) return assignment.err();
+  plan.attention_groups = std::move(assignment->attention_groups);
+  plan.kernel_block_sizes = std::move(assignment->kernel_block_sizes);
+  plan.graph_support = assignment->support;
+  plan.query_lens_mismatch_backend = assignment->query_lens_mismatch_backend;
 
   // CUDA graphs: a CPU device has none to capture.
   cudagraph_options copt;
@@ -214,26 +172,9 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
                                  "cpu device: CUDA graphs need a GPU, every step runs eagerly");
 
   // Per-layer views over the one backing allocation; sharing layers alias their target.
-  for (const auto& t : plan.config.tensors) {
-    for (const auto& layer : t.layers) {
-      auto gid = std::find_if(plan.groups.begin(), plan.groups.end(), [&](const auto& g) {
-        return std::find(g.layer_names.begin(), g.layer_names.end(), layer) != g.layer_names.end();
-      });
-      const auto idx = static_cast<size_t>(gid - plan.groups.begin());
-      auto view = layer_view(t, layer, layer_spec_in(*gid, layer), plan.config.num_blocks,
-                             plan.config.layout, plan.kernel_block_sizes[idx]);
-      if (!view) return view.err();
-      plan.views.push_back(std::move(*view));
-    }
-  }
-  for (const auto& [layer, target] : plan.kv_sharing) {
-    auto it = std::find_if(plan.views.begin(), plan.views.end(),
-                           [&](const kv_cache_view& v) { return v.layer == target; });
-    if (it == plan.views.end()) continue;
-    auto alias = *it;
-    alias.layer = layer;
-    plan.views.push_back(std::move(alias));
-  }
+  auto views = build_views(plan.config, plan.groups, plan.kernel_block_sizes, plan.kv_sharing);
+  if (!views) return views.err();
+  plan.views = std::move(*views);
 
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     rank_summary s;

@@ -15,8 +15,11 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-double gib(int64_t bytes) {
-  return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
+// "1.00 GiB" above a GiB, "2.01 MiB" below, as a person reads a budget.
+std::string human(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / 1073741824.0);
+  return fmt::format("{:.2f} MiB", b / 1048576.0);
 }
 
 // Per-layer specs of a group: the wrapper's entries, or the group spec for every layer.
@@ -181,12 +184,12 @@ status check_enough_memory(const std::vector<kv_cache_group>& groups, const laye
   return make_error(
       errc::insufficient_memory,
       fmt::format("kv_cache_memory: to serve at least one request with the model's max seq len "
-                  "({}), {:.2f} GiB ({} bytes) of KV cache is needed, which is larger than the "
-                  "available KV cache memory ({:.2f} GiB, {} bytes after reserving the null "
+                  "({}), {} ({} bytes) of KV cache is needed, which is larger than the "
+                  "available KV cache memory ({}, {} bytes after reserving the null "
                   "block). Based on the available memory, the estimated maximum model length is "
                   "{}. Try increasing --kv-cache-memory (or --gpu-memory-utilization) or "
                   "decreasing --max-model-len.",
-                  lim.max_model_len, gib(needed), needed, gib(usable), usable, fits));
+                  lim.max_model_len, human(needed), needed, human(usable), usable, fits));
 }
 
 expected<kv_plan> plan_kv_cache(const std::vector<layer_spec_list>& specs_per_rank,

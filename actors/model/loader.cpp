@@ -177,6 +177,19 @@ expected<model_layout> build_layout(const json& root, const load_options& opt, i
   out.rank = rank;
   out.tensor_parallel_size = opt.tensor_parallel_size;
   out.model_dtype = flags.model_dtype;
+  // The synthetic attention stack's widths; encoder-decoder configs call the width d_model.
+  for (const char* key : {"hidden_size", "d_model"})
+    if (auto it = section->find(key); it != section->end() && it->is_number_integer()) {
+      out.hidden_size = it->get<int32_t>();
+      break;
+    }
+  if (auto it = section->find("vocab_size"); it != section->end() && it->is_number_integer())
+    out.vocab_size = it->get<int32_t>();
+  else if (auto top = root.find("vocab_size"); top != root.end() && top->is_number_integer())
+    out.vocab_size = top->get<int32_t>();
+  if (auto it = section->find("attn_logit_softcapping"); it != section->end() && it->is_number())
+    for (auto& l : out.layers)
+      l.logit_softcap = it->get<float>();
   return out;
 }
 

@@ -13,15 +13,25 @@
 #include "messages/errc.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
+#include "messages/request.hpp"
+#include "messages/runtime.hpp"
+#include "messages/step.hpp"
 
 namespace kvactor::test {
 
 /// Every type of the kvactor type-ID block (messages/type_ids.hpp), in block order.
-using message_types =
-    ::testing::Types<attention_layer, model_layout, kv_cache_spec, memory_limits, kv_cache_group,
-                     kv_cache_tensor, kv_cache_config, kv_cache_view, kv_cache_capacity,
-                     block_size_constraint, backend_capabilities, attention_group,
-                     graph_support_info, batch_descriptor, cudagraph_plan, error>;
+using message_types = ::testing::Types<
+    attention_layer, model_layout, kv_cache_spec, memory_limits, kv_cache_group, kv_cache_tensor,
+    kv_cache_config, kv_cache_view, kv_cache_capacity, block_size_constraint, backend_capabilities,
+    attention_group, graph_support_info, batch_descriptor, cudagraph_plan, error,
+    // step.hpp
+    new_request, block_table_update, scheduled_request, step_plan, sampled_token, step_timing,
+    step_done,
+    // runtime.hpp
+    rank_config, phase_timing, backend_assignment, kv_plan_request, cudagraph_request, memory_entry,
+    kv_local_plan, kv_allocation, rank_plan, rank_ready, ubatch_work, metadata_ready,
+    // request.hpp
+    request_spec, request_result, run_summary>;
 
 /// Names typed tests after the message type: CodecRoundTrip/kv_cache_spec.PreservesEveryField.
 struct message_type_names {
@@ -49,6 +59,7 @@ inline attention_layer sample<attention_layer>() {
   x.sliding_window = 4096;
   x.attention_chunk_size = 8192;
   x.has_sinks = true;
+  x.logit_softcap = 50.0f;
   x.use_rope = false;
   x.kv_sharing_target = "model.layers.1.self_attn.attn";
   x.state_type = "gated_delta_net";
@@ -76,6 +87,8 @@ inline model_layout sample<model_layout>() {
   x.max_encoder_input_tokens = 1500;
   x.model_dtype = dtype::float16;
   x.num_attn_modules = 2;
+  x.hidden_size = 4096;
+  x.vocab_size = 65536;
   x.layers = {sample<attention_layer>(), mamba};
   return x;
 }
@@ -210,6 +223,199 @@ inline cudagraph_plan sample<cudagraph_plan>() {
 template <>
 inline error sample<error>() {
   return {errc::invalid_split, "num_kv_heads 8 is not divisible by tensor_parallel_size 3"};
+}
+
+// ---- step.hpp ------------------------------------------------------------------------------
+
+/// Request ids above INT64_MAX check that uint64_t fields keep their full range.
+inline constexpr uint64_t large_request_id = 0xfedcba9876543210ULL;
+
+template <>
+inline new_request sample<new_request>() {
+  return {large_request_id, 1000, 256};
+}
+
+template <>
+inline block_table_update sample<block_table_update>() {
+  return {42, 1, 8, {0, 17, 18, 4095}};
+}
+
+template <>
+inline scheduled_request sample<scheduled_request>() {
+  return {large_request_id, 512, {101, 102, -1, 65535}, true};
+}
+
+template <>
+inline step_plan sample<step_plan>() {
+  step_plan x;
+  x.seq = 123456789012ULL;
+  x.epoch = 3;
+  x.new_requests = {sample<new_request>(), new_request{7, 1, 1}};
+  x.finished_requests = {5, large_request_id};
+  x.block_updates = {sample<block_table_update>(), block_table_update{7, 0, 0, {}}};
+  x.scheduled = {sample<scheduled_request>(), scheduled_request{7, 0, {1}, false}};
+  x.num_ubatches = 2;
+  return x;
+}
+
+template <>
+inline sampled_token sample<sampled_token>() {
+  return {large_request_id, 128255};
+}
+
+template <>
+inline step_timing sample<step_timing>() {
+  return {int64_t{5} << 32, 1'250'000, 3'500'000};
+}
+
+template <>
+inline step_done sample<step_done>() {
+  step_done x;
+  x.seq = 123456789012ULL;
+  x.epoch = 3;
+  x.rank = 1;
+  x.sampled = {sample<sampled_token>(), sampled_token{7, 0}};
+  x.timing = sample<step_timing>();
+  x.executed = sample<batch_descriptor>();
+  return x;
+}
+
+// ---- runtime.hpp ---------------------------------------------------------------------------
+
+template <>
+inline rank_config sample<rank_config>() {
+  rank_config x;
+  x.rank = 3;
+  x.tensor_parallel_size = 4;
+  x.model = "llama-3.1-8b";
+  x.dtype = "bfloat16";
+  x.kv_cache_dtype = "fp8_e4m3";
+  x.device = "cuda";
+  x.attention_backend = "flash_attn";
+  x.block_size = 32;
+  x.max_model_len = 131072;
+  x.max_num_seqs = 128;
+  x.max_num_batched_tokens = 8192;
+  x.kv_cache_memory = int64_t{40} << 30;
+  x.num_gpu_blocks_override = 4096;
+  x.cudagraph = cudagraph_mode::full_decode_only;
+  x.cudagraph_capture_sizes = {1, 2, 4, 8};
+  x.num_ubatches = 2;
+  x.seed = 0xffffffffffffffffULL;
+  return x;
+}
+
+template <>
+inline phase_timing sample<phase_timing>() {
+  return {"kv_cache.allocate", 12'345'678, int64_t{3} << 30};
+}
+
+template <>
+inline backend_assignment sample<backend_assignment>() {
+  backend_assignment x;
+  attention_group other{"triton_attn", {"model.layers.2.self_attn.attn"}, kv_cache_spec{}, 0, 0};
+  x.attention_groups = {{sample<attention_group>(), other}, {}};
+  x.kernel_block_sizes = {16, 0};
+  x.support = sample<graph_support_info>();
+  x.query_lens_mismatch_backend = "flashinfer";
+  return x;
+}
+
+template <>
+inline kv_plan_request sample<kv_plan_request>() {
+  return {sample<memory_limits>(), 32, int64_t{20} << 30, 2048, kv_cache_layout::blnhc};
+}
+
+template <>
+inline cudagraph_request sample<cudagraph_request>() {
+  cudagraph_request x;
+  x.requested = cudagraph_mode::piecewise;
+  x.support = sample<graph_support_info>();
+  x.uniform_decode_query_len = 4;
+  x.max_num_seqs = 64;
+  x.max_num_batched_tokens = 4096;
+  x.capture_sizes = {1, 2, 4, 8, 16, 32};
+  x.has_mamba = true;
+  x.num_blocks = 9000;
+  x.gpu = true;
+  return x;
+}
+
+template <>
+inline memory_entry sample<memory_entry>() {
+  return {"builder[1]", int64_t{1} << 33};
+}
+
+template <>
+inline kv_local_plan sample<kv_local_plan>() {
+  return {sample<kv_cache_config>(),
+          int64_t{24} << 30,
+          {"num_gpu_blocks_override 2048 ignores 1 GiB of the budget"}};
+}
+
+template <>
+inline kv_allocation sample<kv_allocation>() {
+  return {0x8000000000001000ULL,
+          1000,
+          int64_t{1} << 34,
+          {sample<kv_cache_view>(), kv_cache_view{"l2", dtype::bfloat16, {1}, {1}, 0}}};
+}
+
+template <>
+inline rank_plan sample<rank_plan>() {
+  return {2,
+          sample<kv_local_plan>(),
+          sample<backend_assignment>(),
+          {sample<phase_timing>(), phase_timing{"load_model", 1, 0}}};
+}
+
+template <>
+inline rank_ready sample<rank_ready>() {
+  return {2, 1000, int64_t{1} << 34, sample<cudagraph_plan>(), {sample<phase_timing>()}};
+}
+
+template <>
+inline ubatch_work sample<ubatch_work>() {
+  return {123456789012ULL, 1, 256, 512, 3, 9};
+}
+
+template <>
+inline metadata_ready sample<metadata_ready>() {
+  return {123456789012ULL, 1, 6, 256, 87'500};
+}
+
+// ---- request.hpp ---------------------------------------------------------------------------
+
+template <>
+inline request_spec sample<request_spec>() {
+  return {large_request_id, {128000, 791, 6864, 374}, 64, 2'500'000'000};
+}
+
+/// A finished request that also carries a failure text, so that every field is set.
+template <>
+inline request_result sample<request_result>() {
+  return {large_request_id, true, {13, 578, 4320}, 2, "preempted twice, then finished"};
+}
+
+template <>
+inline run_summary sample<run_summary>() {
+  run_summary x;
+  x.finished = 90;
+  x.failed = 2;
+  x.preempted = 7;
+  x.prompt_tokens = 123456;
+  x.generated_tokens = 6400;
+  x.steps = 812;
+  x.wall_s = 12.5;
+  x.step_ms_p50 = 3.25;
+  x.step_ms_p99 = 17.125;
+  x.kv_blocks_total = 8192;
+  x.kv_blocks_peak_used = 8000;
+  x.graph_replays = 700;
+  x.eager_steps = 112;
+  x.output_digest = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+  x.results = {sample<request_result>(), request_result{7, false, {}, 0, "kv cache exhausted"}};
+  return x;
 }
 
 } // namespace kvactor::test

@@ -240,3 +240,20 @@ TEST(ModelLoader, EveryShippedConfigLoads) {
 
 } // namespace
 } // namespace kvactor
+
+TEST(ModelLoader, ReadsTheWidthsOfTheSyntheticAttentionStack) {
+  auto llama = kvactor::load_model("llama-3.1-8b", {});
+  ASSERT_TRUE(llama);
+  EXPECT_EQ(llama->front().hidden_size, 4096);
+  EXPECT_EQ(llama->front().vocab_size, 128256);
+  auto whisper = kvactor::load_model("whisper-large-v3", {});
+  ASSERT_TRUE(whisper);
+  EXPECT_EQ(whisper->front().hidden_size, 1280);
+  auto gemma2 = kvactor::load_model("gemma-2-9b-it", {});
+  ASSERT_TRUE(gemma2);
+  EXPECT_FLOAT_EQ(gemma2->front().layers[0].logit_softcap, 50.0f);
+  auto gemma3 = kvactor::load_model("gemma-3-27b-it", {});
+  ASSERT_TRUE(gemma3);
+  EXPECT_EQ(gemma3->front().vocab_size, 262208);
+  EXPECT_FLOAT_EQ(gemma3->front().layers[0].logit_softcap, 0.0f); // null in the config
+}

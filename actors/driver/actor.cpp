@@ -1,0 +1,332 @@
+#include "actors/driver/actor.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "messages/caf_error.hpp"
+
+namespace kvactor {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using self_ptr = driver_actor::stateful_pointer<driver_state>;
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  auto idx = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(idx, v.size() - 1)];
+}
+
+double elapsed_s(const driver_state& st) {
+  return std::chrono::duration<double>(clock_type::now() - st.started).count();
+}
+
+run_summary summarize(const driver_state& st) {
+  run_summary s;
+  const auto& sched = *st.sched;
+  for (auto id : sched.request_order()) {
+    const auto* r = sched.find(id);
+    request_result res;
+    res.request_id = id;
+    res.finished = r->st == request_state::status::finished;
+    res.output = r->output;
+    res.num_preemptions = r->num_preemptions;
+    res.failure = r->failure;
+    s.generated_tokens += static_cast<int64_t>(r->output.size());
+    s.results.push_back(std::move(res));
+  }
+  s.finished = sched.num_finished();
+  s.failed = sched.num_failed();
+  s.preempted = sched.num_preemptions();
+  s.prompt_tokens = st.prompt_tokens;
+  s.steps = st.steps;
+  s.wall_s = elapsed_s(st);
+  s.step_ms_p50 = percentile(st.step_ms, 0.50);
+  s.step_ms_p99 = percentile(st.step_ms, 0.99);
+  s.kv_blocks_total = st.num_blocks - 1; // block 0 is the null block
+  s.kv_blocks_peak_used = sched.peak_blocks_used();
+  s.graph_replays = st.graph_replays;
+  s.eager_steps = st.eager_steps;
+  s.output_digest = output_digest(s.results);
+  return s;
+}
+
+void report(driver_state& st) {
+  if (!st.setup.on_progress) return;
+  run_progress p;
+  p.steps = st.steps;
+  p.finished = st.sched->num_finished();
+  p.failed = st.sched->num_failed();
+  p.total = static_cast<int64_t>(st.pending.size());
+  for (auto id : st.sched->request_order())
+    p.generated_tokens += static_cast<int64_t>(st.sched->find(id)->output.size());
+  p.elapsed_s = elapsed_s(st);
+  st.setup.on_progress(p);
+}
+
+// Drops `ids` from a plan the ranks rejected, so it can be re-sent under the same seq.
+step_plan without(step_plan plan, const std::set<uint64_t>& ids) {
+  auto out = [&](uint64_t id) { return ids.count(id) > 0; };
+  std::erase_if(plan.new_requests, [&](const new_request& r) { return out(r.request_id); });
+  std::erase_if(plan.block_updates, [&](const block_table_update& u) { return out(u.request_id); });
+  std::erase_if(plan.scheduled, [&](const scheduled_request& s) { return out(s.request_id); });
+  for (auto id : ids)
+    plan.finished_requests.push_back(id);
+  return plan;
+}
+
+void next_step(self_ptr self);
+
+void finish_run(self_ptr self) {
+  auto& st = self->state;
+  st.running = false;
+  auto s = summarize(st);
+  report(st);
+  spdlog::info("driver: {} finished, {} failed, {} steps in {:.2f} s", s.finished, s.failed,
+               s.steps, s.wall_s);
+  st.done.deliver(std::move(s));
+}
+
+void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
+  auto& st = self->state;
+  struct join {
+    size_t pending;
+    std::vector<step_done> done;
+    caf::error err;
+  };
+  auto j = std::make_shared<join>(join{st.setup.ranks.size(), {}, {}});
+  auto on_all = [self, j, plan, t0]() mutable {
+    auto& st = self->state;
+    if (j->err) {
+      auto ids = request_ids_of(j->err);
+      auto why = from_caf_error(j->err).message;
+      std::set<uint64_t> bad(ids.begin(), ids.end());
+      if (bad.empty())
+        for (const auto& s : plan.scheduled)
+          bad.insert(s.request_id);
+      spdlog::warn("driver: step {} rejected ({}); failing {} request(s)", plan.seq, why,
+                   bad.size());
+      for (auto id : bad)
+        st.sched->fail_request(id, why);
+      auto retry = without(plan, bad);
+      if (!ids.empty() && !retry.scheduled.empty()) {
+        send_step(self, std::move(retry), t0);
+        return;
+      }
+      st.stepping = false;
+      self->send(self, atom::step_v);
+      return;
+    }
+    // Ranks compute replicated samples; disagreement is a bug worth failing loudly.
+    for (size_t r = 1; r < j->done.size(); ++r)
+      if (j->done[r].sampled != j->done[0].sampled)
+        for (const auto& s : plan.scheduled)
+          st.sched->fail_request(s.request_id, fmt::format("rank {} sampled other tokens than "
+                                                           "rank 0 at step {}",
+                                                           j->done[r].rank, plan.seq));
+    if (!plan.scheduled.empty()) {
+      if (auto ok = st.sched->apply(j->done.front()); !ok)
+        spdlog::error("driver: step {}: {}", plan.seq, ok.err().message);
+      ++st.steps;
+      st.step_ms.push_back(
+          std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+      if (j->done.front().executed.mode == cudagraph_mode::none)
+        ++st.eager_steps;
+      else
+        ++st.graph_replays;
+    }
+    st.seq = plan.seq + 1;
+    st.stepping = false;
+    report(st);
+    self->send(self, atom::step_v);
+  };
+  for (const auto& r : st.setup.ranks)
+    self->request(r, caf::infinite, plan)
+        .then(
+            [j, on_all](step_done& d) mutable {
+              j->done.push_back(std::move(d));
+              if (--j->pending == 0) on_all();
+            },
+            [j, on_all](caf::error& e) mutable {
+              if (!j->err) j->err = std::move(e);
+              if (--j->pending == 0) on_all();
+            });
+}
+
+void next_step(self_ptr self) {
+  auto& st = self->state;
+  if (!st.running || st.stepping) return;
+  const auto now_ns = static_cast<int64_t>(elapsed_s(st) * 1e9);
+  while (st.next_arrival < st.pending.size() && st.pending[st.next_arrival].arrival_ns <= now_ns) {
+    auto& r = st.pending[st.next_arrival++];
+    st.prompt_tokens += static_cast<int64_t>(r.prompt.size());
+    if (auto ok = st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens); !ok)
+      spdlog::warn("driver: request {} failed at admission: {}", r.request_id, ok.err().message);
+  }
+  if (!st.sched->has_work() && !st.sched->has_pending_finished()) {
+    if (st.next_arrival < st.pending.size()) {
+      auto wait = std::chrono::nanoseconds(st.pending[st.next_arrival].arrival_ns - now_ns);
+      self->delayed_send(self, std::max(wait, std::chrono::nanoseconds(0)), atom::step_v);
+      return;
+    }
+    finish_run(self);
+    return;
+  }
+  auto plan = st.sched->schedule(st.seq, st.setup.epoch);
+  if (!plan) {
+    spdlog::error("driver: scheduling step {} failed: {}", st.seq, plan.err().message);
+    for (auto id : st.sched->request_order()) {
+      const auto* r = st.sched->find(id);
+      if (r->st == request_state::status::waiting || r->st == request_state::status::running)
+        st.sched->fail_request(id, plan.err().message);
+    }
+    finish_run(self);
+    return;
+  }
+  if (plan->scheduled.empty() && plan->new_requests.empty() && plan->finished_requests.empty()) {
+    // Nothing can run now: wait for an arrival, or fail what can never run (not a hang).
+    if (st.next_arrival < st.pending.size()) {
+      self->delayed_send(self, std::chrono::milliseconds(1), atom::step_v);
+      return;
+    }
+    for (auto id : st.sched->request_order()) {
+      const auto* r = st.sched->find(id);
+      if (r->st == request_state::status::waiting || r->st == request_state::status::running)
+        st.sched->fail_request(id, "cannot be scheduled: the KV cache has too few blocks");
+    }
+    finish_run(self);
+    return;
+  }
+  st.stepping = true;
+  send_step(self, std::move(*plan), clock_type::now());
+}
+
+} // namespace
+
+std::string output_digest(const std::vector<request_result>& results) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const auto& r : results) {
+    mix(r.request_id);
+    mix(r.output.size());
+    for (auto t : r.output)
+      mix(static_cast<uint32_t>(t));
+  }
+  return fmt::format("{:016x}", h);
+}
+
+driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> self,
+                                   driver_setup setup) {
+  self->state.setup = std::move(setup);
+  for (const auto& r : self->state.setup.ranks)
+    self->monitor(r);
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& st = self->state;
+    auto why = fmt::format("a rank stopped: {}", to_string(msg.reason));
+    spdlog::error("driver: {}", why);
+    if (st.running) {
+      st.running = false;
+      st.done.deliver(to_caf_error(make_error(errc::io_error, why)));
+    }
+  });
+  return {
+      [self](atom::start) -> caf::result<std::vector<rank_ready>> {
+        auto& st = self->state;
+        if (st.setup.ranks.empty() || st.setup.ranks.size() != st.setup.configs.size())
+          return to_caf_error(make_error(
+              errc::invalid_argument, fmt::format("ranks: {} handles for {} configs",
+                                                  st.setup.ranks.size(), st.setup.configs.size())));
+        auto rp = self->make_response_promise<std::vector<rank_ready>>();
+        auto plans = std::make_shared<std::vector<rank_plan>>();
+        auto failed = std::make_shared<bool>(false);
+        const auto n = st.setup.ranks.size();
+        for (size_t i = 0; i < n; ++i)
+          self->request(st.setup.ranks[i], caf::infinite, atom::configure_v, st.setup.configs[i])
+              .then(
+                  [self, rp, plans, failed, n](rank_plan& p) mutable {
+                    plans->push_back(std::move(p));
+                    if (*failed || plans->size() < n) return;
+                    auto& st = self->state;
+                    // The minimum over ranks, so that the scheduler sees one pool.
+                    int64_t min_blocks = plans->front().kv.config.num_blocks;
+                    for (const auto& x : *plans)
+                      min_blocks = std::min(min_blocks, x.kv.config.num_blocks);
+                    st.num_blocks = min_blocks;
+                    st.groups = plans->front().kv.config.groups;
+                    spdlog::info("driver: {} rank(s) planned; common block count {}", n,
+                                 min_blocks);
+                    auto readies = std::make_shared<std::vector<rank_ready>>();
+                    for (const auto& r : st.setup.ranks)
+                      self->request(r, caf::infinite, atom::allocate_v, min_blocks)
+                          .then(
+                              [self, rp, readies, failed, n](rank_ready& ready) mutable {
+                                readies->push_back(std::move(ready));
+                                if (*failed || readies->size() < n) return;
+                                auto& st = self->state;
+                                scheduler_config cfg;
+                                cfg.max_num_seqs = st.setup.configs[0].max_num_seqs;
+                                cfg.max_num_batched_tokens =
+                                    st.setup.configs[0].max_num_batched_tokens;
+                                cfg.max_model_len = st.setup.configs[0].max_model_len;
+                                cfg.num_ubatches = st.setup.configs[0].num_ubatches;
+                                if (auto ok = scheduler::validate(cfg, st.groups, st.num_blocks);
+                                    !ok) {
+                                  rp.deliver(to_caf_error(ok.err()));
+                                  return;
+                                }
+                                st.sched =
+                                    std::make_unique<scheduler>(cfg, st.groups, st.num_blocks);
+                                std::sort(
+                                    readies->begin(), readies->end(),
+                                    [](const auto& a, const auto& b) { return a.rank < b.rank; });
+                                rp.deliver(std::move(*readies));
+                              },
+                              [rp, failed](caf::error& e) mutable {
+                                if (!*failed) rp.deliver(std::move(e));
+                                *failed = true;
+                              });
+                  },
+                  [rp, failed](caf::error& e) mutable {
+                    if (!*failed) rp.deliver(std::move(e));
+                    *failed = true;
+                  });
+        return rp;
+      },
+      [self](atom::submit, std::vector<request_spec>& specs) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (st.running)
+          return to_caf_error(make_error(errc::invalid_argument, "submit: the run has started"));
+        for (auto& s : specs)
+          st.pending.push_back(std::move(s));
+        std::stable_sort(st.pending.begin(), st.pending.end(),
+                         [](const auto& a, const auto& b) { return a.arrival_ns < b.arrival_ns; });
+        return static_cast<int64_t>(st.pending.size());
+      },
+      [self](atom::run) -> caf::result<run_summary> {
+        auto& st = self->state;
+        if (!st.sched)
+          return to_caf_error(make_error(errc::invalid_argument, "run: send start first"));
+        if (st.running)
+          return to_caf_error(make_error(errc::invalid_argument, "run: already running"));
+        st.running = true;
+        st.started = clock_type::now();
+        st.done = self->make_response_promise<run_summary>();
+        next_step(self);
+        return st.done;
+      },
+      [self](atom::step) { next_step(self); },
+  };
+}
+
+} // namespace kvactor

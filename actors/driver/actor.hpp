@@ -1,0 +1,66 @@
+// The driver actor: configures every rank, agrees on one block count, then runs the
+// continuous-batching loop: schedule -> step_plan to every rank -> gather step_done -> apply.
+//
+//   start ─► configure(rank i) ... ─► min(planned blocks) ─► allocate(rank i) ... ─► ready
+//   run ───► [admit arrivals] ─► schedule(seq) ─► step_plan ─► all ranks ─► step_done ─► apply ─┐
+//              ▲                                                                                │
+//              └────────────────────────────── step (to itself) ◄──────────────────────────────┘
+// A rank that rejects a step names the requests at fault: those fail (reported, never dropped)
+// and the step is re-sent without them under the same sequence number.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "actors/driver/scheduler.hpp"
+#include "actors/interfaces.hpp"
+
+namespace kvactor {
+
+/// Progress of a run, as the driver reports it after every step.
+struct run_progress {
+  int64_t steps = 0;
+  int64_t finished = 0;
+  int64_t failed = 0;
+  int64_t total = 0;
+  int64_t generated_tokens = 0;
+  double elapsed_s = 0.0;
+};
+
+struct driver_setup {
+  std::vector<rank_actor> ranks;
+  std::vector<rank_config> configs; // [ranks]; max_model_len resolved
+  uint64_t epoch = 1;
+  std::function<void(const run_progress&)> on_progress; // may be empty
+};
+
+struct driver_state {
+  driver_setup setup;
+  std::unique_ptr<scheduler> sched;
+  std::vector<kv_cache_group> groups;
+  int64_t num_blocks = 0;
+  std::vector<request_spec> pending; // sorted by arrival
+  size_t next_arrival = 0;
+  int64_t prompt_tokens = 0;
+  uint64_t seq = 0;
+  bool running = false;
+  bool stepping = false; // a step is in flight
+  caf::typed_response_promise<run_summary> done;
+  std::chrono::steady_clock::time_point started;
+  std::vector<double> step_ms;
+  int64_t steps = 0;
+  int64_t graph_replays = 0;
+  int64_t eager_steps = 0;
+  static inline const char* name = "kvactor.driver";
+  driver_state() = default;
+};
+
+driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> self,
+                                   driver_setup setup);
+
+/// Hex digest (FNV-1a, 64 bit) of every generated token, in request order.
+std::string output_digest(const std::vector<request_result>& results);
+
+} // namespace kvactor

@@ -1,0 +1,139 @@
+// The driver's continuous-batching scheduler (vLLM v1 style, no CAF): it turns requests into one
+// step_plan per step and folds each step_done back into the requests.
+//
+// One step (schedule):
+//   1. running requests, in admission order, within the token budget: a decode feeds 1 token, a
+//      request in the middle of its prompt feeds the next chunk (chunked prefill). When the pool
+//      cannot give a request its blocks, the LAST running request is preempted by recompute
+//      (blocks freed, back to the FRONT of the waiting queue, re-fed prompt + output later) and
+//      the allocation is retried; a request may preempt itself and is then not scheduled.
+//   2. if nothing was preempted: waiting requests, FIFO, while running < max_num_seqs and budget
+//      is left; a prompt larger than the budget gets a chunk.
+// The plan says, in the order ranks apply it: finished_requests (drop state: finished, failed,
+// preempted since the last plan), new_requests, block_updates, scheduled (decodes first).
+//
+// Protocol: schedule(seq) -> ranks run it -> apply(step_done with the same seq) -> schedule ...
+// A plan that schedules nothing needs no step_done. A plan re-sent under the same seq without
+// some (failed) requests is applied with the step_done of the re-sent plan.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "actors/driver/block_pool.hpp"
+#include "actors/driver/kv_block_manager.hpp"
+#include "actors/driver/request.hpp"
+#include "messages/errc.hpp"
+#include "messages/kv.hpp"
+#include "messages/step.hpp"
+
+namespace kvactor {
+
+struct scheduler_config {
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048; // the token budget of one step
+  int64_t max_model_len = 0;             // prompt + output never exceeds it
+  int32_t num_ubatches = 1;              // copied into every plan
+};
+
+class scheduler {
+public:
+  /// Fails (invalid_argument, naming the field) unless every limit is positive, num_blocks lies
+  /// in [1, INT32_MAX] and every group has block_size > 0.
+  static status validate(const scheduler_config& cfg, const std::vector<kv_cache_group>& groups,
+                         int64_t num_blocks);
+
+  /// `num_blocks` counts the null block, as kv_cache_config::num_blocks does.
+  /// REQUIRES: validate(cfg, groups, num_blocks) succeeds.
+  scheduler(scheduler_config cfg, std::vector<kv_cache_group> groups, int64_t num_blocks);
+  scheduler(const scheduler&) = delete; // blocks_ points into pool_
+  scheduler& operator=(const scheduler&) = delete;
+
+  /// Queues a request. Fails for a duplicate id (the existing request is kept), and records the
+  /// request as failed (with the reason in request_state::failure) and returns the error for an
+  /// empty prompt, max_output_tokens < 1, prompt_len >= max_model_len (invalid_argument), or a
+  /// request that could not fit in the whole pool even alone (insufficient_memory).
+  status add_request(uint64_t id, std::vector<int32_t> prompt, int32_t max_output_tokens);
+
+  /// True while a request waits or runs.
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  /// True when ids wait to be told to the ranks (an idle driver may send an empty plan for them).
+  bool has_pending_finished() const { return !pending_finished_.empty(); }
+
+  /// The next step. Its `scheduled` is empty only when nothing can run. Advances the scheduled
+  /// requests' num_computed_tokens (the step will run). Fails while the previous plan is not
+  /// applied and one of its requests still runs (a plan whose requests all failed since, e.g.
+  /// because the ranks rejected it, is abandoned and does not block).
+  expected<step_plan> schedule(uint64_t seq, uint64_t epoch);
+
+  /// Appends the sampled tokens of the last plan; a request finishes (blocks freed, id in the
+  /// next plan's finished_requests) when its output reaches max_output_tokens or prompt + output
+  /// reaches max_model_len. Fails, changing nothing, when seq/epoch do not match the last plan,
+  /// it was already applied, a sampled request id was not sampled in that plan (unknown), one is
+  /// listed twice, or a sampled request of the plan is missing.
+  status apply(const step_done& done);
+
+  /// Frees the request's blocks and marks it failed; ranks that hold its state are told through
+  /// the next plan's finished_requests. A no-op for unknown, finished or failed requests.
+  void fail_request(uint64_t id, std::string reason);
+
+  // ---- observation ---------------------------------------------------------------------------
+
+  const request_state* find(uint64_t id) const;
+  /// Ids in the order add_request saw them (failed ones included).
+  const std::vector<uint64_t>& request_order() const { return order_; }
+  /// Outputs so far, in request order.
+  std::vector<std::vector<int32_t>> outputs() const;
+
+  int64_t num_finished() const { return num_finished_; }
+  int64_t num_failed() const { return num_failed_; }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t peak_blocks_used() const { return pool_.peak_used(); }
+  const block_pool& pool() const { return pool_; }
+  const kv_block_manager& blocks() const { return blocks_; }
+
+private:
+  struct pick {
+    uint64_t id;
+    int32_t num_tokens;
+  };
+
+  struct plan_record {
+    uint64_t seq = 0;
+    uint64_t epoch = 0;
+    std::vector<uint64_t> sampled;   // requests with sample = true
+    std::vector<uint64_t> scheduled; // every request of the plan
+    bool applied = false;
+  };
+
+  // Phase 1; returns true when it preempted a request.
+  bool schedule_running(int32_t& budget, std::vector<pick>& picks, step_plan& plan);
+  // Phase 2.
+  void admit_waiting(int32_t& budget, std::vector<pick>& picks, step_plan& plan);
+  void preempt(uint64_t id);
+  // Leaves the running set (if there) with status `st`; frees blocks, tells ranks if they know.
+  void retire(request_state& r, request_state::status st);
+
+  scheduler_config cfg_;
+  block_pool pool_;
+  kv_block_manager blocks_;
+  std::unordered_map<uint64_t, request_state> requests_;
+  std::vector<uint64_t> order_;
+  std::deque<uint64_t> waiting_;
+  std::vector<uint64_t> running_;          // admission order; the back is preempted first
+  std::unordered_set<uint64_t> known_;     // ids the ranks hold state for
+  std::vector<uint64_t> pending_finished_; // for the next plan's finished_requests
+  std::optional<plan_record> last_;
+  int64_t num_finished_ = 0;
+  int64_t num_failed_ = 0;
+  int64_t num_preemptions_ = 0;
+};
+
+} // namespace kvactor

@@ -1,0 +1,76 @@
+// ALL typed actor interfaces of kvactor, one banner per actor and one comment per handler.
+// A wrong message is a compile error. Handlers reply with caf::error values of the "kvactor"
+// category (messages/caf_error.hpp) that name the field and value at fault.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/backend.hpp"
+#include "messages/cudagraph.hpp"
+#include "messages/kv.hpp"
+#include "messages/layer.hpp"
+#include "messages/request.hpp"
+#include "messages/runtime.hpp"
+#include "messages/step.hpp"
+#include "messages/type_ids.hpp"
+
+namespace kvactor {
+
+/// The REGISTRY actor: attention backends and their declared capabilities.
+using registry_actor = caf::typed_actor<
+    // Resolve a backend per layer, form attention groups per KV cache group, pick kernel block
+    // sizes and report the weakest graph support. (layers, groups, device, preferred backend)
+    caf::replies_to<atom::assign, model_layout, std::vector<kv_cache_group>, std::string,
+                    std::string>::with<backend_assignment>,
+    // The registered backends.
+    caf::replies_to<atom::backends>::with<std::vector<backend_capabilities>>>;
+
+/// The KV_CACHE actor: plans, allocates and lays out one rank's KV cache; keeps the ledger.
+using kv_cache_actor = caf::typed_actor<
+    // Plan the rank's layers with its own budget (before the minimum over ranks).
+    caf::replies_to<atom::plan, model_layout, kv_plan_request>::with<kv_local_plan>,
+    // Allocate num_blocks blocks with these kernel block sizes (per group) and build the views.
+    caf::replies_to<atom::allocate, int64_t, std::vector<int32_t>>::with<kv_allocation>,
+    // Every byte this rank allocated, by owner.
+    caf::replies_to<atom::ledger>::with<std::vector<memory_entry>>>;
+
+/// A BUILDER actor (one per microbatch): attention metadata for its slice of a step.
+using builder_actor = caf::typed_actor<
+    // Build the slice's metadata into the builder's persistent buffers.
+    caf::replies_to<ubatch_work>::with<metadata_ready>>;
+
+/// The CUDAGRAPH actor: graph mode, capture sizes, candidates and dispatch.
+using cudagraph_actor = caf::typed_actor<
+    // Resolve the mode against attention support and build the candidates.
+    caf::replies_to<atom::plan, cudagraph_request>::with<cudagraph_plan>,
+    // Which graph (or eager) runs a batch of (num_reqs, num_tokens, uniform token count).
+    caf::replies_to<atom::dispatch, int32_t, int32_t, int32_t>::with<batch_descriptor>>;
+
+/// The RANK actor: one per GPU (or CPU rank); composes registry, kv_cache, builders, cudagraph.
+using rank_actor = caf::typed_actor<
+    // Load the model, plan the KV cache with the local budget, resolve backends.
+    caf::replies_to<atom::configure, rank_config>::with<rank_plan>,
+    // Allocate the common block count, bind views, start builders and plan graphs.
+    caf::replies_to<atom::allocate, int64_t>::with<rank_ready>,
+    // Execute one step (rejected, unchanged, if out of sequence or invalid).
+    caf::replies_to<step_plan>::with<step_done>,
+    // Every byte this rank allocated, by owner.
+    caf::replies_to<atom::ledger>::with<std::vector<memory_entry>>>;
+
+/// The DRIVER actor: requests, scheduling, block pools and step sequencing over all ranks.
+using driver_actor = caf::typed_actor<
+    // Configure every rank, agree on the block count, wait until all are ready.
+    caf::replies_to<atom::start>::with<std::vector<rank_ready>>,
+    // Queue requests (each starts at its arrival offset after `run`).
+    caf::replies_to<atom::submit, std::vector<request_spec>>::with<int64_t>,
+    // Serve every submitted request to the end; reply with the summary.
+    caf::replies_to<atom::run>::with<run_summary>,
+    // Take the next step (the driver's own clock: sent to itself, e.g. when a request arrives).
+    caf::reacts_to<atom::step>>;
+
+} // namespace kvactor

@@ -1,0 +1,138 @@
+#include "actors/kv_cache/allocation.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "actors/kv_cache/layout.hpp"
+
+namespace kvactor {
+
+namespace {
+
+std::vector<kv_cache_group> encoder_only_groups(const layer_spec_list& specs) {
+  std::vector<kv_cache_group> out;
+  for (const auto& [name, spec] : specs) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const kv_cache_group& g) { return g.spec == spec; });
+    if (it == out.end()) {
+      out.push_back({{}, spec});
+      it = std::prev(out.end());
+    }
+    it->layer_names.push_back(name);
+  }
+  return out;
+}
+
+const kv_cache_spec& layer_spec_in(const kv_cache_group& g, const std::string& layer) {
+  if (g.spec.kind == kv_cache_spec_kind::uniform_type) {
+    auto pos = std::find(g.spec.layer_names.begin(), g.spec.layer_names.end(), layer);
+    if (pos != g.spec.layer_names.end())
+      return g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())];
+  }
+  return g.spec;
+}
+
+} // namespace
+
+expected<std::vector<kv_cache_group>> rank_groups(const kv_cache_config& config,
+                                                  const std::vector<attention_layer>& layers,
+                                                  const spec_options& opt) {
+  std::vector<kv_cache_group> groups = config.groups;
+  for (const auto& [layer, target] : shared_kv_cache_layers(layers)) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const kv_cache_group& g) {
+      return std::find(g.layer_names.begin(), g.layer_names.end(), target) != g.layer_names.end();
+    });
+    if (it == groups.end())
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("kv_sharing_target of {}: {} is in no KV cache group", layer, target));
+    it->layer_names.push_back(layer);
+  }
+  for (auto& g : encoder_only_groups(encoder_only_specs(layers, opt)))
+    groups.push_back(std::move(g));
+  return groups;
+}
+
+expected<std::vector<kv_cache_view>>
+build_views(const kv_cache_config& config, const std::vector<kv_cache_group>& groups,
+            const std::vector<int32_t>& kernel_block_sizes,
+            const std::map<std::string, std::string>& sharing) {
+  std::vector<kv_cache_view> views;
+  for (const auto& t : config.tensors) {
+    for (const auto& layer : t.layers) {
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const kv_cache_group& x) {
+        return std::find(x.layer_names.begin(), x.layer_names.end(), layer) != x.layer_names.end();
+      });
+      if (g == groups.end())
+        return make_error(errc::invalid_argument,
+                          fmt::format("layer {}: has a tensor but no KV cache group", layer));
+      const auto gid = static_cast<size_t>(g - groups.begin());
+      const int32_t kbs = gid < kernel_block_sizes.size() ? kernel_block_sizes[gid] : 0;
+      auto view =
+          layer_view(t, layer, layer_spec_in(*g, layer), config.num_blocks, config.layout, kbs);
+      if (!view) return view.err();
+      views.push_back(std::move(*view));
+    }
+  }
+  for (const auto& [layer, target] : sharing) {
+    auto it = std::find_if(views.begin(), views.end(),
+                           [&](const kv_cache_view& v) { return v.layer == target; });
+    if (it == views.end()) continue;
+    auto alias = *it;
+    alias.layer = layer;
+    views.push_back(std::move(alias));
+  }
+  return views;
+}
+
+expected<kv_local_plan> kv_cache_allocator::plan(const model_layout& model,
+                                                 const kv_plan_request& request) {
+  spec_options sopt{request.block_size, request.limits.max_model_len};
+  kv_plan_options kopt;
+  kopt.limits = request.limits;
+  kopt.num_gpu_blocks_override = request.num_gpu_blocks_override;
+  kopt.layout = request.layout;
+  auto kv = plan_kv_cache({kv_cache_specs(model.layers, sopt)}, {request.available_bytes}, kopt);
+  if (!kv) return kv.err();
+  model_ = model;
+  request_ = request;
+  config_ = kv->per_rank.front();
+  auto groups = rank_groups(config_, model.layers, sopt);
+  if (!groups) return groups.err();
+  groups_ = std::move(*groups);
+  return kv_local_plan{config_, kv->available_per_rank.front(), kv->warnings};
+}
+
+expected<kv_allocation> kv_cache_allocator::allocate(int64_t num_blocks,
+                                                     const std::vector<int32_t>& kbs) {
+  if (num_blocks <= 0 || num_blocks > config_.num_blocks)
+    return make_error(errc::invalid_argument,
+                      fmt::format("num_blocks: {} is outside [1, {}] (the planned count)",
+                                  num_blocks, config_.num_blocks));
+  kv_plan_options opt;
+  opt.layout = config_.layout;
+  opt.num_gpu_blocks_override = num_blocks;
+  config_ = kv_cache_config_from_groups(config_.groups, 0, opt);
+  int64_t size = config_.tensors.empty() ? 0 : config_.tensors.front().size;
+  bytes_ = (size + 4095) / 4096 * 4096;
+  memory_.reset();
+  if (bytes_ > 0) {
+    memory_ = std::make_unique<std::byte[]>(static_cast<size_t>(bytes_)); // zero-filled
+  }
+  auto views = build_views(config_, groups_, kbs, shared_kv_cache_layers(model_.layers));
+  if (!views) return views.err();
+  kv_allocation out;
+  out.buffer_handle = reinterpret_cast<uintptr_t>(memory_.get());
+  out.num_blocks = num_blocks;
+  out.bytes = bytes_;
+  out.views = std::move(*views);
+  return out;
+}
+
+std::vector<memory_entry> kv_cache_allocator::ledger() const {
+  return {{"kv_cache", bytes_}};
+}
+
+} // namespace kvactor

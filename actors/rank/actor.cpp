@@ -1,0 +1,336 @@
+#include "actors/rank/actor.hpp"
+
+#include <chrono>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/cudagraph/actor.hpp"
+#include "actors/kv_cache/actor.hpp"
+#include "actors/metadata/ubatch.hpp"
+#include "actors/model/loader.hpp"
+#include "actors/rank/workload.hpp"
+#include "actors/registry/actor.hpp"
+#include "messages/caf_error.hpp"
+
+namespace kvactor {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+int64_t since(clock_type::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t).count();
+}
+
+caf::error fail(errc code, std::string message) {
+  return to_caf_error(make_error(code, std::move(message)));
+}
+
+void record(rank_state& st, std::string phase, clock_type::time_point t, int64_t bytes) {
+  phase_timing p{std::move(phase), since(t), bytes};
+  spdlog::info("rank {}: {} took {:.1f} ms, holds {} bytes", st.config.rank, p.phase,
+               static_cast<double>(p.duration_ns) / 1e6, p.memory_bytes);
+  st.phases.push_back(std::move(p));
+}
+
+// Runs the stack over every ubatch of the step and samples; exceptions from kernel argument
+// checks become errors (they mean a bug between metadata and kernels, never bad user input).
+expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_descriptor& desc) {
+  const auto& b = *st.batch;
+  step_done done;
+  done.seq = plan.seq;
+  done.epoch = plan.epoch;
+  done.rank = st.config.rank;
+  done.executed = desc;
+  const auto hidden_size = static_cast<size_t>(st.stack->config().hidden_size);
+  std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
+  try {
+    for (size_t u = 0; u < st.outputs.size(); ++u) {
+      const auto& out = *st.outputs[u];
+      if (out.seq != plan.seq || out.token_end <= out.token_start) continue;
+      std::vector<kernels::layer_batch> per_layer(st.layer_group.size());
+      std::vector<const kernels::layer_batch*> ptrs(st.layer_group.size());
+      for (size_t l = 0; l < st.layer_group.size(); ++l) {
+        const auto& name = st.model.layers[l].name;
+        auto it = out.layers.find(name);
+        if (it == out.layers.end())
+          return make_error(errc::invalid_argument,
+                            fmt::format("builder {}: no metadata for layer {}", u, name));
+        const auto& m = it->second->common;
+        per_layer[l] = {m.query_start_loc.data(), m.seq_lens.data(), m.block_table.data(),
+                        m.block_table_width,      m.num_reqs,        m.slot_mapping.data()};
+        ptrs[l] = &per_layer[l];
+      }
+      const auto start = static_cast<size_t>(out.token_start);
+      st.stack->forward(b.token_ids.data() + start, positions.data() + start,
+                        out.token_end - out.token_start, st.kv_views, ptrs, {},
+                        st.hidden.data() + start * hidden_size);
+    }
+    auto tokens = st.stack->sample(st.hidden.data(), b.sample_rows);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      done.sampled.push_back({b.sample_ids[i], tokens[i]});
+  } catch (const std::exception& e) {
+    return make_error(errc::invalid_argument, fmt::format("step {}: {}", plan.seq, e.what()));
+  }
+  return done;
+}
+
+} // namespace
+
+rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
+  self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& ep) -> caf::error {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      return fail(errc::invalid_argument,
+                  fmt::format("rank {}: {}", self->state.config.rank, e.what()));
+    }
+  });
+  return {
+      [self](atom::configure, const rank_config& cfg) -> caf::result<rank_plan> {
+        auto& st = self->state;
+        if (st.kv)
+          return fail(errc::invalid_argument, "configure: this rank is already configured");
+        st.config = cfg;
+        auto t = clock_type::now();
+        load_options opt;
+        opt.tensor_parallel_size = cfg.tensor_parallel_size;
+        opt.dtype = cfg.dtype;
+        opt.kv_cache_dtype = cfg.kv_cache_dtype;
+        auto models = load_model(cfg.model, opt);
+        if (!models) return to_caf_error(models.err());
+        if (cfg.rank < 0 || cfg.rank >= static_cast<int32_t>(models->size()))
+          return fail(errc::invalid_argument,
+                      fmt::format("rank: {} is outside [0, {})", cfg.rank, models->size()));
+        st.model = std::move((*models)[static_cast<size_t>(cfg.rank)]);
+        record(st, "load model", t, 0);
+        t = clock_type::now();
+        auto stack_cfg = stack_config_for(st.model, cfg.seed);
+        if (!stack_cfg) return to_caf_error(stack_cfg.err());
+        try {
+          st.stack = std::make_unique<kernels::attention_stack>(std::move(*stack_cfg));
+        } catch (const std::exception& e) {
+          return fail(errc::invalid_argument, fmt::format("model {}: {}", cfg.model, e.what()));
+        }
+        record(st, "weights", t, 0);
+        st.allocator = std::make_shared<kv_cache_allocator>();
+        st.kv = self->spawn(kv_cache, st.allocator);
+        st.registry = self->spawn(registry, std::vector<backend_capabilities>{});
+        st.graphs = self->spawn(cudagraph);
+        kv_plan_request req;
+        req.limits.max_model_len =
+            cfg.max_model_len > 0 ? cfg.max_model_len : st.model.max_position_embeddings;
+        req.limits.max_in_flight_tokens = cfg.max_num_batched_tokens;
+        req.limits.max_encoder_input_tokens = st.model.max_encoder_input_tokens;
+        req.block_size = cfg.block_size;
+        req.available_bytes = cfg.kv_cache_memory;
+        req.num_gpu_blocks_override = cfg.num_gpu_blocks_override;
+        st.config.max_model_len = req.limits.max_model_len;
+        auto rp = self->make_response_promise<rank_plan>();
+        t = clock_type::now();
+        self->request(st.kv, caf::infinite, atom::plan_v, st.model, req)
+            .then(
+                [self, rp, t](kv_local_plan& kv) mutable {
+                  auto& st = self->state;
+                  record(st, "kv_cache plan", t, 0);
+                  st.groups = st.allocator->groups();
+                  auto t2 = clock_type::now();
+                  self->request(st.registry, caf::infinite, atom::assign_v, st.model, st.groups,
+                                st.config.device, st.config.attention_backend)
+                      .then(
+                          [self, rp, t2, kv](backend_assignment& a) mutable {
+                            auto& st = self->state;
+                            record(st, "registry assign", t2, 0);
+                            st.backends = a;
+                            rp.deliver(rank_plan{st.config.rank, kv, std::move(a), st.phases});
+                          },
+                          [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+                },
+                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
+      [self](atom::allocate, int64_t num_blocks) -> caf::result<rank_ready> {
+        auto& st = self->state;
+        if (!st.kv || st.groups.empty() && st.backends.kernel_block_sizes.empty())
+          return fail(errc::invalid_argument, "allocate: received before configure");
+        if (st.ready)
+          return fail(errc::invalid_argument, "allocate: this rank is already allocated");
+        auto rp = self->make_response_promise<rank_ready>();
+        auto t = clock_type::now();
+        self->request(st.kv, caf::infinite, atom::allocate_v, num_blocks,
+                      st.backends.kernel_block_sizes)
+            .then(
+                [self, rp, t, num_blocks](kv_allocation& alloc) mutable {
+                  auto& st = self->state;
+                  record(st, "kv_cache allocate", t, alloc.bytes);
+                  // Bind: one kernel view per stack layer (sharing layers alias their target's).
+                  st.kv_views.assign(st.model.layers.size(), {});
+                  st.layer_group.assign(st.model.layers.size(), 0);
+                  for (size_t l = 0; l < st.model.layers.size(); ++l) {
+                    const auto& name = st.model.layers[l].name;
+                    for (size_t g = 0; g < st.groups.size(); ++g) {
+                      const auto& names = st.groups[g].layer_names;
+                      if (std::find(names.begin(), names.end(), name) != names.end())
+                        st.layer_group[l] = static_cast<int32_t>(g);
+                    }
+                    auto v = std::find_if(alloc.views.begin(), alloc.views.end(),
+                                          [&](const kv_cache_view& x) { return x.layer == name; });
+                    if (v == alloc.views.end()) continue;
+                    auto kv = kernel_view(st.allocator->base(), *v);
+                    if (!kv) {
+                      rp.deliver(to_caf_error(kv.err()));
+                      return;
+                    }
+                    st.kv_views[l] = *kv;
+                  }
+                  // Geometry of the memory-owning groups, the step state, the builders.
+                  const auto& planned = st.allocator->config().groups;
+                  st.geometry.clear();
+                  for (size_t g = 0; g < planned.size(); ++g) {
+                    group_geometry geo;
+                    geo.block_size = planned[g].spec.block_size;
+                    geo.kernel_block_size = st.backends.kernel_block_sizes[g] > 0
+                                                ? st.backends.kernel_block_sizes[g]
+                                                : geo.block_size;
+                    geo.positional = group_kind(planned[g].spec) != kv_cache_spec_kind::mamba;
+                    st.geometry.push_back(geo);
+                  }
+                  st.steps = step_state(st.geometry, num_blocks, st.config.max_model_len,
+                                        st.config.max_num_batched_tokens);
+                  st.batch = std::make_shared<step_batch>();
+                  st.hidden.assign(static_cast<size_t>(st.config.max_num_batched_tokens)
+                                       * static_cast<size_t>(st.stack->config().hidden_size),
+                                   0.0f);
+                  st.workspace = std::make_shared<std::vector<std::byte>>();
+                  std::vector<std::vector<attention_group>> attn(
+                      st.backends.attention_groups.begin(),
+                      st.backends.attention_groups.begin()
+                          + static_cast<std::ptrdiff_t>(
+                              std::min(planned.size(), st.backends.attention_groups.size())));
+                  for (int32_t u = 0; u < st.config.num_ubatches; ++u) {
+                    auto out = std::make_shared<ubatch_output>();
+                    st.outputs.push_back(out);
+                    st.builders.push_back(self->spawn(
+                        builder, builder_setup{u, st.batch, out, attn, st.geometry, st.workspace}));
+                  }
+                  cudagraph_request gr;
+                  gr.requested = st.config.cudagraph;
+                  gr.support = st.backends.support;
+                  gr.max_num_seqs = st.config.max_num_seqs;
+                  gr.max_num_batched_tokens = st.config.max_num_batched_tokens;
+                  gr.capture_sizes = st.config.cudagraph_capture_sizes;
+                  gr.num_blocks = num_blocks;
+                  gr.gpu = st.config.device == "cuda";
+                  auto t2 = clock_type::now();
+                  self->request(st.graphs, caf::infinite, atom::plan_v, gr)
+                      .then(
+                          [self, rp, t2, num_blocks,
+                           bytes = alloc.bytes](cudagraph_plan& plan) mutable {
+                            auto& st = self->state;
+                            record(st, "cudagraph plan", t2, 0);
+                            st.ready = true;
+                            rp.deliver(rank_ready{st.config.rank, num_blocks, bytes,
+                                                  std::move(plan), st.phases});
+                          },
+                          [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+                },
+                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
+      [self](const step_plan& plan) -> caf::result<step_done> {
+        auto& st = self->state;
+        if (!st.ready) return fail(errc::invalid_argument, "step_plan: the rank is not allocated");
+        if (st.busy)
+          return fail(errc::invalid_argument,
+                      fmt::format("seq: step {} arrived while a step is in flight", plan.seq));
+        if (auto rejected = st.steps.validate(plan))
+          return to_caf_error(rejected->err, rejected->request_ids);
+        const auto started = clock_type::now();
+        *st.batch = st.steps.apply(plan);
+        const auto& b = *st.batch;
+        if (b.num_tokens() == 0) return step_done{plan.seq, plan.epoch, st.config.rank, {}, {}, {}};
+        // Slices: one per builder; two only when the batch splits without an empty slice.
+        std::vector<ubatch_work> work;
+        if (plan.num_ubatches == 2 && st.builders.size() >= 2 && b.num_tokens() >= 2) {
+          std::vector<int32_t> counts;
+          for (int32_t r = 0; r < b.num_reqs(); ++r)
+            counts.push_back(b.query_start_loc[static_cast<size_t>(r) + 1]
+                             - b.query_start_loc[static_cast<size_t>(r)]);
+          if (auto slices = make_ubatch_slices(counts, b.num_tokens(), b.num_reqs(), 2))
+            for (size_t u = 0; u < slices->slices.size(); ++u) {
+              const auto& s = slices->slices[u];
+              work.push_back({plan.seq, static_cast<int32_t>(u), s.token_start, s.token_end,
+                              s.req_start, s.req_end});
+            }
+        }
+        if (work.empty()) work.push_back({plan.seq, 0, 0, b.num_tokens(), 0, b.num_reqs()});
+        for (size_t u = work.size(); u < st.outputs.size(); ++u)
+          st.outputs[u]->seq = 0;
+        st.busy = true;
+        auto rp = self->make_response_promise<step_done>();
+        struct join {
+          size_t pending;
+          int64_t metadata_ns = 0;
+          batch_descriptor desc;
+          caf::error err;
+        };
+        auto j = std::make_shared<join>(join{work.size() + 1});
+        auto finish = [self, rp, j, plan, started]() mutable {
+          if (--j->pending > 0) return;
+          auto& st = self->state;
+          st.busy = false;
+          if (j->err) {
+            rp.deliver(std::move(j->err));
+            return;
+          }
+          const auto compute_start = clock_type::now();
+          auto done = execute(st, plan, j->desc);
+          if (!done) {
+            rp.deliver(to_caf_error(done.err()));
+            return;
+          }
+          done->timing.metadata_ns = j->metadata_ns;
+          done->timing.compute_ns = since(compute_start);
+          done->timing.total_ns = since(started);
+          rp.deliver(std::move(*done));
+        };
+        for (const auto& w : work)
+          self->request(st.builders[static_cast<size_t>(w.ubatch)], caf::infinite, w)
+              .then(
+                  [j, finish](metadata_ready& r) mutable {
+                    j->metadata_ns = std::max(j->metadata_ns, r.build_ns);
+                    finish();
+                  },
+                  [j, finish](caf::error& e) mutable {
+                    j->err = std::move(e);
+                    finish();
+                  });
+        const int32_t uniform =
+            b.max_query_len == 1 && b.num_reqs() > 0 && b.num_tokens() == b.num_reqs() ? 1 : 0;
+        self->request(st.graphs, caf::infinite, atom::dispatch_v, b.num_reqs(), b.num_tokens(),
+                      uniform)
+            .then(
+                [j, finish](batch_descriptor& d) mutable {
+                  j->desc = d;
+                  finish();
+                },
+                [j, finish](caf::error& e) mutable {
+                  j->err = std::move(e);
+                  finish();
+                });
+        return rp;
+      },
+      [self](atom::ledger) -> caf::result<std::vector<memory_entry>> {
+        auto& st = self->state;
+        if (!st.allocator) return std::vector<memory_entry>{};
+        auto out = st.allocator->ledger();
+        out.push_back({"activations", static_cast<int64_t>(st.hidden.size() * sizeof(float))});
+        out.push_back({"workspace", st.workspace ? static_cast<int64_t>(st.workspace->size()) : 0});
+        return out;
+      },
+  };
+}
+
+} // namespace kvactor

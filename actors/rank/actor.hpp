@@ -1,0 +1,48 @@
+// The rank actor: composes registry, kv_cache, builder[u] and cudagraph; executes steps.
+//
+//   configure ──► load model ─► weights ─► kv_cache.plan ─► registry.assign ──► rank_plan
+//   allocate(n) ─► kv_cache.allocate ─► bind views ─► spawn builders ─► cudagraph.plan ─►
+//   rank_ready step_plan ──► validate ─► apply ─► builder[u] (concurrently) + cudagraph.dispatch
+//                                    ─► forward per ubatch ─► sample ──► step_done
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "actors/interfaces.hpp"
+#include "actors/kv_cache/allocation.hpp"
+#include "actors/metadata/actor.hpp"
+#include "actors/rank/step_state.hpp"
+#include "kvactor/kernels/attention_stack.h"
+
+namespace kvactor {
+
+struct rank_state {
+  rank_config config;
+  model_layout model;
+  registry_actor registry;
+  kv_cache_actor kv;
+  cudagraph_actor graphs;
+  std::vector<builder_actor> builders;
+  std::shared_ptr<kv_cache_allocator> allocator;
+  backend_assignment backends;
+  std::vector<kv_cache_group> groups;   // as bound: planned groups first
+  std::vector<group_geometry> geometry; // planned (memory-owning) groups
+  step_state steps;
+  std::shared_ptr<step_batch> batch;
+  std::vector<std::shared_ptr<ubatch_output>> outputs; // [num_ubatches]
+  std::shared_ptr<std::vector<std::byte>> workspace;
+  std::unique_ptr<kernels::attention_stack> stack;
+  std::vector<kernels::kv_view> kv_views; // [stack layers]
+  std::vector<int32_t> layer_group;       // [stack layers] KV cache group of each layer
+  std::vector<float> hidden;              // [max_num_batched_tokens, hidden_size]
+  std::vector<phase_timing> phases;
+  bool ready = false;
+  bool busy = false; // a step is in flight; steps never overlap
+  static inline const char* name = "kvactor.rank";
+  rank_state() = default;
+};
+
+rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self);
+
+} // namespace kvactor

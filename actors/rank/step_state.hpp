@@ -1,0 +1,62 @@
+// The rank's pure core for steps: which requests it holds, their block tables, and the batch of
+// the current step. A plan is validated as a whole before anything changes, so a rejected step
+// leaves the rank exactly as it was.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/metadata/step_batch.hpp"
+#include "messages/errc.hpp"
+#include "messages/kv.hpp"
+#include "messages/step.hpp"
+
+namespace kvactor {
+
+/// Why a step was rejected, and the requests the rejection is about (empty: the whole step).
+struct step_rejection {
+  error err;
+  std::vector<uint64_t> request_ids;
+};
+
+class step_state {
+public:
+  step_state() = default;
+  step_state(std::vector<group_geometry> groups, int64_t num_blocks, int64_t max_model_len,
+             int32_t max_num_batched_tokens);
+
+  /// Checks sequence, epoch, requests, block ids and coverage of every scheduled position.
+  std::optional<step_rejection> validate(const step_plan& plan) const;
+
+  /// Applies a validated plan and returns the step's batch.
+  /// REQUIRES: validate(plan) returned nothing.
+  const step_batch& apply(const step_plan& plan);
+
+  uint64_t next_seq() const { return next_seq_; }
+  uint64_t epoch() const { return epoch_; }
+  size_t num_active() const { return requests_.size(); }
+  bool has_request(uint64_t id) const { return requests_.count(id) > 0; }
+
+private:
+  struct request {
+    int32_t prompt_len = 0;
+    int32_t max_output_tokens = 0;
+    int32_t num_computed = 0;
+    std::vector<std::vector<int32_t>> tables; // [num_groups] manager block ids
+  };
+
+  std::vector<group_geometry> groups_;
+  int64_t num_blocks_ = 0;
+  int64_t max_model_len_ = 0;
+  int32_t max_num_batched_tokens_ = 0;
+  std::map<uint64_t, request> requests_;
+  uint64_t next_seq_ = 0;
+  uint64_t epoch_ = 0;
+  bool started_ = false;
+  step_batch batch_;
+};
+
+} // namespace kvactor

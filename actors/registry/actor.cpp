@@ -1,0 +1,37 @@
+#include "actors/registry/actor.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/registry/assignment.hpp"
+#include "messages/caf_error.hpp"
+
+namespace kvactor {
+
+registry_actor::behavior_type registry(registry_actor::stateful_pointer<registry_state> self,
+                                       std::vector<backend_capabilities> extra) {
+  self->state.backends = backend_registry::with_builtins();
+  for (auto& b : extra)
+    if (auto ok = self->state.backends.add(std::move(b)); !ok) {
+      self->quit(to_caf_error(ok.err()));
+      return registry_actor::behavior_type::make_empty_behavior();
+    }
+  return {
+      [self](atom::assign, const model_layout& model, const std::vector<kv_cache_group>& groups,
+             const std::string& device,
+             const std::string& preferred) -> caf::result<backend_assignment> {
+        auto dev = parse_device(device);
+        if (!dev) return to_caf_error(dev.err());
+        auto out = assign_backends(self->state.backends, model, groups, *dev, preferred);
+        if (!out) return to_caf_error(out.err());
+        return std::move(*out);
+      },
+      [self](atom::backends) -> std::vector<backend_capabilities> {
+        std::vector<backend_capabilities> out;
+        for (const auto& name : self->state.backends.names())
+          out.push_back(*self->state.backends.find(name));
+        return out;
+      },
+  };
+}
+
+} // namespace kvactor

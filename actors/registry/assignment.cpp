@@ -1,0 +1,59 @@
+#include "actors/registry/assignment.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace kvactor {
+
+namespace {
+
+const kv_cache_spec& layer_spec_in(const kv_cache_group& g, const std::string& layer) {
+  if (g.spec.kind == kv_cache_spec_kind::uniform_type) {
+    auto pos = std::find(g.spec.layer_names.begin(), g.spec.layer_names.end(), layer);
+    if (pos != g.spec.layer_names.end())
+      return g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())];
+  }
+  return g.spec;
+}
+
+} // namespace
+
+expected<backend_assignment> assign_backends(const backend_registry& registry,
+                                             const model_layout& model,
+                                             const std::vector<kv_cache_group>& groups,
+                                             device_kind device, const std::string& preferred) {
+  std::map<std::string, layer_binding> bindings;
+  for (const auto& g : groups)
+    for (const auto& name : g.layer_names) {
+      auto layer = std::find_if(model.layers.begin(), model.layers.end(),
+                                [&](const attention_layer& l) { return l.name == name; });
+      if (layer == model.layers.end())
+        return make_error(errc::invalid_argument,
+                          fmt::format("layer {}: in a KV cache group but not in the model", name));
+      auto backend = registry.resolve(*layer, layer_spec_in(g, name), device, preferred);
+      if (!backend) return backend.err();
+      bindings[name] = {*backend, layer->num_heads};
+    }
+  backend_assignment out;
+  auto attn = build_attention_groups(groups, bindings);
+  if (!attn) return attn.err();
+  out.attention_groups = std::move(*attn);
+  auto kbs = kernel_block_sizes(groups, out.attention_groups, registry);
+  if (!kbs) return kbs.err();
+  out.kernel_block_sizes = std::move(*kbs);
+  out.support = attention_graph_support(out.attention_groups, registry);
+  out.query_lens_mismatch_backend =
+      query_lens_mismatch_unsupported_backend(out.attention_groups, registry);
+  return out;
+}
+
+expected<device_kind> parse_device(const std::string& name) {
+  if (name == "cuda" || name == "gpu") return device_kind::cuda;
+  if (name == "cpu") return device_kind::cpu;
+  return make_error(errc::invalid_argument,
+                    fmt::format("--device: unknown value '{}' (expected cuda or cpu)", name));
+}
+
+} // namespace kvactor

@@ -1,0 +1,293 @@
+#include "deploy/run_command.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <mutex>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "actors/driver/actor.hpp"
+#include "actors/model/loader.hpp"
+#include "actors/rank/actor.hpp"
+#include "actors/rank/workload.hpp"
+#include "deploy/byte_size.hpp"
+#include "deploy/cli.hpp"
+#include "messages/caf_error.hpp"
+#include "messages/register.hpp"
+
+namespace kvactor {
+
+namespace {
+
+inline constexpr const char* default_model = "kvactor-tiny";
+inline constexpr int64_t default_cpu_kv_cache = int64_t{256} << 20;
+
+// splitmix64: a small, portable generator, so that a seed means the same workload everywhere.
+struct rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  int32_t uniform(int32_t lo, int32_t hi) { // [lo, hi]
+    return lo + static_cast<int32_t>(next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+};
+
+struct run_error {
+  int code;
+  std::string message;
+};
+
+} // namespace
+
+expected<std::pair<int32_t, int32_t>> parse_range(const std::string& text, const char* flag) {
+  auto parse = [&](const std::string& s) -> expected<int32_t> {
+    try {
+      size_t used = 0;
+      long v = std::stol(s, &used);
+      if (used != s.size() || v <= 0 || v > (1 << 24)) throw std::invalid_argument(s);
+      return static_cast<int32_t>(v);
+    } catch (const std::exception&) {
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("{}: '{}' is not a positive token count (N or MIN:MAX)", flag, text));
+    }
+  };
+  auto colon = text.find(':');
+  auto lo = parse(text.substr(0, colon));
+  if (!lo) return lo.err();
+  if (colon == std::string::npos) return std::pair{*lo, *lo};
+  auto hi = parse(text.substr(colon + 1));
+  if (!hi) return hi.err();
+  if (*hi < *lo)
+    return make_error(errc::invalid_argument,
+                      fmt::format("{}: '{}' has MIN above MAX", flag, text));
+  return std::pair{*lo, *hi};
+}
+
+std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int32_t> prompt_len,
+                                        std::pair<int32_t, int32_t> output_len, double rate,
+                                        int32_t vocab, uint64_t seed) {
+  rng g{seed * 0x2545f4914f6cdd1dull + 1};
+  std::vector<request_spec> out;
+  double t = 0.0;
+  for (int32_t i = 0; i < requests; ++i) {
+    request_spec r;
+    r.request_id = static_cast<uint64_t>(i);
+    const int32_t n = g.uniform(prompt_len.first, prompt_len.second);
+    for (int32_t k = 0; k < n; ++k)
+      r.prompt.push_back(g.uniform(0, vocab - 1));
+    r.max_output_tokens = g.uniform(output_len.first, output_len.second);
+    if (rate > 0 && i > 0) t += -std::log(1.0 - g.unit()) / rate;
+    r.arrival_ns = static_cast<int64_t>(t * 1e9);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
+                         int32_t ubatches) {
+  nlohmann::ordered_json j;
+  j["schema"] = "kvactor.run/1";
+  j["requests"] = {{"finished", s.finished}, {"failed", s.failed}, {"preempted", s.preempted}};
+  j["tokens"] = {{"prompt", s.prompt_tokens}, {"generated", s.generated_tokens}};
+  j["steps"] = s.steps;
+  j["throughput_tok_s"] =
+      s.wall_s > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.wall_s : 0.0;
+  j["step_ms"] = {{"p50", s.step_ms_p50}, {"p99", s.step_ms_p99}};
+  j["kv_blocks"] = {{"total", s.kv_blocks_total}, {"peak_used", s.kv_blocks_peak_used}};
+  j["graphs"] = {{"replays", s.graph_replays}, {"eager_steps", s.eager_steps}};
+  j["output_digest"] = s.output_digest;
+  j["device"] = device;
+  j["tensor_parallel_size"] = tp;
+  j["ubatches"] = ubatches;
+  j["wall_s"] = s.wall_s;
+  nlohmann::ordered_json failures = nlohmann::ordered_json::array();
+  for (const auto& r : s.results)
+    if (!r.finished) failures.push_back({{"request_id", r.request_id}, {"reason", r.failure}});
+  j["failures"] = std::move(failures);
+  return j.dump(2);
+}
+
+int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
+  auto bad = [&](const std::string& message) {
+    fmt::print(err, "kvactor run: error: {}\n", message);
+    return exit_bad_input;
+  };
+  const auto& p = flags.plan;
+  const std::string model = p.model.empty() ? default_model : p.model;
+  std::string device = p.device == "auto" ? "cpu" : p.device;
+  if (device == "cuda" || device == "gpu")
+    return bad("--device: cuda is not available in this build yet (the CUDA rank comes with the "
+               "CUDA path); use --device cpu or auto");
+  if (device != "cpu")
+    return bad(fmt::format("--device: unknown value '{}' (expected auto, cpu "
+                           "or cuda)",
+                           p.device));
+  if (p.tensor_parallel_size != 1)
+    return bad(fmt::format("--tensor-parallel-size: {} needs the host communicator of the tensor "
+                           "parallelism work; local runs use 1 rank for now",
+                           p.tensor_parallel_size));
+  if (!p.gpu_memory.empty() || !p.weights_memory.empty())
+    return bad("--gpu-memory / --weights-memory: a CPU run sizes its KV cache with "
+               "--kv-cache-memory");
+  if (flags.ubatches != 1 && flags.ubatches != 2)
+    return bad(fmt::format("--ubatches: {} is not 1 or 2", flags.ubatches));
+  if (flags.requests < 0) return bad(fmt::format("--requests: {} is negative", flags.requests));
+  auto prompt = parse_range(flags.prompt_len, "--prompt-len");
+  if (!prompt) return bad(prompt.err().message);
+  auto output = parse_range(flags.output_len, "--output-len");
+  if (!output) return bad(output.err().message);
+  double rate = 0;
+  if (flags.arrival_rate != "inf") {
+    try {
+      size_t used = 0;
+      rate = std::stod(flags.arrival_rate, &used);
+      if (used != flags.arrival_rate.size() || !(rate > 0)) throw std::invalid_argument("rate");
+    } catch (const std::exception&) {
+      return bad(
+          fmt::format("--arrival-rate: '{}' is not a positive rate or inf", flags.arrival_rate));
+    }
+  }
+  // Resolve the model once here: its length and vocabulary shape the workload.
+  load_options lopt;
+  lopt.tensor_parallel_size = p.tensor_parallel_size;
+  lopt.dtype = p.dtype;
+  lopt.kv_cache_dtype = p.kv_cache_dtype;
+  auto layouts = load_model(model, lopt);
+  if (!layouts) return bad(layouts.err().message);
+  const auto& layout = layouts->front();
+  if (auto stack = stack_config_for(layout, flags.seed); !stack) return bad(stack.err().message);
+  int64_t max_model_len = p.max_model_len > 0 ? p.max_model_len : layout.max_position_embeddings;
+  if (max_model_len > layout.max_position_embeddings)
+    return bad(fmt::format("--max-model-len: {} exceeds the model's maximum of {} tokens",
+                           max_model_len, layout.max_position_embeddings));
+  std::vector<int64_t> budget{default_cpu_kv_cache};
+  if (!p.kv_cache_memory.empty()) {
+    auto v = parse_byte_sizes(p.kv_cache_memory, "--kv-cache-memory");
+    if (!v) return bad(v.err().message);
+    budget = *v;
+  }
+  auto mode = parse_cudagraph_mode(p.cudagraph_mode);
+  if (!mode) return bad(mode.err().message);
+  // One config per rank.
+  std::vector<rank_config> configs;
+  for (int32_t r = 0; r < p.tensor_parallel_size; ++r) {
+    rank_config c;
+    c.rank = r;
+    c.tensor_parallel_size = p.tensor_parallel_size;
+    c.model = model;
+    c.dtype = p.dtype;
+    c.kv_cache_dtype = p.kv_cache_dtype;
+    c.device = device;
+    c.attention_backend = p.attention_backend;
+    c.block_size = p.block_size;
+    c.max_model_len = max_model_len;
+    c.max_num_seqs = p.max_num_seqs;
+    c.max_num_batched_tokens = p.max_num_batched_tokens;
+    c.kv_cache_memory = budget.size() == 1 ? budget[0] : budget.at(static_cast<size_t>(r));
+    c.num_gpu_blocks_override = p.num_gpu_blocks_override;
+    c.cudagraph = *mode;
+    c.num_ubatches = flags.ubatches;
+    c.seed = flags.seed;
+    configs.push_back(c);
+  }
+  auto workload =
+      make_workload(flags.requests, *prompt, *output, rate,
+                    std::min(std::max(layout.vocab_size, 2), max_workload_vocab), flags.seed);
+
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  caf::actor_system sys{cfg};
+  std::vector<rank_actor> ranks;
+  for (size_t r = 0; r < configs.size(); ++r)
+    ranks.push_back(sys.spawn(rank));
+  const bool show = flags.progress && isatty(STDERR_FILENO) == 1;
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  auto on_progress = [show, last, &err](const run_progress& pr) {
+    if (!show) return;
+    auto now = std::chrono::steady_clock::now();
+    if (pr.finished + pr.failed < pr.total && now - *last < std::chrono::milliseconds(100)) return;
+    *last = now;
+    fmt::print(err,
+               "\r  step {:>6}  requests {:>5}/{} done ({} failed)  {:>8} tokens  {:>8.1f} "
+               "tok/s",
+               pr.steps, pr.finished + pr.failed, pr.total, pr.failed, pr.generated_tokens,
+               pr.elapsed_s > 0 ? static_cast<double>(pr.generated_tokens) / pr.elapsed_s : 0.0);
+    if (pr.finished + pr.failed >= pr.total) fmt::print(err, "\n");
+    err.flush();
+  };
+  auto drv = sys.spawn(driver, driver_setup{ranks, configs, 1, on_progress});
+  caf::scoped_actor self{sys};
+  std::optional<run_error> failure;
+  std::vector<rank_ready> ready;
+  self->request(drv, caf::infinite, atom::start_v)
+      .receive([&](std::vector<rank_ready>& r) { ready = std::move(r); },
+               [&](caf::error& e) {
+                 failure = run_error{exit_bad_input, from_caf_error(e).message};
+               });
+  run_summary summary;
+  if (!failure) {
+    fmt::print(out,
+               "kvactor run: {} on {} ({} rank(s), {} ubatch(es)), {} blocks of KV cache, "
+               "{} requests\n",
+               model, device, configs.size(), flags.ubatches, ready.front().num_blocks,
+               workload.size());
+    self->request(drv, caf::infinite, atom::submit_v, workload)
+        .receive([](int64_t) {},
+                 [&](caf::error& e) {
+                   failure = run_error{exit_failure, from_caf_error(e).message};
+                 });
+  }
+  if (!failure)
+    self->request(drv, caf::infinite, atom::run_v)
+        .receive([&](run_summary& s) { summary = std::move(s); },
+                 [&](caf::error& e) {
+                   failure = run_error{exit_failure, from_caf_error(e).message};
+                 });
+  self->send_exit(drv, caf::exit_reason::user_shutdown);
+  for (auto& r : ranks)
+    self->send_exit(r, caf::exit_reason::user_shutdown);
+  if (failure) {
+    fmt::print(err, "kvactor run: error: {}\n", failure->message);
+    return failure->code;
+  }
+  const double tok_s =
+      summary.wall_s > 0
+          ? static_cast<double>(summary.prompt_tokens + summary.generated_tokens) / summary.wall_s
+          : 0.0;
+  fmt::print(out, "requests   {} finished, {} failed, {} preemptions\n", summary.finished,
+             summary.failed, summary.preempted);
+  for (const auto& r : summary.results)
+    if (!r.finished) fmt::print(out, "  request {} failed: {}\n", r.request_id, r.failure);
+  fmt::print(out, "tokens     {} prompt, {} generated, {:.1f} tok/s over {:.2f} s\n",
+             summary.prompt_tokens, summary.generated_tokens, tok_s, summary.wall_s);
+  fmt::print(out, "steps      {} (p50 {:.2f} ms, p99 {:.2f} ms)\n", summary.steps,
+             summary.step_ms_p50, summary.step_ms_p99);
+  fmt::print(out, "kv blocks  peak {} used of {}\n", summary.kv_blocks_peak_used,
+             summary.kv_blocks_total);
+  fmt::print(out, "graphs     {} replays, {} eager steps\n", summary.graph_replays,
+             summary.eager_steps);
+  fmt::print(out, "digest     {}\n", summary.output_digest);
+  if (!flags.summary_json.empty()) {
+    std::ofstream f(flags.summary_json);
+    f << summary_json(summary, device, p.tensor_parallel_size, flags.ubatches) << '\n';
+    if (!f) {
+      fmt::print(err, "kvactor run: error: --summary-json: cannot write '{}'\n",
+                 flags.summary_json);
+      return exit_failure;
+    }
+  }
+  return exit_ok;
+}
+
+} // namespace kvactor

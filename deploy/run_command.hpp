@@ -1,0 +1,41 @@
+// `kvactor run`: local single-node mode. Spawns one rank actor per tensor-parallel rank and a
+// driver, feeds a synthetic workload (deterministic from --seed) and prints a summary.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "deploy/plan_command.hpp"
+#include "messages/request.hpp"
+
+namespace kvactor {
+
+struct run_flags {
+  plan_flags plan; // --model, --block-size, --kv-cache-memory, ... (json unused)
+  int32_t ubatches = 1;
+  int32_t requests = 16;
+  std::string prompt_len = "32:128";
+  std::string output_len = "16:48";
+  std::string arrival_rate = "inf";
+  uint64_t seed = 0;
+  std::string summary_json;
+  bool progress = true; // on a terminal
+};
+
+/// "N" or "MIN:MAX" (inclusive, positive); errors name `flag`.
+expected<std::pair<int32_t, int32_t>> parse_range(const std::string& text, const char* flag);
+
+/// The synthetic workload: prompt and output lengths uniform in their ranges, prompt tokens
+/// uniform below `vocab`, Poisson arrivals at `rate` per second (0 = all at once).
+std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int32_t> prompt_len,
+                                        std::pair<int32_t, int32_t> output_len, double rate,
+                                        int32_t vocab, uint64_t seed);
+
+/// The JSON object of --summary-json (schema kvactor.run/1).
+std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
+                         int32_t ubatches);
+
+int run_local(const run_flags& flags, std::ostream& out, std::ostream& err);
+
+} // namespace kvactor

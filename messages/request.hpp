@@ -1,0 +1,74 @@
+// Client <-> driver: requests in, a run summary out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+namespace kvactor {
+
+/// One generation request: greedy decoding of up to max_output_tokens after the prompt.
+struct request_spec {
+  uint64_t request_id = 0;
+  std::vector<int32_t> prompt;
+  int32_t max_output_tokens = 0;
+  int64_t arrival_ns = 0; // offset from the start of the run
+
+  bool operator==(const request_spec&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, request_spec& x) {
+  return f(caf::meta::type_name("kvactor::request_spec"), x.request_id, x.prompt,
+           x.max_output_tokens, x.arrival_ns);
+}
+
+/// What happened to one request.
+struct request_result {
+  uint64_t request_id = 0;
+  bool finished = false; // false: failed
+  std::vector<int32_t> output;
+  int32_t num_preemptions = 0;
+  std::string failure;
+
+  bool operator==(const request_result&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, request_result& x) {
+  return f(caf::meta::type_name("kvactor::request_result"), x.request_id, x.finished, x.output,
+           x.num_preemptions, x.failure);
+}
+
+/// The end of a run (schema kvactor.run/1 in JSON).
+struct run_summary {
+  int64_t finished = 0;
+  int64_t failed = 0;
+  int64_t preempted = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t steps = 0;
+  double wall_s = 0.0;
+  double step_ms_p50 = 0.0;
+  double step_ms_p99 = 0.0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_peak_used = 0;
+  int64_t graph_replays = 0;
+  int64_t eager_steps = 0;
+  std::string output_digest;
+  std::vector<request_result> results; // request order
+
+  bool operator==(const run_summary&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, run_summary& x) {
+  return f(caf::meta::type_name("kvactor::run_summary"), x.finished, x.failed, x.preempted,
+           x.prompt_tokens, x.generated_tokens, x.steps, x.wall_s, x.step_ms_p50, x.step_ms_p99,
+           x.kv_blocks_total, x.kv_blocks_peak_used, x.graph_replays, x.eager_steps,
+           x.output_digest, x.results);
+}
+
+} // namespace kvactor
