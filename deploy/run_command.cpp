@@ -15,6 +15,7 @@
 #include "actors/model/loader.hpp"
 #include "actors/rank/actor.hpp"
 #include "actors/rank/workload.hpp"
+#include "actors/runtime_config.hpp"
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
 #include "messages/caf_error.hpp"
@@ -207,6 +208,7 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
 
   caf::actor_system_config cfg;
   register_types(cfg);
+  configure_step_latency(cfg);
   caf::actor_system sys{cfg};
   std::vector<rank_actor> ranks;
   for (size_t r = 0; r < configs.size(); ++r)

@@ -33,6 +33,9 @@ enum class errc : uint8_t {
   unsupported,
   /// A file could not be read.
   io_error,
+  /// A rank applied a step but could not execute it: the step's sequence number is consumed
+  /// and its requests are lost (the driver fails them and moves on).
+  step_failed,
 };
 
 std::string_view to_string(errc x);

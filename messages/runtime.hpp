@@ -35,6 +35,7 @@ struct rank_config {
   std::vector<int32_t> cudagraph_capture_sizes;
   int32_t num_ubatches = 1;
   uint64_t seed = 0;
+  bool execute_kernels = true; // false: the step protocol alone (pipeline benchmarks)
 
   bool operator==(const rank_config&) const = default;
 };
@@ -44,7 +45,7 @@ auto inspect(Inspector& f, rank_config& x) {
   return f(caf::meta::type_name("kvactor::rank_config"), x.rank, x.tensor_parallel_size, x.model,
            x.dtype, x.kv_cache_dtype, x.device, x.attention_backend, x.block_size, x.max_model_len,
            x.max_num_seqs, x.max_num_batched_tokens, x.kv_cache_memory, x.num_gpu_blocks_override,
-           x.cudagraph, x.cudagraph_capture_sizes, x.num_ubatches, x.seed);
+           x.cudagraph, x.cudagraph_capture_sizes, x.num_ubatches, x.seed, x.execute_kernels);
 }
 
 /// How long one start-up phase took and the memory it holds afterwards.

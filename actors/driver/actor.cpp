@@ -83,9 +83,19 @@ step_plan without(step_plan plan, const std::set<uint64_t>& ids) {
 
 void next_step(self_ptr self);
 
+// The start promise is answered once: by the last allocate, the first failure, or a rank's death.
+template <class T>
+void deliver_start(self_ptr self, T&& x) {
+  auto& st = self->state;
+  if (!st.start_pending) return;
+  st.start_pending = false;
+  st.starting.deliver(std::forward<T>(x));
+}
+
 void finish_run(self_ptr self) {
   auto& st = self->state;
   st.running = false;
+  st.finished = true;
   auto s = summarize(st);
   report(st);
   spdlog::info("driver: {} finished, {} failed, {} steps in {:.2f} s", s.finished, s.failed,
@@ -114,8 +124,11 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
                    bad.size());
       for (auto id : bad)
         st.sched->fail_request(id, why);
-      auto retry = without(plan, bad);
-      if (!ids.empty() && !retry.scheduled.empty()) {
+      // A rejected step changed nothing on the ranks and is re-sent under the same seq; a step
+      // that failed after it was applied consumed its seq.
+      if (from_caf_error(j->err).code == errc::step_failed) {
+        st.seq = plan.seq + 1;
+      } else if (auto retry = without(plan, bad); !ids.empty() && !retry.scheduled.empty()) {
         send_step(self, std::move(retry), t0);
         return;
       }
@@ -235,6 +248,7 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
     auto& st = self->state;
     auto why = fmt::format("a rank stopped: {}", to_string(msg.reason));
     spdlog::error("driver: {}", why);
+    if (st.starting.pending()) st.starting.deliver(to_caf_error(make_error(errc::io_error, why)));
     if (st.running) {
       st.running = false;
       st.done.deliver(to_caf_error(make_error(errc::io_error, why)));
@@ -247,14 +261,15 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
           return to_caf_error(make_error(
               errc::invalid_argument, fmt::format("ranks: {} handles for {} configs",
                                                   st.setup.ranks.size(), st.setup.configs.size())));
-        auto rp = self->make_response_promise<std::vector<rank_ready>>();
+        st.starting = self->make_response_promise<std::vector<rank_ready>>();
+        st.start_pending = true;
         auto plans = std::make_shared<std::vector<rank_plan>>();
         auto failed = std::make_shared<bool>(false);
         const auto n = st.setup.ranks.size();
         for (size_t i = 0; i < n; ++i)
           self->request(st.setup.ranks[i], caf::infinite, atom::configure_v, st.setup.configs[i])
               .then(
-                  [self, rp, plans, failed, n](rank_plan& p) mutable {
+                  [self, plans, failed, n](rank_plan& p) mutable {
                     plans->push_back(std::move(p));
                     if (*failed || plans->size() < n) return;
                     auto& st = self->state;
@@ -270,7 +285,7 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
                     for (const auto& r : st.setup.ranks)
                       self->request(r, caf::infinite, atom::allocate_v, min_blocks)
                           .then(
-                              [self, rp, readies, failed, n](rank_ready& ready) mutable {
+                              [self, readies, failed, n](rank_ready& ready) mutable {
                                 readies->push_back(std::move(ready));
                                 if (*failed || readies->size() < n) return;
                                 auto& st = self->state;
@@ -282,7 +297,7 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
                                 cfg.num_ubatches = st.setup.configs[0].num_ubatches;
                                 if (auto ok = scheduler::validate(cfg, st.groups, st.num_blocks);
                                     !ok) {
-                                  rp.deliver(to_caf_error(ok.err()));
+                                  deliver_start(self, to_caf_error(ok.err()));
                                   return;
                                 }
                                 st.sched =
@@ -290,22 +305,22 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
                                 std::sort(
                                     readies->begin(), readies->end(),
                                     [](const auto& a, const auto& b) { return a.rank < b.rank; });
-                                rp.deliver(std::move(*readies));
+                                deliver_start(self, std::move(*readies));
                               },
-                              [rp, failed](caf::error& e) mutable {
-                                if (!*failed) rp.deliver(std::move(e));
+                              [self, failed](caf::error& e) mutable {
+                                if (!*failed) deliver_start(self, std::move(e));
                                 *failed = true;
                               });
                   },
-                  [rp, failed](caf::error& e) mutable {
-                    if (!*failed) rp.deliver(std::move(e));
+                  [self, failed](caf::error& e) mutable {
+                    if (!*failed) deliver_start(self, std::move(e));
                     *failed = true;
                   });
-        return rp;
+        return st.starting;
       },
       [self](atom::submit, std::vector<request_spec>& specs) -> caf::result<int64_t> {
         auto& st = self->state;
-        if (st.running)
+        if (st.running || st.finished)
           return to_caf_error(make_error(errc::invalid_argument, "submit: the run has started"));
         for (auto& s : specs)
           st.pending.push_back(std::move(s));
@@ -315,6 +330,9 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
       },
       [self](atom::run) -> caf::result<run_summary> {
         auto& st = self->state;
+        if (st.finished)
+          return to_caf_error(make_error(errc::invalid_argument,
+                                         "run: this driver has finished its run; spawn a new one"));
         if (!st.sched)
           return to_caf_error(make_error(errc::invalid_argument, "run: send start first"));
         if (st.running)

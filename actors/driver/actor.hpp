@@ -48,6 +48,9 @@ struct driver_state {
   bool running = false;
   bool stepping = false; // a step is in flight
   caf::typed_response_promise<run_summary> done;
+  caf::typed_response_promise<std::vector<rank_ready>> starting;
+  bool start_pending = false;
+  bool finished = false; // a driver serves one run
   std::chrono::steady_clock::time_point started;
   std::vector<double> step_ms;
   int64_t steps = 0;

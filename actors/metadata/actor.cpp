@@ -36,7 +36,7 @@ builder_actor::behavior_type builder(builder_actor::stateful_pointer<builder_sta
           return to_caf_error(make_error(errc::invalid_argument,
                                          fmt::format("ubatch_work: seq {} but the batch is step {}",
                                                      work.seq, st.setup.batch->seq)));
-        auto inputs = slice_inputs(*st.setup.batch, work, st.setup.groups);
+        auto inputs = slice_inputs(*st.setup.batch, work, st.setup.groups, st.slots);
         if (!inputs) return to_caf_error(inputs.err());
         auto layers = build_attention_metadata(st.setup.attention_groups, st.builders, *inputs);
         if (!layers) return to_caf_error(layers.err());

@@ -34,7 +34,8 @@ struct builder_setup {
 
 struct builder_state {
   builder_setup setup;
-  builder_table builders; // [KV cache group][attention group][ubatch]
+  builder_table builders;                  // [KV cache group][attention group][ubatch]
+  std::vector<std::vector<int64_t>> slots; // [KV cache group] persistent slot mappings
   static inline const char* name = "kvactor.builder";
   builder_state() = default;
 };

@@ -83,7 +83,7 @@ common_attention_metadata make_common(const attention_inputs& in, size_t group) 
   m.num_actual_tokens = in.num_tokens;
   m.max_query_len = in.max_query_len;
   m.max_seq_len = in.max_seq_len;
-  m.block_table = prefix(tables.block_table, num_reqs * static_cast<size_t>(tables.width));
+  m.block_table = tables.block_table.first(num_reqs * static_cast<size_t>(tables.width));
   m.block_table_width = tables.width;
   m.slot_mapping = tables.slot_mapping;
   m.positions = in.positions;

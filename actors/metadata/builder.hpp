@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,9 +61,9 @@ using builder_table = std::vector<std::vector<std::vector<std::unique_ptr<metada
 
 /// One KV cache group's block table and slot mapping for this step.
 struct group_tables {
-  std::vector<int32_t> block_table; // [>= num_reqs x width] row-major kernel block ids
+  std::span<const int32_t> block_table; // [>= num_reqs x width] row-major kernel block ids
   int32_t width = 0;
-  std::vector<int64_t> slot_mapping; // [>= num_tokens] -1 = padding
+  std::span<const int64_t> slot_mapping; // [>= num_tokens] -1 = padding
 };
 
 /// The inputs of one build. With a FULL graph the counts are the padded ones (§6.4).
@@ -73,10 +74,10 @@ struct attention_inputs {
   int32_t num_reqs = 0;
   int32_t num_tokens = 0;
   int32_t max_query_len = 0;
-  int32_t max_seq_len = 0;         // max_model_len while capturing
-  std::vector<int64_t> positions;  // [>= num_tokens] or empty
-  std::vector<bool> is_prefilling; // [>= num_reqs] or empty, truncated to num_reqs
-  std::map<int32_t, bool> causal;  // KV cache group -> causal; absent = true
+  int32_t max_seq_len = 0;            // max_model_len while capturing
+  std::span<const int64_t> positions; // [>= num_tokens] or empty
+  std::vector<bool> is_prefilling;    // [>= num_reqs] or empty, truncated to num_reqs
+  std::map<int32_t, bool> causal;     // KV cache group -> causal; absent = true
   std::optional<fast_prefill_metadata> fast_prefill;
   int32_t ubatch_idx = 0;
   bool for_cudagraph_capture = false;

@@ -6,6 +6,19 @@
 
 namespace kvactor {
 
+bool operator==(const common_attention_metadata& a, const common_attention_metadata& b) {
+  auto same = [](auto x, auto y) { return std::ranges::equal(x, y); };
+  return a.query_start_loc == b.query_start_loc && a.seq_lens == b.seq_lens
+         && a.num_reqs == b.num_reqs && a.num_actual_tokens == b.num_actual_tokens
+         && a.max_query_len == b.max_query_len && a.max_seq_len == b.max_seq_len
+         && same(a.block_table, b.block_table) && a.block_table_width == b.block_table_width
+         && same(a.slot_mapping, b.slot_mapping) && same(a.positions, b.positions)
+         && a.causal == b.causal && a.is_prefilling == b.is_prefilling
+         && a.logits_indices_padded == b.logits_indices_padded
+         && a.num_logits_indices == b.num_logits_indices
+         && a.max_logits_per_req == b.max_logits_per_req;
+}
+
 namespace {
 
 status invalid(std::string message) {

@@ -19,11 +19,14 @@ struct common_attention_metadata {
   int32_t num_actual_tokens = 0; // may include padding (FULL graphs pass padded counts)
   int32_t max_query_len = 0;
   int32_t max_seq_len = 0; // may be an upper bound (max_model_len while capturing)
+  // NOTE(metadata): the three large arrays are views into persistent buffers (the rank's batch,
+  // the builder's slot buffers) whose addresses never change, as vLLM's metadata views device
+  // tensors: a build copies no block table, and a CUDA graph can replay the same addresses.
   // [num_reqs x block_table_width] row-major kernel block ids; padding rows are 0 (null block).
-  std::vector<int32_t> block_table;
+  std::span<const int32_t> block_table;
   int32_t block_table_width = 0;
-  std::vector<int64_t> slot_mapping; // [>= num_actual_tokens] -1 = padding (no KV write)
-  std::vector<int64_t> positions;    // [>= num_actual_tokens] or empty when not given
+  std::span<const int64_t> slot_mapping; // [>= num_actual_tokens] -1 = padding (no KV write)
+  std::span<const int64_t> positions;    // [>= num_actual_tokens] or empty when not given
   bool causal = true;
   std::vector<bool> is_prefilling; // [num_reqs] computed < prompt length; empty when not given
   // Fast prefill (KV sharing, §1.2 / §5.8); num_logits_indices == 0 means not armed.
@@ -40,10 +43,11 @@ struct common_attention_metadata {
   /// [block_table_width] the kernel block ids of request i. REQUIRES: 0 <= i < num_reqs.
   std::span<const int32_t> block_table_row(int32_t i) const {
     auto w = static_cast<size_t>(block_table_width);
-    return std::span<const int32_t>{block_table}.subspan(static_cast<size_t>(i) * w, w);
+    return block_table.subspan(static_cast<size_t>(i) * w, w);
   }
 
-  bool operator==(const common_attention_metadata&) const = default;
+  /// Equal values (views compare by content).
+  friend bool operator==(const common_attention_metadata& a, const common_attention_metadata& b);
 };
 
 /// Checks that every buffer has the shape its comment states and that query_start_loc starts

@@ -4,6 +4,8 @@
 #include <limits>
 #include <numeric>
 
+#include <bit>
+
 #include <fmt/format.h>
 
 namespace kvactor {
@@ -132,17 +134,30 @@ status compute_slot_mapping(std::span<const int32_t> block_table, int32_t width,
          t < static_cast<size_t>(query_start_loc[r + 1]); ++t) {
       if (positions[t] < 0)
         return invalid(fmt::format("positions[{}]: {} is negative", t, positions[t]));
-      if (positions[t] / span >= width)
+      if (positions[t] >= span * width)
         return invalid(fmt::format("positions[{}]: {} of request {} needs block-table entry {}, "
                                    "beyond width {}",
                                    t, positions[t], r, positions[t] / span, width));
     }
-  for (size_t r = 0; r < num_reqs; ++r) {
-    auto row = block_table.subspan(r * w, w);
-    for (auto t = static_cast<size_t>(query_start_loc[r]);
-         t < static_cast<size_t>(query_start_loc[r + 1]); ++t)
-      out[t] = slot_for_position(row, positions[t], params.kernel_block_size, params.cp_size,
-                                 params.cp_rank, params.cp_interleave);
+  const int32_t kbs = params.kernel_block_size;
+  if (params.cp_size == 1 && (kbs & (kbs - 1)) == 0) {
+    // The common case, once per token per step: shifts instead of 64-bit divisions.
+    const int shift = std::countr_zero(static_cast<uint32_t>(kbs));
+    const int64_t mask = kbs - 1;
+    for (size_t r = 0; r < num_reqs; ++r) {
+      const int32_t* row = block_table.data() + r * w;
+      for (auto t = static_cast<size_t>(query_start_loc[r]);
+           t < static_cast<size_t>(query_start_loc[r + 1]); ++t)
+        out[t] = (int64_t{row[positions[t] >> shift]} << shift) + (positions[t] & mask);
+    }
+  } else {
+    for (size_t r = 0; r < num_reqs; ++r) {
+      auto row = block_table.subspan(r * w, w);
+      for (auto t = static_cast<size_t>(query_start_loc[r]);
+           t < static_cast<size_t>(query_start_loc[r + 1]); ++t)
+        out[t] = slot_for_position(row, positions[t], kbs, params.cp_size, params.cp_rank,
+                                   params.cp_interleave);
+    }
   }
   for (auto t = num_tokens; t < out.size(); ++t)
     out[t] = -1;

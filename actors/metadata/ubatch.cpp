@@ -60,10 +60,10 @@ common_attention_metadata slice_metadata(const ubatch_slice& s,
   out.max_seq_len =
       std::max(*std::max_element(out.seq_lens.begin(), out.seq_lens.end()), m.max_seq_len);
   auto w = static_cast<size_t>(m.block_table_width);
-  out.block_table = slice_of(m.block_table, r0 * w, r1 * w);
+  out.block_table = m.block_table.subspan(r0 * w, (r1 - r0) * w);
   out.block_table_width = m.block_table_width;
-  out.slot_mapping = slice_of(m.slot_mapping, t0, t1);
-  if (!m.positions.empty()) out.positions = slice_of(m.positions, t0, t1);
+  out.slot_mapping = m.slot_mapping.subspan(t0, t1 - t0);
+  if (!m.positions.empty()) out.positions = m.positions.subspan(t0, t1 - t0);
   out.causal = m.causal;
   if (!m.is_prefilling.empty()) out.is_prefilling = slice_of(m.is_prefilling, r0, r1);
   return out;

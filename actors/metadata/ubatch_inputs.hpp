@@ -10,9 +10,12 @@
 
 namespace kvactor {
 
-/// The attention inputs of one slice for every KV cache group (slot mappings computed with each
-/// group's kernel block size). Fails naming the field when the slice is outside the batch.
+/// The attention inputs of one slice for every KV cache group. Block tables and positions view
+/// the batch; slot mappings (computed with each group's kernel block size) are written into
+/// `slot_buffers` ([num_groups], owned by the builder, capacity reused). Fails naming the field
+/// when the slice is outside the batch.
 expected<attention_inputs> slice_inputs(const step_batch& batch, const ubatch_work& work,
-                                        const std::vector<group_geometry>& groups);
+                                        const std::vector<group_geometry>& groups,
+                                        std::vector<std::vector<int64_t>>& slot_buffers);
 
 } // namespace kvactor

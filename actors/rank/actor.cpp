@@ -77,6 +77,15 @@ expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_d
   return done;
 }
 
+// The step protocol without kernels: every sampled request gets token 0.
+expected<step_done> protocol_only(rank_state& st, const step_plan& plan,
+                                  const batch_descriptor& desc) {
+  step_done done{plan.seq, plan.epoch, st.config.rank, {}, {}, desc};
+  for (auto id : st.batch->sample_ids)
+    done.sampled.push_back({id, 0});
+  return done;
+}
+
 } // namespace
 
 rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
@@ -198,7 +207,7 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
                     st.geometry.push_back(geo);
                   }
                   st.steps = step_state(st.geometry, num_blocks, st.config.max_model_len,
-                                        st.config.max_num_batched_tokens);
+                                        st.config.max_num_batched_tokens, st.config.max_num_seqs);
                   st.batch = std::make_shared<step_batch>();
                   st.hidden.assign(static_cast<size_t>(st.config.max_num_batched_tokens)
                                        * static_cast<size_t>(st.stack->config().hidden_size),
@@ -281,14 +290,20 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
           if (--j->pending > 0) return;
           auto& st = self->state;
           st.busy = false;
+          // Past apply(), the step's sequence number is consumed: failures say so.
+          auto consumed = [&](const std::string& why) {
+            rp.deliver(to_caf_error(
+                make_error(errc::step_failed, fmt::format("step {}: {}", plan.seq, why))));
+          };
           if (j->err) {
-            rp.deliver(std::move(j->err));
+            consumed(from_caf_error(j->err).message);
             return;
           }
           const auto compute_start = clock_type::now();
-          auto done = execute(st, plan, j->desc);
+          auto done = st.config.execute_kernels ? execute(st, plan, j->desc)
+                                                : protocol_only(st, plan, j->desc);
           if (!done) {
-            rp.deliver(to_caf_error(done.err()));
+            consumed(done.err().message);
             return;
           }
           done->timing.metadata_ns = j->metadata_ns;

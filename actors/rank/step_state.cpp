@@ -20,9 +20,9 @@ int64_t ceil_div(int64_t a, int64_t b) {
 } // namespace
 
 step_state::step_state(std::vector<group_geometry> groups, int64_t num_blocks,
-                       int64_t max_model_len, int32_t max_num_batched_tokens)
+                       int64_t max_model_len, int32_t max_num_batched_tokens, int32_t max_num_seqs)
     : groups_(std::move(groups)), num_blocks_(num_blocks), max_model_len_(max_model_len),
-      max_num_batched_tokens_(max_num_batched_tokens) {
+      max_num_batched_tokens_(max_num_batched_tokens), max_num_seqs_(max_num_seqs) {
   batch_.block_rows.resize(groups_.size());
   batch_.widths.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -133,6 +133,9 @@ std::optional<step_rejection> step_state::validate(const step_plan& plan) const 
     }
     total += static_cast<int64_t>(s.token_ids.size());
   }
+  if (plan.scheduled.size() > static_cast<size_t>(max_num_seqs_))
+    return reject(fmt::format("scheduled: {} requests exceed max_num_seqs {}",
+                              plan.scheduled.size(), max_num_seqs_));
   if (total > max_num_batched_tokens_)
     return reject(fmt::format("scheduled: {} tokens exceed max_num_batched_tokens {}", total,
                               max_num_batched_tokens_));

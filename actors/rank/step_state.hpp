@@ -26,7 +26,7 @@ class step_state {
 public:
   step_state() = default;
   step_state(std::vector<group_geometry> groups, int64_t num_blocks, int64_t max_model_len,
-             int32_t max_num_batched_tokens);
+             int32_t max_num_batched_tokens, int32_t max_num_seqs);
 
   /// Checks sequence, epoch, requests, block ids and coverage of every scheduled position.
   std::optional<step_rejection> validate(const step_plan& plan) const;
@@ -52,6 +52,7 @@ private:
   int64_t num_blocks_ = 0;
   int64_t max_model_len_ = 0;
   int32_t max_num_batched_tokens_ = 0;
+  int32_t max_num_seqs_ = 0;
   std::map<uint64_t, request> requests_;
   uint64_t next_seq_ = 0;
   uint64_t epoch_ = 0;

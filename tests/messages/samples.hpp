@@ -302,6 +302,7 @@ inline rank_config sample<rank_config>() {
   x.cudagraph_capture_sizes = {1, 2, 4, 8};
   x.num_ubatches = 2;
   x.seed = 0xffffffffffffffffULL;
+  x.execute_kernels = false;
   return x;
 }
 

@@ -101,73 +101,90 @@ TEST_F(FastPrefillPrepare, RejectsEmptyOrOversizedIndicesAndBadCounts) {
   EXPECT_EQ(helper.buffer()[0], 0);
 }
 
-// §5.8's example batch: three requests of 15, 5 and 8 tokens.
-common_attention_metadata fast_prefill_batch() {
+// §5.8's example batch: three requests of 15, 5 and 8 tokens. Owns the slot mapping its
+// metadata views; neither copyable nor movable, since a copy's view would still point at the
+// original's vector.
+struct fast_prefill_batch {
+  std::vector<int64_t> slot_mapping = std::vector<int64_t>(28, -1);
   common_attention_metadata m;
-  m.num_reqs = 3;
-  m.num_actual_tokens = 28;
-  m.query_start_loc = {0, 15, 20, 28};
-  m.seq_lens = {15, 25, 8};
-  m.max_query_len = 15;
-  m.max_seq_len = 25;
-  m.slot_mapping.assign(28, -1);
-  m.logits_indices_padded = {14, 18, 19, 27};
-  m.num_logits_indices = 4;
-  m.max_logits_per_req = 2;
-  return m;
-}
+
+  fast_prefill_batch() {
+    m.num_reqs = 3;
+    m.num_actual_tokens = 28;
+    m.query_start_loc = {0, 15, 20, 28};
+    m.seq_lens = {15, 25, 8};
+    m.max_query_len = 15;
+    m.max_seq_len = 25;
+    m.slot_mapping = slot_mapping;
+    m.logits_indices_padded = {14, 18, 19, 27};
+    m.num_logits_indices = 4;
+    m.max_logits_per_req = 2;
+  }
+  fast_prefill_batch(const fast_prefill_batch&) = delete;
+  fast_prefill_batch& operator=(const fast_prefill_batch&) = delete;
+};
 
 TEST(FastPrefillRewrite, QueryShrinksToTheLogitsTokensOfEachRequest) {
-  auto r = rewrite_for_fast_prefill(fast_prefill_batch());
+  fast_prefill_batch b;
+  auto r = rewrite_for_fast_prefill(b.m);
   ASSERT_TRUE(r) << r.err().message;
   EXPECT_EQ(r->query_start_loc, (ints{0, 1, 3, 4}));
   EXPECT_EQ(r->num_actual_tokens, 4);
   EXPECT_EQ(r->max_query_len, 2);
   EXPECT_EQ(r->seq_lens, (ints{15, 25, 8}));
   EXPECT_EQ(r->slot_mapping.size(), 28u);
+  EXPECT_EQ(r->slot_mapping.data(), b.slot_mapping.data()); // still the same buffer
   EXPECT_EQ(r->num_logits_indices, 4);
   EXPECT_TRUE(validate(*r));
 }
 
 TEST(FastPrefillRewrite, RequestWithoutLogitsGetsAnEmptyQuery) {
-  auto m = fast_prefill_batch();
-  m.logits_indices_padded = {14, 27, 27}; // padded by the last index
-  m.num_logits_indices = 2;
-  auto r = rewrite_for_fast_prefill(m);
+  fast_prefill_batch b;
+  b.m.logits_indices_padded = {14, 27, 27}; // padded by the last index
+  b.m.num_logits_indices = 2;
+  auto r = rewrite_for_fast_prefill(b.m);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->query_start_loc, (ints{0, 1, 1, 2}));
   EXPECT_EQ(r->max_query_len, 1);
 }
 
 TEST(FastPrefillRewrite, AllDecodeBatchIsUnchanged) {
+  std::vector<int64_t> slots{3, 4};
   common_attention_metadata m;
   m.num_reqs = 2;
   m.num_actual_tokens = 2;
   m.query_start_loc = {0, 1, 2};
   m.seq_lens = {5, 9};
   m.max_query_len = 1;
-  m.slot_mapping = {3, 4};
+  m.slot_mapping = slots;
   m.logits_indices_padded = {0, 1};
   m.num_logits_indices = 2;
   auto r = rewrite_for_fast_prefill(m);
   ASSERT_TRUE(r);
   EXPECT_EQ(*r, m);
+  EXPECT_EQ(r->slot_mapping.data(), slots.data());
 }
 
 TEST(FastPrefillRewrite, RejectsUnarmedMetadataAndIndicesOutsideTheBatch) {
-  auto m = fast_prefill_batch();
-  m.num_logits_indices = 0;
-  auto r = rewrite_for_fast_prefill(m);
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.err().message.find("not armed"), std::string::npos);
-  m = fast_prefill_batch();
-  m.logits_indices_padded[2] = 28;
-  auto o = rewrite_for_fast_prefill(m);
-  ASSERT_FALSE(o);
-  EXPECT_NE(o.err().message.find("logits_indices_padded[2]: 28"), std::string::npos);
-  m = fast_prefill_batch();
-  m.seq_lens.pop_back();
-  EXPECT_FALSE(rewrite_for_fast_prefill(m));
+  {
+    fast_prefill_batch b;
+    b.m.num_logits_indices = 0;
+    auto r = rewrite_for_fast_prefill(b.m);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.err().message.find("not armed"), std::string::npos);
+  }
+  {
+    fast_prefill_batch b;
+    b.m.logits_indices_padded[2] = 28;
+    auto o = rewrite_for_fast_prefill(b.m);
+    ASSERT_FALSE(o);
+    EXPECT_NE(o.err().message.find("logits_indices_padded[2]: 28"), std::string::npos);
+  }
+  {
+    fast_prefill_batch b;
+    b.m.seq_lens.pop_back();
+    EXPECT_FALSE(rewrite_for_fast_prefill(b.m));
+  }
 }
 
 } // namespace

@@ -1,0 +1,110 @@
+// cudagraph protocol: plan (mode resolution against the device and attention support), then
+// dispatch of batches to a captured graph or eager mode.
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+
+#include "actors/cudagraph/actor.hpp"
+#include "tests/support/deterministic_fixture.hpp"
+#include "tests/support/errors.hpp"
+#include "tests/support/recorder.hpp"
+
+namespace kvactor::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+cudagraph_request request_for(bool gpu, graph_support support) {
+  cudagraph_request r;
+  r.requested = cudagraph_mode::full_and_piecewise;
+  r.support = {support, support == graph_support::always ? "" : "reference"};
+  r.max_num_seqs = 16;
+  r.max_num_batched_tokens = 256;
+  r.num_blocks = 1024;
+  r.gpu = gpu;
+  return r;
+}
+
+class CudagraphProtocol : public deterministic_fixture {
+protected:
+  cudagraph_actor graphs = spawn(cudagraph);
+  recorder_handle rec = track(spawn_recorder(sys));
+
+  CudagraphProtocol() { run_all(); }
+
+  std::optional<cudagraph_plan> plan(const cudagraph_request& r) {
+    inject(rec.actor, graphs, atom::plan_v, r);
+    run_once(graphs);
+    return expect_reply<cudagraph_plan>(graphs, rec.actor);
+  }
+
+  // rec -> graphs: dispatch(num_reqs, num_tokens, uniform); the reply stays for the test.
+  void dispatch(int32_t num_reqs, int32_t num_tokens, int32_t uniform) {
+    inject(rec.actor, graphs, atom::dispatch_v, num_reqs, num_tokens, uniform);
+    run_once(graphs);
+  }
+};
+
+TEST_F(CudagraphProtocol, PlansModeNoneWithANoteOnCpu) {
+  auto p = plan(request_for(false, graph_support::always));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->requested, cudagraph_mode::full_and_piecewise);
+  EXPECT_EQ(p->mode, cudagraph_mode::none);
+  EXPECT_TRUE(p->full_graphs.empty());
+  EXPECT_TRUE(p->piecewise_graphs.empty());
+  ASSERT_FALSE(p->notes.empty());
+  EXPECT_THAT(p->notes.front(), HasSubstr("cpu device"));
+  // Every batch then runs eagerly.
+  dispatch(4, 4, 1);
+  auto d = expect_reply<batch_descriptor>(graphs, rec.actor);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->mode, cudagraph_mode::none);
+  EXPECT_EQ(d->num_tokens, 4);
+}
+
+TEST_F(CudagraphProtocol, RejectsDispatchBeforePlan) {
+  dispatch(1, 1, 1);
+  auto err = expect_error(graphs, rec.actor);
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is_kvactor_error(*err, errc::invalid_argument, "dispatch:"));
+  EXPECT_THAT(message_of(*err), HasSubstr("before plan"));
+}
+
+TEST_F(CudagraphProtocol, RejectsDispatchWithMoreRequestsThanMaxNumSeqs) {
+  ASSERT_TRUE(plan(request_for(false, graph_support::always)));
+  dispatch(17, 17, 1);
+  auto err = expect_error(graphs, rec.actor);
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is_kvactor_error(*err, errc::invalid_argument, "dispatch:"));
+  EXPECT_THAT(message_of(*err), HasSubstr("num_reqs 17"));
+  EXPECT_THAT(message_of(*err), HasSubstr("max_num_seqs 16"));
+}
+
+TEST_F(CudagraphProtocol, DispatchesAUniformDecodeBatchToAFullGraphOnGpuWithFullSupport) {
+  auto p = plan(request_for(true, graph_support::always));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->mode, cudagraph_mode::full_and_piecewise);
+  EXPECT_FALSE(p->full_graphs.empty());
+  EXPECT_FALSE(p->piecewise_graphs.empty());
+  dispatch(4, 4, 1); // 4 decodes of one token each
+  auto d = expect_reply<batch_descriptor>(graphs, rec.actor);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->mode, cudagraph_mode::full);
+  EXPECT_GE(d->num_tokens, 4);
+  EXPECT_EQ(d->uniform_token_count, 1);
+}
+
+TEST_F(CudagraphProtocol, DispatchesAMixedBatchToAPiecewiseGraphOnGpu) {
+  ASSERT_TRUE(plan(request_for(true, graph_support::always)));
+  dispatch(2, 9, 0); // a prefill chunk and a decode
+  auto d = expect_reply<batch_descriptor>(graphs, rec.actor);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->mode, cudagraph_mode::piecewise);
+  EXPECT_GE(d->num_tokens, 9);
+}
+
+} // namespace
+} // namespace kvactor::test

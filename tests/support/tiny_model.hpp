@@ -1,0 +1,75 @@
+// The shipped kvactor-tiny model (deploy/models/kvactor-tiny.json: llama, 4 layers alternating
+// sliding(64)/full, hidden 256, 8 q / 2 kv heads of 32, vocab 512, max len 2048) as the actor
+// tests use it: a rank_config, the layout and its KV cache groups.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "actors/kv_cache/allocation.hpp"
+#include "actors/model/loader.hpp"
+#include "messages/runtime.hpp"
+
+namespace kvactor::test {
+
+inline constexpr int64_t tiny_kv_cache_memory = int64_t{8} << 20;
+
+/// A CPU rank_config for kvactor-tiny with an 8 MiB KV cache.
+inline rank_config tiny_rank_config(int32_t num_ubatches = 1, uint64_t seed = 1) {
+  rank_config c;
+  c.model = "kvactor-tiny";
+  c.device = "cpu";
+  c.max_model_len = 2048;
+  c.kv_cache_memory = tiny_kv_cache_memory;
+  c.max_num_batched_tokens = 256;
+  c.max_num_seqs = 16;
+  c.num_ubatches = num_ubatches;
+  c.seed = seed;
+  return c;
+}
+
+/// kvactor-tiny's layout for rank 0 (a default layout and a failure if it does not load).
+inline model_layout tiny_layout() {
+  auto models = load_model("kvactor-tiny", {});
+  if (!models) {
+    ADD_FAILURE() << "kvactor-tiny: " << models.err().message;
+    return {};
+  }
+  return models->front();
+}
+
+/// The kv_plan_request a rank sends for tiny_rank_config().
+inline kv_plan_request tiny_plan_request() {
+  kv_plan_request r;
+  r.limits.max_model_len = 2048;
+  r.limits.max_in_flight_tokens = 256;
+  r.block_size = 16;
+  r.available_bytes = tiny_kv_cache_memory;
+  return r;
+}
+
+/// The block count a kvactor-tiny rank plans with tiny_rank_config() (0 and a failure on error).
+inline int64_t tiny_num_blocks() {
+  kv_cache_allocator allocator;
+  auto plan = allocator.plan(tiny_layout(), tiny_plan_request());
+  if (!plan) {
+    ADD_FAILURE() << "kvactor-tiny plan: " << plan.err().message;
+    return 0;
+  }
+  return plan->config.num_blocks;
+}
+
+/// The KV cache groups a rank binds for kvactor-tiny (planned with tiny_plan_request()).
+inline std::vector<kv_cache_group> tiny_groups() {
+  kv_cache_allocator allocator;
+  auto plan = allocator.plan(tiny_layout(), tiny_plan_request());
+  if (!plan) {
+    ADD_FAILURE() << "kvactor-tiny plan: " << plan.err().message;
+    return {};
+  }
+  return allocator.groups();
+}
+
+} // namespace kvactor::test
