@@ -157,7 +157,7 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
     st.seq = plan.seq + 1;
     st.stepping = false;
     report(st);
-    self->send(self, atom::step_v);
+    next_step(self); // directly: a message to itself would cost one more hop per step
   };
   for (const auto& r : st.setup.ranks)
     self->request(r, caf::infinite, plan)

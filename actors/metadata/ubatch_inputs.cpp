@@ -26,11 +26,22 @@ expected<attention_inputs> slice_inputs(const step_batch& b, const ubatch_work& 
   in.num_reqs = w.req_end - w.req_start;
   in.num_tokens = w.token_end - w.token_start;
   in.ubatch_idx = w.ubatch;
-  in.query_start_loc.reserve(static_cast<size_t>(in.num_reqs) + 1);
-  in.query_start_loc.assign(1, 0);
-  in.seq_lens.reserve(static_cast<size_t>(in.num_reqs));
-  in.is_prefilling.reserve(static_cast<size_t>(in.num_reqs));
-  for (int32_t r = w.req_start; r < w.req_end; ++r) {
+  const bool whole = w.req_start == 0 && w.req_end == b.num_reqs() && w.token_start == 0
+                     && w.token_end == b.num_tokens();
+  if (whole) {
+    // One microbatch (the common case): the batch's per-request arrays as they are.
+    in.query_start_loc = b.query_start_loc;
+    in.seq_lens = b.seq_lens;
+    in.is_prefilling = b.is_prefilling;
+    in.max_query_len = b.max_query_len;
+    in.max_seq_len = b.max_seq_len;
+  } else {
+    in.query_start_loc.reserve(static_cast<size_t>(in.num_reqs) + 1);
+    in.query_start_loc.assign(1, 0);
+    in.seq_lens.reserve(static_cast<size_t>(in.num_reqs));
+    in.is_prefilling.reserve(static_cast<size_t>(in.num_reqs));
+  }
+  for (int32_t r = whole ? w.req_end : w.req_start; r < w.req_end; ++r) {
     const auto ri = static_cast<size_t>(r);
     const int32_t begin = std::max(b.query_start_loc[ri], w.token_start);
     const int32_t end = std::min(b.query_start_loc[ri + 1], w.token_end);

@@ -257,7 +257,7 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
         if (auto rejected = st.steps.validate(plan))
           return to_caf_error(rejected->err, rejected->request_ids);
         const auto started = clock_type::now();
-        *st.batch = st.steps.apply(plan);
+        st.steps.apply(plan, *st.batch);
         const auto& b = *st.batch;
         if (b.num_tokens() == 0) return step_done{plan.seq, plan.epoch, st.config.rank, {}, {}, {}};
         // Slices: one per builder; two only when the batch splits without an empty slice.

@@ -23,13 +23,11 @@ step_state::step_state(std::vector<group_geometry> groups, int64_t num_blocks,
                        int64_t max_model_len, int32_t max_num_batched_tokens, int32_t max_num_seqs)
     : groups_(std::move(groups)), num_blocks_(num_blocks), max_model_len_(max_model_len),
       max_num_batched_tokens_(max_num_batched_tokens), max_num_seqs_(max_num_seqs) {
-  batch_.block_rows.resize(groups_.size());
-  batch_.widths.resize(groups_.size());
+  widths_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const auto& geo = groups_[g];
     const int64_t manager_blocks = geo.positional ? ceil_div(max_model_len_, geo.block_size) : 1;
-    batch_.widths[g] =
-        static_cast<int32_t>(manager_blocks * (geo.block_size / geo.kernel_block_size));
+    widths_[g] = static_cast<int32_t>(manager_blocks * (geo.block_size / geo.kernel_block_size));
   }
 }
 
@@ -97,13 +95,16 @@ std::optional<step_rejection> step_state::validate(const step_plan& plan) const 
   }
   // Scheduled work: known requests, matching progress, covered positions, within the budget.
   int64_t total = 0;
-  std::set<uint64_t> seen;
+  // Duplicates: sorted ids in a buffer reused step after step (no tree allocations per step).
+  seen_.clear();
+  for (const auto& s : plan.scheduled)
+    seen_.push_back(s.request_id);
+  std::sort(seen_.begin(), seen_.end());
+  if (auto dup = std::adjacent_find(seen_.begin(), seen_.end()); dup != seen_.end())
+    return reject(fmt::format("scheduled: request {} appears twice", *dup), {*dup});
   for (const auto& s : plan.scheduled) {
     if (!known(s.request_id))
       return reject(fmt::format("scheduled: unknown request {}", s.request_id), {s.request_id});
-    if (!seen.insert(s.request_id).second)
-      return reject(fmt::format("scheduled: request {} appears twice", s.request_id),
-                    {s.request_id});
     const int32_t computed =
         admitted.count(s.request_id) > 0 ? 0 : requests_.at(s.request_id).num_computed;
     if (s.num_computed_tokens != computed)
@@ -142,7 +143,7 @@ std::optional<step_rejection> step_state::validate(const step_plan& plan) const 
   return std::nullopt;
 }
 
-const step_batch& step_state::apply(const step_plan& plan) {
+void step_state::apply(const step_plan& plan, step_batch& b) {
   if (!started_ || plan.epoch > epoch_) requests_.clear();
   started_ = true;
   epoch_ = plan.epoch;
@@ -161,8 +162,9 @@ const step_batch& step_state::apply(const step_plan& plan) {
     if (table.size() < u.start + u.block_ids.size()) table.resize(u.start + u.block_ids.size());
     std::copy(u.block_ids.begin(), u.block_ids.end(), table.begin() + u.start);
   }
-  auto& b = batch_;
   b.seq = plan.seq;
+  b.widths = widths_;
+  b.block_rows.resize(groups_.size());
   b.request_ids.clear();
   b.token_ids.clear();
   b.positions.clear();
@@ -209,7 +211,6 @@ const step_batch& step_state::apply(const step_plan& plan) {
         }
     }
   }
-  return b;
 }
 
 } // namespace kvactor

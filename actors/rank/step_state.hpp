@@ -31,9 +31,10 @@ public:
   /// Checks sequence, epoch, requests, block ids and coverage of every scheduled position.
   std::optional<step_rejection> validate(const step_plan& plan) const;
 
-  /// Applies a validated plan and returns the step's batch.
+  /// Applies a validated plan and lays the step's batch out in `out` (whose buffers are reused
+  /// step after step, so their addresses stay put and nothing is copied).
   /// REQUIRES: validate(plan) returned nothing.
-  const step_batch& apply(const step_plan& plan);
+  void apply(const step_plan& plan, step_batch& out);
 
   uint64_t next_seq() const { return next_seq_; }
   uint64_t epoch() const { return epoch_; }
@@ -57,7 +58,8 @@ private:
   uint64_t next_seq_ = 0;
   uint64_t epoch_ = 0;
   bool started_ = false;
-  step_batch batch_;
+  std::vector<int32_t> widths_;        // [num_groups] kernel block-table entries per request
+  mutable std::vector<uint64_t> seen_; // validate()'s scratch
 };
 
 } // namespace kvactor

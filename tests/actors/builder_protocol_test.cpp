@@ -67,7 +67,7 @@ protected:
       ADD_FAILURE() << rejected->err.message;
       return;
     }
-    *batch = steps.apply(plan);
+    steps.apply(plan, *batch);
     b0 = spawn(builder, builder_setup{0, batch, output, assignment.attention_groups, geometry,
                                       std::make_shared<std::vector<std::byte>>()});
     run_all();

@@ -1,0 +1,106 @@
+// `kvactor run` end to end on the CPU: the summary contract, determinism and the bad flags.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "cli_support.hpp"
+
+using namespace kvactor::test;
+
+namespace {
+
+std::string digest_of(const std::string& out) {
+  auto at = out.find("digest");
+  EXPECT_NE(at, std::string::npos) << out;
+  std::istringstream in(out.substr(at));
+  std::string word, digest;
+  in >> word >> digest;
+  return digest;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+std::vector<std::string> small_run(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"run",  "--requests",   "6",    "--prompt-len",
+                                "8:40", "--output-len", "4:12", "--no-progress"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+} // namespace
+
+TEST(RunCli, WritesTheSummaryContract) {
+  auto path = ::testing::TempDir() + "run_summary.json";
+  auto r = run_cli(small_run({"--summary-json", path, "--seed", "5"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = read_json(path);
+  EXPECT_EQ(j["schema"], "kvactor.run/1");
+  EXPECT_EQ(j["requests"]["finished"], 6);
+  EXPECT_EQ(j["requests"]["failed"], 0);
+  EXPECT_GE(j["requests"]["preempted"].get<int>(), 0);
+  EXPECT_GT(j["tokens"]["prompt"].get<int>(), 0);
+  EXPECT_GT(j["tokens"]["generated"].get<int>(), 0);
+  EXPECT_GT(j["steps"].get<int>(), 0);
+  EXPECT_GT(j["throughput_tok_s"].get<double>(), 0.0);
+  EXPECT_GE(j["step_ms"]["p99"].get<double>(), j["step_ms"]["p50"].get<double>());
+  EXPECT_GT(j["kv_blocks"]["total"].get<int>(), 0);
+  EXPECT_GT(j["kv_blocks"]["peak_used"].get<int>(), 0);
+  EXPECT_EQ(j["output_digest"].get<std::string>().size(), 16u);
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["tensor_parallel_size"], 1);
+  EXPECT_EQ(j["ubatches"], 1);
+  EXPECT_EQ(j["output_digest"], digest_of(r.out));
+}
+
+TEST(RunCli, SameSeedGivesTheSameDigestWithOneOrTwoMicrobatches) {
+  auto a = run_cli(small_run({"--seed", "11"}));
+  auto b = run_cli(small_run({"--seed", "11"}));
+  auto c = run_cli(small_run({"--seed", "11", "--ubatches", "2"}));
+  auto d = run_cli(small_run({"--seed", "12"}));
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(digest_of(a.out), digest_of(b.out));
+  EXPECT_EQ(digest_of(a.out), digest_of(c.out));
+  EXPECT_NE(digest_of(a.out), digest_of(d.out));
+}
+
+TEST(RunCli, ATightKvCacheStillFinishesEveryRequestThroughPreemption) {
+  auto path = ::testing::TempDir() + "tight.json";
+  auto r = run_cli({"run", "--requests", "12", "--prompt-len", "60:100", "--output-len", "40",
+                    "--num-gpu-blocks-override", "40", "--max-model-len", "256", "--no-progress",
+                    "--summary-json", path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = read_json(path);
+  EXPECT_EQ(j["requests"]["finished"], 12);
+  EXPECT_GT(j["requests"]["preempted"].get<int>(), 0);
+  EXPECT_LE(j["kv_blocks"]["peak_used"].get<int>(), 39);
+}
+
+TEST(RunCliErrors, BadFlagsAreExitTwoNamingTheFlag) {
+  for (auto [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--ubatches", "3"},
+                                                        {"--prompt-len", "0"},
+                                                        {"--output-len", "9:3"},
+                                                        {"--arrival-rate", "-1"},
+                                                        {"--device", "tpu"},
+                                                        {"--kv-cache-memory", "lots"}}) {
+    auto r = run_cli(small_run({flag, value}));
+    EXPECT_EQ(r.code, 2) << flag;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+  }
+}
+
+TEST(RunCliErrors, ModelsTheCpuWorkloadCannotRunSayWhich) {
+  auto r = run_cli(small_run({"--model", "ai21-jamba-1.5-mini"}));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("mamba"), std::string::npos) << r.err;
+}
+
+TEST(RunCliErrors, TensorParallelRunsSayWhatIsMissing) {
+  auto r = run_cli(small_run({"--tensor-parallel-size", "2"}));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--tensor-parallel-size"), std::string::npos) << r.err;
+}
