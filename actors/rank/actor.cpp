@@ -240,6 +240,7 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
                             auto& st = self->state;
                             record(st, "cudagraph plan", t2, 0);
                             st.ready = true;
+                            st.graphs_captured = plan.mode != cudagraph_mode::none;
                             rp.deliver(rank_ready{st.config.rank, num_blocks, bytes,
                                                   std::move(plan), st.phases});
                           },
@@ -285,7 +286,10 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
           batch_descriptor desc;
           caf::error err;
         };
-        auto j = std::make_shared<join>(join{work.size() + 1});
+        // Without graphs every batch runs eagerly: no dispatch round trip to ask that.
+        auto j = std::make_shared<join>(join{work.size() + (st.graphs_captured ? 1 : 0)});
+        if (!st.graphs_captured)
+          j->desc = {cudagraph_mode::none, b.num_tokens(), b.num_reqs(), 0, 0, 0, false, 1};
         auto finish = [self, rp, j, plan, started]() mutable {
           if (--j->pending > 0) return;
           auto& st = self->state;
@@ -322,6 +326,7 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
                     j->err = std::move(e);
                     finish();
                   });
+        if (!st.graphs_captured) return rp;
         const int32_t uniform =
             b.max_query_len == 1 && b.num_reqs() > 0 && b.num_tokens() == b.num_reqs() ? 1 : 0;
         self->request(st.graphs, caf::infinite, atom::dispatch_v, b.num_reqs(), b.num_tokens(),

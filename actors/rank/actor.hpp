@@ -38,7 +38,8 @@ struct rank_state {
   std::vector<float> hidden;              // [max_num_batched_tokens, hidden_size]
   std::vector<phase_timing> phases;
   bool ready = false;
-  bool busy = false; // a step is in flight; steps never overlap
+  bool graphs_captured = false; // false: every step eager, no dispatch needed
+  bool busy = false;            // a step is in flight; steps never overlap
   static inline const char* name = "kvactor.rank";
   rank_state() = default;
 };
