@@ -134,10 +134,9 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     return bad(fmt::format("--device: unknown value '{}' (expected auto, cpu "
                            "or cuda)",
                            p.device));
-  if (p.tensor_parallel_size != 1)
-    return bad(fmt::format("--tensor-parallel-size: {} needs the host communicator of the tensor "
-                           "parallelism work; local runs use 1 rank for now",
-                           p.tensor_parallel_size));
+  if (p.tensor_parallel_size < 1 || p.tensor_parallel_size > 64)
+    return bad(
+        fmt::format("--tensor-parallel-size: {} is outside [1, 64]", p.tensor_parallel_size));
   if (!p.gpu_memory.empty() || !p.weights_memory.empty())
     return bad("--gpu-memory / --weights-memory: a CPU run sizes its KV cache with "
                "--kv-cache-memory");
@@ -211,8 +210,14 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   configure_step_latency(cfg);
   caf::actor_system sys{cfg};
   std::vector<rank_actor> ranks;
-  for (size_t r = 0; r < configs.size(); ++r)
+  if (configs.size() == 1) {
     ranks.push_back(sys.spawn(rank));
+  } else {
+    // Tensor-parallel CPU ranks meet in a blocking all-reduce: one thread each.
+    auto comm = std::make_shared<kernels::host_communicator>(static_cast<int>(configs.size()));
+    for (size_t r = 0; r < configs.size(); ++r)
+      ranks.push_back(sys.spawn<caf::detached>(rank_tp, comm));
+  }
   const bool show = flags.progress && isatty(STDERR_FILENO) == 1;
   auto last = std::make_shared<std::chrono::steady_clock::time_point>();
   auto on_progress = [show, last, &err](const run_progress& pr) {

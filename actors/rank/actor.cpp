@@ -46,6 +46,9 @@ expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_d
   done.executed = desc;
   const auto hidden_size = static_cast<size_t>(st.stack->config().hidden_size);
   std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
+  std::function<void(float*, size_t)> reduce;
+  if (st.comm && st.comm->world_size() > 1)
+    reduce = [&st](float* buf, size_t n) { st.comm->all_reduce(st.config.rank, buf, n); };
   try {
     for (size_t u = 0; u < st.outputs.size(); ++u) {
       const auto& out = *st.outputs[u];
@@ -65,13 +68,15 @@ expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_d
       }
       const auto start = static_cast<size_t>(out.token_start);
       st.stack->forward(b.token_ids.data() + start, positions.data() + start,
-                        out.token_end - out.token_start, st.kv_views, ptrs, {},
+                        out.token_end - out.token_start, st.kv_views, ptrs, reduce,
                         st.hidden.data() + start * hidden_size);
     }
     auto tokens = st.stack->sample(st.hidden.data(), b.sample_rows);
     for (size_t i = 0; i < tokens.size(); ++i)
       done.sampled.push_back({b.sample_ids[i], tokens[i]});
   } catch (const std::exception& e) {
+    // Peers waiting in an all-reduce must not wait for this rank forever.
+    if (st.comm) st.comm->abort(fmt::format("rank {}: {}", st.config.rank, e.what()));
     return make_error(errc::invalid_argument, fmt::format("step {}: {}", plan.seq, e.what()));
   }
   return done;
@@ -89,6 +94,12 @@ expected<step_done> protocol_only(rank_state& st, const step_plan& plan,
 } // namespace
 
 rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
+  return rank_tp(self, nullptr);
+}
+
+rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
+                                  std::shared_ptr<kernels::host_communicator> comm) {
+  self->state.comm = std::move(comm);
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& ep) -> caf::error {
     try {
       std::rethrow_exception(ep);
@@ -103,6 +114,12 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
         if (st.kv)
           return fail(errc::invalid_argument, "configure: this rank is already configured");
         st.config = cfg;
+        const int world = st.comm ? st.comm->world_size() : 1;
+        if (cfg.tensor_parallel_size != world)
+          return fail(errc::invalid_argument,
+                      fmt::format("tensor_parallel_size: {} ranks, but this rank's communicator "
+                                  "joins {}",
+                                  cfg.tensor_parallel_size, world));
         auto t = clock_type::now();
         load_options opt;
         opt.tensor_parallel_size = cfg.tensor_parallel_size;

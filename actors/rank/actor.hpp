@@ -14,6 +14,7 @@
 #include "actors/metadata/actor.hpp"
 #include "actors/rank/step_state.hpp"
 #include "kvactor/kernels/attention_stack.h"
+#include "kvactor/kernels/host_communicator.h"
 
 namespace kvactor {
 
@@ -37,6 +38,7 @@ struct rank_state {
   std::vector<int32_t> layer_group;       // [stack layers] KV cache group of each layer
   std::vector<float> hidden;              // [max_num_batched_tokens, hidden_size]
   std::vector<phase_timing> phases;
+  std::shared_ptr<kernels::host_communicator> comm; // tensor parallel on the CPU; null for 1 rank
   bool ready = false;
   bool graphs_captured = false; // false: every step eager, no dispatch needed
   bool busy = false;            // a step is in flight; steps never overlap
@@ -45,5 +47,10 @@ struct rank_state {
 };
 
 rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self);
+
+/// A rank whose output projections all-reduce through `comm` with its tensor-parallel peers.
+/// Each such rank blocks in the all-reduce, so spawn it detached (its own thread).
+rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
+                                  std::shared_ptr<kernels::host_communicator> comm);
 
 } // namespace kvactor
