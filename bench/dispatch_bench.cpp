@@ -3,6 +3,8 @@
 // Summary line: "dispatch: table X ns, scan Y ns, speedup Z.ZZx".
 #include <benchmark/benchmark.h>
 
+#include "bench/summary_reporter.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -104,14 +106,7 @@ int main(int argc, char** argv) {
         return 1;
       }
   }
-  struct collect : benchmark::ConsoleReporter {
-    std::map<std::string, double> ns;
-    void ReportRuns(const std::vector<Run>& runs) override {
-      for (const auto& r : runs)
-        ns[r.benchmark_name()] = r.GetAdjustedRealTime();
-      ConsoleReporter::ReportRuns(runs);
-    }
-  } reporter;
+  kvactor::bench::summary_reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   double table = reporter.ns["BM_dispatch_table"];
   double base = reporter.ns["BM_dispatch_scan"];

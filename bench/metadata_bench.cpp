@@ -5,6 +5,8 @@
 // Summary line: "metadata: decode256 X us (goal 5 us), copy floor Y us, ratio Z.ZZx".
 #include <benchmark/benchmark.h>
 
+#include "bench/summary_reporter.hpp"
+
 #include <cstdio>
 #include <map>
 #include <string>
@@ -114,14 +116,7 @@ BENCHMARK(BM_copy_floor_decode256);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  struct collect : benchmark::ConsoleReporter {
-    std::map<std::string, double> ns;
-    void ReportRuns(const std::vector<Run>& runs) override {
-      for (const auto& r : runs)
-        ns[r.benchmark_name()] = r.GetAdjustedRealTime();
-      ConsoleReporter::ReportRuns(runs);
-    }
-  } reporter;
+  kvactor::bench::summary_reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   const double build256 = reporter.ns["BM_metadata_decode256"] / 1e3;
   const double floor = reporter.ns["BM_copy_floor_decode256"] / 1e3;

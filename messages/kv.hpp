@@ -154,6 +154,10 @@ auto inspect(Inspector& f, kv_cache_group& x) {
   return f(caf::meta::type_name("kvactor::kv_cache_group"), x.layer_names, x.spec);
 }
 
+/// The spec one layer of `group` uses: its entry in a uniform-type wrapper (a layer the wrapper
+/// does not list, such as a KV-sharing layer, takes the first entry), else the group's spec.
+const kv_cache_spec& layer_spec_of(const kv_cache_group& group, const std::string& layer);
+
 /// Physical order of the logical [L, B, H, N, C] allocation (§2.6), outermost first.
 enum class kv_cache_layout : uint8_t { lbhnc, lbnhc, lhbnc, blhnc, blnhc, bhlnc };
 

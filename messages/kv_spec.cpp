@@ -291,4 +291,11 @@ kv_cache_spec_kind group_kind(const kv_cache_spec& s) {
   return same ? k : kv_cache_spec_kind::full;
 }
 
+const kv_cache_spec& layer_spec_of(const kv_cache_group& g, const std::string& layer) {
+  if (g.spec.kind != kv_cache_spec_kind::uniform_type || g.spec.layer_specs.empty()) return g.spec;
+  auto pos = std::find(g.spec.layer_names.begin(), g.spec.layer_names.end(), layer);
+  if (pos == g.spec.layer_names.end()) return g.spec.layer_specs.front();
+  return g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())];
+}
+
 } // namespace kvactor

@@ -25,15 +25,6 @@ std::vector<kv_cache_group> encoder_only_groups(const layer_spec_list& specs) {
   return out;
 }
 
-const kv_cache_spec& layer_spec_in(const kv_cache_group& g, const std::string& layer) {
-  if (g.spec.kind == kv_cache_spec_kind::uniform_type) {
-    auto pos = std::find(g.spec.layer_names.begin(), g.spec.layer_names.end(), layer);
-    if (pos != g.spec.layer_names.end())
-      return g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())];
-  }
-  return g.spec;
-}
-
 } // namespace
 
 expected<std::vector<kv_cache_group>> rank_groups(const kv_cache_config& config,
@@ -71,7 +62,7 @@ build_views(const kv_cache_config& config, const std::vector<kv_cache_group>& gr
       const auto gid = static_cast<size_t>(g - groups.begin());
       const int32_t kbs = gid < kernel_block_sizes.size() ? kernel_block_sizes[gid] : 0;
       auto view =
-          layer_view(t, layer, layer_spec_in(*g, layer), config.num_blocks, config.layout, kbs);
+          layer_view(t, layer, layer_spec_of(*g, layer), config.num_blocks, config.layout, kbs);
       if (!view) return view.err();
       views.push_back(std::move(*view));
     }

@@ -48,6 +48,11 @@ expected<attention_shape> read_attention_shape(const build_context& ctx,
 /// sliding_attention / full_attention.
 expected<std::vector<bool>> read_sliding_layer_types(const config_reader& cfg, int64_t num_layers);
 
+/// `layer_types` when the config has it, else sliding and full alternating with layer 0 sliding
+/// (Gemma 2's model definition and transformers' GptOssConfig default).
+expected<std::vector<bool>> sliding_types_or_alternating(const config_reader& cfg,
+                                                         int64_t num_layers);
+
 /// `sliding_window` when any flag is set (missing_field if the config has none), else 0.
 expected<int32_t> read_window_if_needed(const config_reader& cfg, const std::vector<bool>& sliding);
 

@@ -65,6 +65,15 @@ expected<std::vector<bool>> read_sliding_layer_types(const config_reader& cfg, i
   return sliding;
 }
 
+expected<std::vector<bool>> sliding_types_or_alternating(const config_reader& cfg,
+                                                         int64_t num_layers) {
+  if (cfg.has("layer_types")) return read_sliding_layer_types(cfg, num_layers);
+  std::vector<bool> sliding;
+  for (int64_t i = 0; i < num_layers; ++i)
+    sliding.push_back(i % 2 == 0);
+  return sliding;
+}
+
 expected<int32_t> read_window_if_needed(const config_reader& cfg,
                                         const std::vector<bool>& sliding) {
   bool any = false;

@@ -47,15 +47,7 @@ status build_gpt_oss(const build_context& ctx, model_layout& out) {
   const auto& cfg = ctx.cfg;
   KVACTOR_MODEL_TRY(num_layers, read_num_layers(cfg));
   KVACTOR_MODEL_TRY(shape, read_attention_shape(ctx));
-  std::vector<bool> sliding;
-  if (cfg.has("layer_types")) {
-    KVACTOR_MODEL_TRY(from_types, read_sliding_layer_types(cfg, num_layers));
-    sliding = std::move(from_types);
-  } else {
-    // transformers' GptOssConfig default: sliding and full alternate, layer 0 sliding.
-    for (int64_t i = 0; i < num_layers; ++i)
-      sliding.push_back(i % 2 == 0);
-  }
+  KVACTOR_MODEL_TRY(sliding, sliding_types_or_alternating(cfg, num_layers));
   KVACTOR_MODEL_TRY(window, read_window_if_needed(cfg, sliding));
   out.layers = make_decoder_stack(sliding, window, shape, ctx.kv_dtype);
   for (auto& l : out.layers)

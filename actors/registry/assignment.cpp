@@ -7,19 +7,6 @@
 
 namespace kvactor {
 
-namespace {
-
-const kv_cache_spec& layer_spec_in(const kv_cache_group& g, const std::string& layer) {
-  if (g.spec.kind == kv_cache_spec_kind::uniform_type) {
-    auto pos = std::find(g.spec.layer_names.begin(), g.spec.layer_names.end(), layer);
-    if (pos != g.spec.layer_names.end())
-      return g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())];
-  }
-  return g.spec;
-}
-
-} // namespace
-
 expected<backend_assignment> assign_backends(const backend_registry& registry,
                                              const model_layout& model,
                                              const std::vector<kv_cache_group>& groups,
@@ -32,7 +19,7 @@ expected<backend_assignment> assign_backends(const backend_registry& registry,
       if (layer == model.layers.end())
         return make_error(errc::invalid_argument,
                           fmt::format("layer {}: in a KV cache group but not in the model", name));
-      auto backend = registry.resolve(*layer, layer_spec_in(g, name), device, preferred);
+      auto backend = registry.resolve(*layer, layer_spec_of(g, name), device, preferred);
       if (!backend) return backend.err();
       bindings[name] = {*backend, layer->num_heads};
     }

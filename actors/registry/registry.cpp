@@ -148,14 +148,8 @@ build_attention_groups(const std::vector<kv_cache_group>& groups,
       if (b == bindings.end())
         return make_error(errc::invalid_argument,
                           fmt::format("layer {}: no backend was resolved for it", name));
-      kv_cache_spec spec = g.spec;
-      if (g.spec.kind == kv_cache_spec_kind::uniform_type) {
-        auto pos = std::find(g.spec.layer_names.begin(), g.spec.layer_names.end(), name);
-        // KV-sharing layers are not in the wrapper: they read their target's pages.
-        spec = pos != g.spec.layer_names.end()
-                   ? g.spec.layer_specs[static_cast<size_t>(pos - g.spec.layer_names.begin())]
-                   : g.spec.layer_specs.front();
-      }
+      // KV-sharing layers are not in a wrapper: they read their target's pages.
+      const kv_cache_spec& spec = layer_spec_of(g, name);
       auto it = std::find_if(list.begin(), list.end(), [&](const attention_group& a) {
         return a.backend == b->second.backend && a.spec == spec
                && a.num_heads_q == b->second.num_heads_q;
