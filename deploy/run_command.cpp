@@ -176,6 +176,10 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     auto v = parse_byte_sizes(p.kv_cache_memory, "--kv-cache-memory");
     if (!v) return bad(v.err().message);
     budget = *v;
+    if (budget.size() != 1 && budget.size() != static_cast<size_t>(p.tensor_parallel_size))
+      return bad(fmt::format("--kv-cache-memory: {} values for {} ranks (give one value, or one "
+                             "per rank)",
+                             budget.size(), p.tensor_parallel_size));
   }
   auto mode = parse_cudagraph_mode(p.cudagraph_mode);
   if (!mode) return bad(mode.err().message);

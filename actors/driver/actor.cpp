@@ -128,7 +128,9 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
       // that failed after it was applied consumed its seq.
       if (from_caf_error(j->err).code == errc::step_failed) {
         st.seq = plan.seq + 1;
-      } else if (auto retry = without(plan, bad); !ids.empty() && !retry.scheduled.empty()) {
+      } else if (!ids.empty()) {
+        // Re-sent even when nothing is left to schedule: it still carries finished_requests.
+        auto retry = without(plan, bad);
         send_step(self, std::move(retry), t0);
         return;
       }
@@ -194,6 +196,12 @@ void next_step(self_ptr self) {
   auto plan = st.sched->schedule(st.seq, st.setup.epoch);
   if (!plan) {
     spdlog::error("driver: scheduling step {} failed: {}", st.seq, plan.err().message);
+    // Requests that have not arrived yet are failed too: every submitted request is reported.
+    while (st.next_arrival < st.pending.size()) {
+      auto& r = st.pending[st.next_arrival++];
+      st.prompt_tokens += static_cast<int64_t>(r.prompt.size());
+      (void)st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens);
+    }
     for (auto id : st.sched->request_order()) {
       const auto* r = st.sched->find(id);
       if (r->st == request_state::status::waiting || r->st == request_state::status::running)
@@ -322,6 +330,14 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
         auto& st = self->state;
         if (st.running || st.finished)
           return to_caf_error(make_error(errc::invalid_argument, "submit: the run has started"));
+        std::set<uint64_t> ids;
+        for (const auto& s : st.pending)
+          ids.insert(s.request_id);
+        for (const auto& s : specs)
+          if (!ids.insert(s.request_id).second)
+            return to_caf_error(
+                make_error(errc::invalid_argument,
+                           fmt::format("submit: request_id {} is submitted twice", s.request_id)));
         for (auto& s : specs)
           st.pending.push_back(std::move(s));
         std::stable_sort(st.pending.begin(), st.pending.end(),

@@ -1,6 +1,7 @@
 #include "actors/rank/actor.hpp"
 
 #include <chrono>
+#include <limits>
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -293,8 +294,9 @@ rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
             }
         }
         if (work.empty()) work.push_back({plan.seq, 0, 0, b.num_tokens(), 0, b.num_reqs()});
+        // Builders without work this step must not look current (seq 0 starts every epoch).
         for (size_t u = work.size(); u < st.outputs.size(); ++u)
-          st.outputs[u]->seq = 0;
+          *st.outputs[u] = ubatch_output{std::numeric_limits<uint64_t>::max(), 0, 0, 0, {}};
         st.busy = true;
         auto rp = self->make_response_promise<step_done>();
         struct join {
@@ -313,6 +315,8 @@ rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
           st.busy = false;
           // Past apply(), the step's sequence number is consumed: failures say so.
           auto consumed = [&](const std::string& why) {
+            // Tensor-parallel peers may be waiting in an all-reduce for this rank.
+            if (st.comm) st.comm->abort(fmt::format("rank {}: {}", st.config.rank, why));
             rp.deliver(to_caf_error(
                 make_error(errc::step_failed, fmt::format("step {}: {}", plan.seq, why))));
           };

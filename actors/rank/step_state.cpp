@@ -187,10 +187,12 @@ void step_state::apply(const step_plan& plan, step_batch& b) {
       b.token_ids.push_back(s.token_ids[static_cast<size_t>(t)]);
       b.positions.push_back(req.num_computed + t);
     }
+    // Prefilling: this step still feeds prompt tokens (computed before it < prompt length).
+    const bool prefilling = req.num_computed < req.prompt_len;
     req.num_computed += n;
     b.query_start_loc.push_back(b.query_start_loc.back() + n);
     b.seq_lens.push_back(req.num_computed);
-    b.is_prefilling.push_back(req.num_computed < req.prompt_len);
+    b.is_prefilling.push_back(prefilling);
     b.max_query_len = std::max(b.max_query_len, n);
     b.max_seq_len = std::max(b.max_seq_len, req.num_computed);
     if (s.sample) {

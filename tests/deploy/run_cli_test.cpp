@@ -86,7 +86,8 @@ TEST(RunCliErrors, BadFlagsAreExitTwoNamingTheFlag) {
                                                         {"--output-len", "9:3"},
                                                         {"--arrival-rate", "-1"},
                                                         {"--device", "tpu"},
-                                                        {"--kv-cache-memory", "lots"}}) {
+                                                        {"--kv-cache-memory", "lots"},
+                                                        {"--kv-cache-memory", "1MiB,2MiB,3MiB"}}) {
     auto r = run_cli(small_run({flag, value}));
     EXPECT_EQ(r.code, 2) << flag;
     EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
