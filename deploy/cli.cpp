@@ -13,6 +13,7 @@
 
 #include "deploy/plan_command.hpp"
 #include "deploy/run_command.hpp"
+#include "deploy/trace_command.hpp"
 
 namespace kvactor {
 
@@ -74,6 +75,7 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
   cmd.add_option("--arrival-rate", f.arrival_rate, "requests per second, or inf (all at once)");
   cmd.add_option("--seed", f.seed, "seed of the workload and the weights");
   cmd.add_option("--summary-json", f.summary_json, "write the summary (kvactor.run/1) here");
+  cmd.add_option("--record", f.record, "record every actor message of the run into this trace");
   cmd.add_flag("!--no-progress", f.progress, "no progress line on the terminal");
 }
 
@@ -99,6 +101,13 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   auto* run_cmd = app.add_subcommand(
       "run", "local single-node mode (the default): serve a synthetic workload with the actors");
   add_run_flags(*run_cmd, run);
+  trace_show_flags show;
+  auto* trace_cmd = app.add_subcommand("trace", "read a trace recorded with run --record");
+  trace_cmd->require_subcommand(1);
+  auto* show_cmd = trace_cmd->add_subcommand("show", "a readable timeline of a trace");
+  show_cmd->add_option("file", show.file, "the trace file")->required();
+  show_cmd->add_option("--step", show.step, "only the messages of this step (seq)");
+  show_cmd->add_flag("--json", show.json, "one JSON array of records");
   // Flags after the subcommand reach the app too (kvactor plan ... --log-level debug).
   plan_cmd->fallthrough();
   run_cmd->fallthrough();
@@ -127,6 +136,7 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (!spdlog::get("kvactor")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvactor"));
   spdlog::set_level(level);
   if (*plan_cmd) return run_plan(plan, out, err);
+  if (*show_cmd) return run_trace_show(show, out, err);
   return run_local(run, out, err); // `kvactor` alone runs the default local workload
 }
 

@@ -213,14 +213,23 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   register_types(cfg);
   configure_step_latency(cfg);
   caf::actor_system sys{cfg};
+  std::ofstream trace_file;
+  std::shared_ptr<trace_recorder> recorder;
+  if (!flags.record.empty()) {
+    trace_file.open(flags.record, std::ios::binary | std::ios::trunc);
+    if (!trace_file) return bad(fmt::format("--record: cannot write '{}'", flags.record));
+    recorder = std::make_shared<trace_recorder>(trace_file);
+    for (const auto& r : workload)
+      recorder->record("client", "driver", r);
+  }
   std::vector<rank_actor> ranks;
   if (configs.size() == 1) {
-    ranks.push_back(sys.spawn(rank));
+    ranks.push_back(sys.spawn(rank_with, rank_runtime{nullptr, recorder}));
   } else {
     // Tensor-parallel CPU ranks meet in a blocking all-reduce: one thread each.
     auto comm = std::make_shared<kernels::host_communicator>(static_cast<int>(configs.size()));
     for (size_t r = 0; r < configs.size(); ++r)
-      ranks.push_back(sys.spawn<caf::detached>(rank_tp, comm));
+      ranks.push_back(sys.spawn<caf::detached>(rank_with, rank_runtime{comm, recorder}));
   }
   const bool show = flags.progress && isatty(STDERR_FILENO) == 1;
   auto last = std::make_shared<std::chrono::steady_clock::time_point>();
@@ -237,7 +246,7 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     if (pr.finished + pr.failed >= pr.total) fmt::print(err, "\n");
     err.flush();
   };
-  auto drv = sys.spawn(driver, driver_setup{ranks, configs, 1, on_progress});
+  auto drv = sys.spawn(driver, driver_setup{ranks, configs, 1, on_progress, recorder});
   caf::scoped_actor self{sys};
   std::optional<run_error> failure;
   std::vector<rank_ready> ready;
@@ -268,6 +277,10 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   self->send_exit(drv, caf::exit_reason::user_shutdown);
   for (auto& r : ranks)
     self->send_exit(r, caf::exit_reason::user_shutdown);
+  if (recorder) {
+    recorder->record("driver", "client", summary);
+    trace_file.flush();
+  }
   if (failure) {
     fmt::print(err, "kvactor run: error: {}\n", failure->message);
     return failure->code;
@@ -289,6 +302,13 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   fmt::print(out, "graphs     {} replays, {} eager steps\n", summary.graph_replays,
              summary.eager_steps);
   fmt::print(out, "digest     {}\n", summary.output_digest);
+  if (recorder) {
+    if (auto why = recorder->failure(); !why.empty()) {
+      fmt::print(err, "kvactor run: error: --record: {}\n", why);
+      return exit_failure;
+    }
+    fmt::print(out, "trace      {} messages in {}\n", recorder->count(), flags.record);
+  }
   if (!flags.summary_json.empty()) {
     std::ofstream f(flags.summary_json);
     f << summary_json(summary, device, p.tensor_parallel_size, flags.ubatches) << '\n';

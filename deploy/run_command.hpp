@@ -20,6 +20,7 @@ struct run_flags {
   std::string arrival_rate = "inf";
   uint64_t seed = 0;
   std::string summary_json;
+  std::string record;   // trace file (kvactor run --record FILE)
   bool progress = true; // on a terminal
 };
 

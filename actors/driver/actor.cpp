@@ -161,10 +161,13 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
     report(st);
     next_step(self); // directly: a message to itself would cost one more hop per step
   };
-  for (const auto& r : st.setup.ranks)
-    self->request(r, caf::infinite, plan)
+  for (size_t i = 0; i < st.setup.ranks.size(); ++i) {
+    const auto name = "rank[" + std::to_string(i) + "]";
+    if (st.setup.recorder) st.setup.recorder->record("driver", name, plan);
+    self->request(st.setup.ranks[i], caf::infinite, plan)
         .then(
-            [j, on_all](step_done& d) mutable {
+            [self, j, on_all, name](step_done& d) mutable {
+              if (self->state.setup.recorder) self->state.setup.recorder->record(name, "driver", d);
               j->done.push_back(std::move(d));
               if (--j->pending == 0) on_all();
             },
@@ -172,6 +175,7 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
               if (!j->err) j->err = std::move(e);
               if (--j->pending == 0) on_all();
             });
+  }
 }
 
 void next_step(self_ptr self) {
@@ -274,10 +278,14 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
         auto plans = std::make_shared<std::vector<rank_plan>>();
         auto failed = std::make_shared<bool>(false);
         const auto n = st.setup.ranks.size();
-        for (size_t i = 0; i < n; ++i)
+        for (size_t i = 0; i < n; ++i) {
+          const auto name = "rank[" + std::to_string(i) + "]";
+          if (st.setup.recorder) st.setup.recorder->record("driver", name, st.setup.configs[i]);
           self->request(st.setup.ranks[i], caf::infinite, atom::configure_v, st.setup.configs[i])
               .then(
-                  [self, plans, failed, n](rank_plan& p) mutable {
+                  [self, plans, failed, n, name](rank_plan& p) mutable {
+                    if (self->state.setup.recorder)
+                      self->state.setup.recorder->record(name, "driver", p);
                     plans->push_back(std::move(p));
                     if (*failed || plans->size() < n) return;
                     auto& st = self->state;
@@ -294,6 +302,9 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
                       self->request(r, caf::infinite, atom::allocate_v, min_blocks)
                           .then(
                               [self, readies, failed, n](rank_ready& ready) mutable {
+                                if (self->state.setup.recorder)
+                                  self->state.setup.recorder->record(
+                                      "rank[" + std::to_string(ready.rank) + "]", "driver", ready);
                                 readies->push_back(std::move(ready));
                                 if (*failed || readies->size() < n) return;
                                 auto& st = self->state;
@@ -324,6 +335,7 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
                     if (!*failed) deliver_start(self, std::move(e));
                     *failed = true;
                   });
+        }
         return st.starting;
       },
       [self](atom::submit, std::vector<request_spec>& specs) -> caf::result<int64_t> {

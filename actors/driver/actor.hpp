@@ -16,6 +16,7 @@
 
 #include "actors/driver/scheduler.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/trace_recorder.hpp"
 
 namespace kvactor {
 
@@ -34,6 +35,7 @@ struct driver_setup {
   std::vector<rank_config> configs; // [ranks]; max_model_len resolved
   uint64_t epoch = 1;
   std::function<void(const run_progress&)> on_progress; // may be empty
+  std::shared_ptr<trace_recorder> recorder;             // null: no --record
 };
 
 struct driver_state {

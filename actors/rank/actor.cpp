@@ -95,12 +95,18 @@ expected<step_done> protocol_only(rank_state& st, const step_plan& plan,
 } // namespace
 
 rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
-  return rank_tp(self, nullptr);
+  return rank_with(self, rank_runtime{});
 }
 
 rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
                                   std::shared_ptr<kernels::host_communicator> comm) {
-  self->state.comm = std::move(comm);
+  return rank_with(self, rank_runtime{std::move(comm), nullptr});
+}
+
+rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> self,
+                                    rank_runtime runtime) {
+  self->state.comm = std::move(runtime.comm);
+  self->state.recorder = std::move(runtime.recorder);
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& ep) -> caf::error {
     try {
       std::rethrow_exception(ep);
@@ -336,10 +342,14 @@ rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
           done->timing.total_ns = since(started);
           rp.deliver(std::move(*done));
         };
-        for (const auto& w : work)
+        const auto me = "rank[" + std::to_string(st.config.rank) + "]";
+        for (const auto& w : work) {
+          const auto builder_name = "builder[" + std::to_string(w.ubatch) + "]@" + me;
+          if (st.recorder) st.recorder->record(me, builder_name, w);
           self->request(st.builders[static_cast<size_t>(w.ubatch)], caf::infinite, w)
               .then(
-                  [j, finish](metadata_ready& r) mutable {
+                  [self, j, finish, me, builder_name](metadata_ready& r) mutable {
+                    if (self->state.recorder) self->state.recorder->record(builder_name, me, r);
                     j->metadata_ns = std::max(j->metadata_ns, r.build_ns);
                     finish();
                   },
@@ -347,13 +357,15 @@ rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
                     j->err = std::move(e);
                     finish();
                   });
+        }
         if (!st.graphs_captured) return rp;
         const int32_t uniform =
             b.max_query_len == 1 && b.num_reqs() > 0 && b.num_tokens() == b.num_reqs() ? 1 : 0;
         self->request(st.graphs, caf::infinite, atom::dispatch_v, b.num_reqs(), b.num_tokens(),
                       uniform)
             .then(
-                [j, finish](batch_descriptor& d) mutable {
+                [self, j, finish, me](batch_descriptor& d) mutable {
+                  if (self->state.recorder) self->state.recorder->record("cudagraph@" + me, me, d);
                   j->desc = d;
                   finish();
                 },

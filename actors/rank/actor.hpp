@@ -13,6 +13,7 @@
 #include "actors/kv_cache/allocation.hpp"
 #include "actors/metadata/actor.hpp"
 #include "actors/rank/step_state.hpp"
+#include "actors/trace_recorder.hpp"
 #include "kvactor/kernels/attention_stack.h"
 #include "kvactor/kernels/host_communicator.h"
 
@@ -39,6 +40,7 @@ struct rank_state {
   std::vector<float> hidden;              // [max_num_batched_tokens, hidden_size]
   std::vector<phase_timing> phases;
   std::shared_ptr<kernels::host_communicator> comm; // tensor parallel on the CPU; null for 1 rank
+  std::shared_ptr<trace_recorder> recorder;         // null: no --record
   bool ready = false;
   bool graphs_captured = false; // false: every step eager, no dispatch needed
   bool busy = false;            // a step is in flight; steps never overlap
@@ -52,5 +54,15 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self);
 /// Each such rank blocks in the all-reduce, so spawn it detached (its own thread).
 rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
                                   std::shared_ptr<kernels::host_communicator> comm);
+
+/// What a rank shares with its process: the TP communicator and the trace recorder (both may
+/// be null).
+struct rank_runtime {
+  std::shared_ptr<kernels::host_communicator> comm;
+  std::shared_ptr<trace_recorder> recorder;
+};
+
+rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> self,
+                                    rank_runtime runtime);
 
 } // namespace kvactor

@@ -120,3 +120,30 @@ TEST(RunCliErrors, TensorParallelSizeThatDoesNotSplitTheHeadsIsRejected) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--tensor-parallel-size"), std::string::npos) << r.err;
 }
+
+TEST(RunCliTrace, RecordedRunShowsAsATimelineAndDamageIsAnError) {
+  auto path = ::testing::TempDir() + "run.kvtrace";
+  auto r = run_cli(small_run({"--record", path, "--ubatches", "2"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("trace "), std::string::npos) << r.out;
+  auto show = run_cli({"trace", "show", path});
+  ASSERT_EQ(show.code, 0) << show.err;
+  for (auto type : {"request_spec", "rank_config", "rank_plan", "rank_ready", "step_plan",
+                    "ubatch_work", "metadata_ready", "step_done", "run_summary"})
+    EXPECT_NE(show.out.find(type), std::string::npos) << type;
+  auto step1 = run_cli({"trace", "show", path, "--step", "1", "--json"});
+  ASSERT_EQ(step1.code, 0) << step1.err;
+  auto j = step1.json();
+  ASSERT_FALSE(j.empty());
+  for (const auto& rec : j)
+    EXPECT_NE(rec["summary"].get<std::string>().find("seq 1"), std::string::npos);
+  // A truncated copy is refused with the record it broke in.
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto cut = ::testing::TempDir() + "cut.kvtrace";
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  auto bad = run_cli({"trace", "show", cut});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("trace record"), std::string::npos) << bad.err;
+  EXPECT_EQ(run_cli({"trace", "show", ::testing::TempDir() + "missing.kvtrace"}).code, 2);
+}

@@ -1,0 +1,169 @@
+#include "deploy/trace_command.hpp"
+
+#include <fstream>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
+
+#include "deploy/cli.hpp"
+#include "messages/request.hpp"
+#include "messages/runtime.hpp"
+#include "messages/step.hpp"
+#include "messages/trace.hpp"
+
+namespace kvactor {
+
+namespace {
+
+// One line about a record's message, and the step it belongs to (if any).
+struct described {
+  std::string text;
+  std::optional<uint64_t> seq;
+};
+
+template <class T, class F>
+bool try_describe(const trace_record& r, F&& f, described& out) {
+  if (r.type != detail::type_name_of(T{})) return false;
+  auto x = decode_record<T>(r);
+  if (!x) {
+    out.text = "undecodable: " + x.err().message;
+    return true;
+  }
+  out = f(*x);
+  return true;
+}
+
+described describe(const trace_record& r) {
+  described d{fmt::format("{} bytes", r.payload.size()), std::nullopt};
+  try_describe<step_plan>(
+      r,
+      [](const step_plan& p) {
+        size_t tokens = 0;
+        for (const auto& s : p.scheduled)
+          tokens += s.token_ids.size();
+        return described{fmt::format("seq {} epoch {}: {} new, {} finished, {} block updates, {} "
+                                     "requests / {} tokens, {} ubatch(es)",
+                                     p.seq, p.epoch, p.new_requests.size(),
+                                     p.finished_requests.size(), p.block_updates.size(),
+                                     p.scheduled.size(), tokens, p.num_ubatches),
+                         p.seq};
+      },
+      d)
+      || try_describe<step_done>(
+          r,
+          [](const step_done& x) {
+            return described{fmt::format("seq {}: {} sampled, {:.3f} ms ({:.3f} metadata)", x.seq,
+                                         x.sampled.size(), x.timing.total_ns / 1e6,
+                                         x.timing.metadata_ns / 1e6),
+                             x.seq};
+          },
+          d)
+      || try_describe<ubatch_work>(
+          r,
+          [](const ubatch_work& w) {
+            return described{fmt::format("seq {} ubatch {}: tokens [{}, {}) requests [{}, {})",
+                                         w.seq, w.ubatch, w.token_start, w.token_end, w.req_start,
+                                         w.req_end),
+                             w.seq};
+          },
+          d)
+      || try_describe<metadata_ready>(
+          r,
+          [](const metadata_ready& m) {
+            return described{fmt::format("seq {} ubatch {}: {} requests, {} tokens, built in "
+                                         "{:.2f} us",
+                                         m.seq, m.ubatch, m.num_reqs, m.num_tokens,
+                                         m.build_ns / 1e3),
+                             m.seq};
+          },
+          d)
+      || try_describe<rank_config>(
+          r,
+          [](const rank_config& c) {
+            return described{fmt::format("rank {}/{} of {} on {}, {} bytes of KV cache", c.rank,
+                                         c.tensor_parallel_size, c.model, c.device,
+                                         c.kv_cache_memory),
+                             std::nullopt};
+          },
+          d)
+      || try_describe<rank_plan>(
+          r,
+          [](const rank_plan& p) {
+            return described{fmt::format("rank {}: {} blocks planned, {} groups", p.rank,
+                                         p.kv.config.num_blocks, p.kv.config.groups.size()),
+                             std::nullopt};
+          },
+          d)
+      || try_describe<rank_ready>(
+          r,
+          [](const rank_ready& x) {
+            return described{fmt::format("rank {}: {} blocks, {} bytes, graphs {}", x.rank,
+                                         x.num_blocks, x.kv_cache_bytes, to_string(x.graphs.mode)),
+                             std::nullopt};
+          },
+          d)
+      || try_describe<request_spec>(
+          r,
+          [](const request_spec& q) {
+            return described{fmt::format("request {}: {} prompt tokens, up to {} output, arrives "
+                                         "at {:.3f} ms",
+                                         q.request_id, q.prompt.size(), q.max_output_tokens,
+                                         q.arrival_ns / 1e6),
+                             std::nullopt};
+          },
+          d)
+      || try_describe<run_summary>(
+          r,
+          [](const run_summary& s) {
+            return described{fmt::format("{} finished, {} failed, {} steps, digest {}", s.finished,
+                                         s.failed, s.steps, s.output_digest),
+                             std::nullopt};
+          },
+          d)
+      || try_describe<batch_descriptor>(
+          r,
+          [](const batch_descriptor& b) {
+            return described{fmt::format("{}: {} tokens, {} requests", to_string(b.mode),
+                                         b.num_tokens, b.num_reqs),
+                             std::nullopt};
+          },
+          d);
+  return d;
+}
+
+} // namespace
+
+int run_trace_show(const trace_show_flags& flags, std::ostream& out, std::ostream& err) {
+  std::ifstream in(flags.file, std::ios::binary);
+  if (!in) {
+    fmt::print(err, "kvactor trace: error: {}: cannot open the file\n", flags.file);
+    return exit_bad_input;
+  }
+  auto records = trace_reader(in).read_all();
+  if (!records) {
+    fmt::print(err, "kvactor trace: error: {}: {}\n", flags.file, records.err().message);
+    return exit_bad_input;
+  }
+  auto json = nlohmann::ordered_json::array();
+  for (const auto& r : *records) {
+    auto d = describe(r);
+    if (flags.step && d.seq != flags.step) continue;
+    if (flags.json) {
+      json.push_back({{"index", r.index},
+                      {"timestamp_ns", r.timestamp_ns},
+                      {"sender", r.sender},
+                      {"receiver", r.receiver},
+                      {"type", r.type},
+                      {"summary", d.text}});
+      continue;
+    }
+    auto type = r.type.substr(r.type.rfind(':') + 1);
+    fmt::print(out, "{:>6} {:>11.3f} ms  {:>24} -> {:<24} {:<15} {}\n", r.index,
+               r.timestamp_ns / 1e6, r.sender, r.receiver, type, d.text);
+  }
+  if (flags.json) out << json.dump(2) << '\n';
+  return exit_ok;
+}
+
+} // namespace kvactor
