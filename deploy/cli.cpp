@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "deploy/plan_command.hpp"
+#include "deploy/replay_command.hpp"
 #include "deploy/run_command.hpp"
 #include "deploy/trace_command.hpp"
 
@@ -108,6 +109,11 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   show_cmd->add_option("file", show.file, "the trace file")->required();
   show_cmd->add_option("--step", show.step, "only the messages of this step (seq)");
   show_cmd->add_flag("--json", show.json, "one JSON array of records");
+  replay_flags replay;
+  auto* replay_cmd = app.add_subcommand("replay", "re-deliver a recorded run to fresh ranks");
+  replay_cmd->add_option("file", replay.file, "the trace file (run --record)")->required();
+  replay_cmd->add_option("--until-step", replay.until_step, "stop after this step (seq)");
+  replay_cmd->add_flag("--verify", replay.verify, "check every reply against the recording");
   // Flags after the subcommand reach the app too (kvactor plan ... --log-level debug).
   plan_cmd->fallthrough();
   run_cmd->fallthrough();
@@ -137,6 +143,7 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   spdlog::set_level(level);
   if (*plan_cmd) return run_plan(plan, out, err);
   if (*show_cmd) return run_trace_show(show, out, err);
+  if (*replay_cmd) return run_replay(replay, out, err);
   return run_local(run, out, err); // `kvactor` alone runs the default local workload
 }
 

@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "cli_support.hpp"
+#include "messages/step.hpp"
+#include "messages/trace.hpp"
 
 using namespace kvactor::test;
 
@@ -146,4 +148,39 @@ TEST(RunCliTrace, RecordedRunShowsAsATimelineAndDamageIsAnError) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("trace record"), std::string::npos) << bad.err;
   EXPECT_EQ(run_cli({"trace", "show", ::testing::TempDir() + "missing.kvtrace"}).code, 2);
+}
+
+TEST(RunCliTrace, ReplayVerifiesARecordedRunAndCatchesATamperedStep) {
+  auto path = ::testing::TempDir() + "replay.kvtrace";
+  ASSERT_EQ(run_cli(small_run({"--record", path, "--ubatches", "2", "--seed", "8"})).code, 0);
+  auto same = run_cli({"replay", path, "--verify"});
+  ASSERT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_NE(same.out.find("every reply matches the recording"), std::string::npos) << same.out;
+  // Tamper with step 3: the rank no longer samples the first request.
+  std::ifstream in(path, std::ios::binary);
+  auto records = kvactor::trace_reader(in).read_all();
+  ASSERT_TRUE(records) << records.err().message;
+  auto tampered = ::testing::TempDir() + "tampered.kvtrace";
+  std::ofstream out(tampered, std::ios::binary);
+  kvactor::trace_writer w(out);
+  bool changed = false;
+  for (auto r : *records) {
+    if (r.type == "kvactor::step_plan" && !changed) {
+      auto plan = kvactor::decode_record<kvactor::step_plan>(r);
+      ASSERT_TRUE(plan);
+      if (plan->seq == 3 && !plan->scheduled.empty() && plan->scheduled[0].sample) {
+        plan->scheduled[0].sample = false;
+        r.payload = kvactor::encode(*plan);
+        changed = true;
+      }
+    }
+    ASSERT_TRUE(w.write(r.timestamp_ns, r.sender, r.receiver, r.type, r.payload));
+  }
+  out.close();
+  ASSERT_TRUE(changed);
+  auto caught = run_cli({"replay", tampered, "--verify"});
+  EXPECT_EQ(caught.code, 1) << caught.out << caught.err;
+  EXPECT_NE(caught.out.find("divergence at step 3"), std::string::npos) << caught.out;
+  EXPECT_NE(caught.out.find("step_done.sampled"), std::string::npos) << caught.out;
+  EXPECT_EQ(run_cli({"replay", ::testing::TempDir() + "missing.kvtrace"}).code, 2);
 }
