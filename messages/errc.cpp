@@ -15,6 +15,7 @@ std::string_view to_string(errc x) {
   case errc::no_common_block_size: return "no_common_block_size";
   case errc::unsupported: return "unsupported";
   case errc::io_error: return "io_error";
+  case errc::step_failed: return "step_failed";
   }
   return "unknown";
 }

@@ -97,7 +97,9 @@ expected<std::optional<trace_record>> trace_reader::next() {
     return fail(fmt::format("truncated: {} of {} bytes", in_.gcount(), len));
   trace_record r;
   try {
-    auto handle = msgpack::unpack(body.data(), body.size());
+    // Forged length headers must not allocate more than the record can hold.
+    const msgpack::unpack_limit limit{6, 0, len, len, 0, 2};
+    auto handle = msgpack::unpack(body.data(), body.size(), nullptr, nullptr, limit);
     const auto& o = handle.get();
     if (o.type != msgpack::type::ARRAY || o.via.array.size != 6)
       return fail("not a [index, timestamp, sender, receiver, type, payload] array");
