@@ -71,6 +71,13 @@ attention_layer make_attention(std::string name, int64_t index, layer_kind kind,
 std::vector<attention_layer> make_decoder_stack(const std::vector<bool>& sliding, int32_t window,
                                                 const attention_shape& shape, dtype kv_dtype);
 
+/// Which layers slide, given the config and the layer count.
+using sliding_rule = expected<std::vector<bool>> (*)(const config_reader&, int64_t);
+
+/// The recipe every full / sliding-window decoder family shares: layer count, heads, the
+/// per-layer sliding flags from `rule`, the window, the stack and the totals.
+status build_sliding_stack(const build_context& ctx, model_layout& out, sliding_rule rule);
+
 /// Fills the model-wide head totals of `out` from `shape` and its max_position_embeddings from
 /// the field `positions_key` (required).
 status fill_totals(const build_context& ctx, const attention_shape& shape, model_layout& out,

@@ -74,6 +74,15 @@ expected<std::vector<bool>> sliding_types_or_alternating(const config_reader& cf
   return sliding;
 }
 
+status build_sliding_stack(const build_context& ctx, model_layout& out, sliding_rule rule) {
+  KVACTOR_MODEL_TRY(num_layers, read_num_layers(ctx.cfg));
+  KVACTOR_MODEL_TRY(shape, read_attention_shape(ctx));
+  KVACTOR_MODEL_TRY(sliding, rule(ctx.cfg, num_layers));
+  KVACTOR_MODEL_TRY(window, read_window_if_needed(ctx.cfg, sliding));
+  out.layers = make_decoder_stack(sliding, window, shape, ctx.kv_dtype);
+  return fill_totals(ctx, shape, out);
+}
+
 expected<int32_t> read_window_if_needed(const config_reader& cfg,
                                         const std::vector<bool>& sliding) {
   bool any = false;

@@ -30,29 +30,21 @@ expected<std::vector<bool>> default_sliding_layers(const config_reader& cfg, int
 
 } // namespace
 
+static expected<std::vector<bool>> llama_sliding_layers(const config_reader& cfg,
+                                                        int64_t num_layers) {
+  if (cfg.has("layer_types")) return read_sliding_layer_types(cfg, num_layers);
+  return default_sliding_layers(cfg, num_layers);
+}
+
 status build_llama_like(const build_context& ctx, model_layout& out) {
-  const auto& cfg = ctx.cfg;
-  KVACTOR_MODEL_TRY(num_layers, read_num_layers(cfg));
-  KVACTOR_MODEL_TRY(shape, read_attention_shape(ctx));
-  auto sliding_or_error = cfg.has("layer_types") ? read_sliding_layer_types(cfg, num_layers)
-                                                 : default_sliding_layers(cfg, num_layers);
-  if (!sliding_or_error) return sliding_or_error.err();
-  const auto& sliding = *sliding_or_error;
-  KVACTOR_MODEL_TRY(window, read_window_if_needed(cfg, sliding));
-  out.layers = make_decoder_stack(sliding, window, shape, ctx.kv_dtype);
-  return fill_totals(ctx, shape, out);
+  return build_sliding_stack(ctx, out, llama_sliding_layers);
 }
 
 status build_gpt_oss(const build_context& ctx, model_layout& out) {
-  const auto& cfg = ctx.cfg;
-  KVACTOR_MODEL_TRY(num_layers, read_num_layers(cfg));
-  KVACTOR_MODEL_TRY(shape, read_attention_shape(ctx));
-  KVACTOR_MODEL_TRY(sliding, sliding_types_or_alternating(cfg, num_layers));
-  KVACTOR_MODEL_TRY(window, read_window_if_needed(cfg, sliding));
-  out.layers = make_decoder_stack(sliding, window, shape, ctx.kv_dtype);
+  if (auto st = build_sliding_stack(ctx, out, sliding_types_or_alternating); !st) return st;
   for (auto& l : out.layers)
     l.has_sinks = true;
-  return fill_totals(ctx, shape, out);
+  return ok();
 }
 
 status build_llama4(const build_context& ctx, model_layout& out) {

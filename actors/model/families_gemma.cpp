@@ -23,27 +23,15 @@ expected<std::vector<bool>> gemma3_sliding_layers(const config_reader& cfg, int6
 }
 
 expected<model_layout> gemma3_like(const build_context& ctx) {
-  const auto& cfg = ctx.cfg;
-  KVACTOR_MODEL_TRY(num_layers, read_num_layers(cfg));
-  KVACTOR_MODEL_TRY(shape, read_attention_shape(ctx));
-  KVACTOR_MODEL_TRY(sliding, gemma3_sliding_layers(cfg, num_layers));
-  KVACTOR_MODEL_TRY(window, read_window_if_needed(cfg, sliding));
   model_layout out;
-  out.layers = make_decoder_stack(sliding, window, shape, ctx.kv_dtype);
-  if (auto st = fill_totals(ctx, shape, out); !st) return st.err();
+  if (auto st = build_sliding_stack(ctx, out, gemma3_sliding_layers); !st) return st.err();
   return out;
 }
 
 } // namespace
 
 status build_gemma2(const build_context& ctx, model_layout& out) {
-  const auto& cfg = ctx.cfg;
-  KVACTOR_MODEL_TRY(num_layers, read_num_layers(cfg));
-  KVACTOR_MODEL_TRY(shape, read_attention_shape(ctx));
-  KVACTOR_MODEL_TRY(sliding, sliding_types_or_alternating(cfg, num_layers));
-  KVACTOR_MODEL_TRY(window, read_window_if_needed(cfg, sliding));
-  out.layers = make_decoder_stack(sliding, window, shape, ctx.kv_dtype);
-  return fill_totals(ctx, shape, out);
+  return build_sliding_stack(ctx, out, sliding_types_or_alternating);
 }
 
 status build_gemma3(const build_context& ctx, model_layout& out) {
