@@ -12,6 +12,7 @@
 
 #include "messages/backend.hpp"
 #include "messages/cudagraph.hpp"
+#include "messages/inject.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
 #include "messages/request.hpp"
@@ -72,5 +73,10 @@ using driver_actor = caf::typed_actor<
     caf::replies_to<atom::run>::with<run_summary>,
     // Take the next step (the driver's own clock: sent to itself, e.g. when a request arrives).
     caf::reacts_to<atom::step>>;
+
+/// The INJECTOR actor: live injection of one message into a named actor (kvactor inject).
+using injector_actor = caf::typed_actor<
+    // Deliver the envelope to its target; reply with the target's answer.
+    caf::replies_to<inject_request>::with<inject_reply>>;
 
 } // namespace kvactor

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 
 #include <caf/all.hpp>
@@ -23,7 +24,9 @@ namespace {
 
 using namespace kvactor;
 
-double median_step_us(int32_t ranks) {
+// record: a trace_recorder writing to a file, as `kvactor run --record` does; kernels: run the
+// CPU attention stack too (the realistic case), else the protocol alone (the worst case).
+double median_step_us(int32_t ranks, bool record = false, bool kernels = false) {
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
@@ -42,11 +45,18 @@ double median_step_us(int32_t ranks) {
     c.max_num_seqs = 16;
     c.max_num_batched_tokens = 256;
     c.kv_cache_memory = int64_t{64} << 20;
-    c.execute_kernels = false;
+    c.execute_kernels = kernels;
     configs.push_back(c);
-    handles.push_back(sys.spawn(rank));
   }
-  auto drv = sys.spawn(driver, driver_setup{handles, configs, 1, {}});
+  std::ofstream trace_file;
+  std::shared_ptr<trace_recorder> recorder;
+  if (record) {
+    trace_file.open("/tmp/kvactor_bench.kvtrace", std::ios::binary | std::ios::trunc);
+    recorder = std::make_shared<trace_recorder>(trace_file);
+  }
+  for (int32_t r = 0; r < ranks; ++r)
+    handles.push_back(sys.spawn(rank_with, rank_runtime{nullptr, recorder, false}));
+  auto drv = sys.spawn(driver, driver_setup{handles, configs, 1, {}, recorder});
   std::vector<request_spec> work;
   for (uint64_t i = 0; i < 16; ++i)
     work.push_back(
@@ -105,13 +115,37 @@ double median_hop_us() {
 std::map<std::string, double> results;
 
 // Five runs of 128 steps each; the median of the runs' medians (2 shared cores are noisy).
-double repeated_median_step_us(int32_t ranks) {
+double repeated_median_step_us(int32_t ranks, bool record = false, bool kernels = false) {
   std::vector<double> runs;
   for (int i = 0; i < 5; ++i)
-    runs.push_back(median_step_us(ranks));
+    runs.push_back(median_step_us(ranks, record, kernels));
   std::sort(runs.begin(), runs.end());
   return runs[runs.size() / 2];
 }
+
+// Recording on and off, alternating so that drift on the shared cores hits both sides.
+void BM_recording(benchmark::State& state) {
+  const bool kernels = state.range(0) == 1;
+  const std::string key = kernels ? "kernels" : "protocol";
+  for (auto _ : state) {
+    std::vector<double> off, on;
+    for (int i = 0; i < 5; ++i) {
+      off.push_back(median_step_us(1, false, kernels));
+      on.push_back(median_step_us(1, true, kernels));
+    }
+    std::sort(off.begin(), off.end());
+    std::sort(on.begin(), on.end());
+    state.SetIterationTime(on[2] / 1e6);
+    results[key + "_off"] = off[2];
+    results[key + "_on"] = on[2];
+  }
+}
+BENCHMARK(BM_recording)
+    ->Arg(0)
+    ->Arg(1)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_pipeline_step(benchmark::State& state) {
   for (auto _ : state) {
@@ -147,5 +181,12 @@ int main(int argc, char** argv) {
                 "us, ratio %.1fx\n",
                 results["ranks1"], results["ranks4"], results["hop"],
                 results["ranks1"] / results["hop"]);
+  if (results.count("protocol_on") && results.count("kernels_on"))
+    std::printf("recording: protocol only %.1f -> %.1f us per step (%+.1f%%), with CPU kernels "
+                "%.1f -> %.1f us (%+.1f%%) (goal <= +5%%)\n",
+                results["protocol_off"], results["protocol_on"],
+                100.0 * (results["protocol_on"] / results["protocol_off"] - 1.0),
+                results["kernels_off"], results["kernels_on"],
+                100.0 * (results["kernels_on"] / results["kernels_off"] - 1.0));
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "deploy/inject_command.hpp"
 #include "deploy/plan_command.hpp"
 #include "deploy/replay_command.hpp"
 #include "deploy/run_command.hpp"
@@ -78,6 +79,8 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
   cmd.add_option("--summary-json", f.summary_json, "write the summary (kvactor.run/1) here");
   cmd.add_option("--record", f.record, "record every actor message of the run into this trace");
   cmd.add_flag("!--no-progress", f.progress, "no progress line on the terminal");
+  cmd.add_option("--inject-port", f.inject_port,
+                 "listen for `kvactor inject` on 127.0.0.1:PORT (0: any free port)");
 }
 
 bool wants_json(int argc, const char* const* argv) {
@@ -114,6 +117,22 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   replay_cmd->add_option("file", replay.file, "the trace file (run --record)")->required();
   replay_cmd->add_option("--until-step", replay.until_step, "stop after this step (seq)");
   replay_cmd->add_flag("--verify", replay.verify, "check every reply against the recording");
+  replay_cmd->add_option("--actor", replay.actor,
+                         "replay one actor alone, the others stubbed from the trace: driver, "
+                         "rank[N] or cudagraph@rank[N]");
+  inject_flags inject;
+  auto* inject_cmd = app.add_subcommand(
+      "inject", "deliver one typed message to a running kvactor (run --inject-port)");
+  inject_cmd->add_option("--to", inject.to, "HOST:PORT of the running process")->required();
+  inject_cmd
+      ->add_option("--message", inject.message,
+                   "the message: JSON ([type, version, payload] or a record of trace "
+                   "show --json) or a MessagePack envelope")
+      ->required();
+  inject_cmd->add_option("--actor", inject.actor,
+                         "driver|rank[N] (default: the record's receiver, else by type)");
+  inject_cmd->add_option("--timeout", inject.timeout_s, "seconds to wait for the reply");
+  inject_cmd->add_flag("--json", inject.json, "print the reply as JSON");
   // Flags after the subcommand reach the app too (kvactor plan ... --log-level debug).
   plan_cmd->fallthrough();
   run_cmd->fallthrough();
@@ -144,6 +163,7 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (*plan_cmd) return run_plan(plan, out, err);
   if (*show_cmd) return run_trace_show(show, out, err);
   if (*replay_cmd) return run_replay(replay, out, err);
+  if (*inject_cmd) return run_inject(inject, out, err);
   return run_local(run, out, err); // `kvactor` alone runs the default local workload
 }
 

@@ -1,175 +1,291 @@
 #include "deploy/replay_command.hpp"
 
+#include <algorithm>
 #include <fstream>
-#include <map>
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "actors/cudagraph/actor.hpp"
 #include "actors/rank/actor.hpp"
 #include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
+#include "deploy/message_diff.hpp"
+#include "deploy/recorded_run.hpp"
+#include "deploy/replay_driver.hpp"
 #include "messages/caf_error.hpp"
 #include "messages/register.hpp"
-#include "messages/trace.hpp"
 
 namespace kvactor {
 
 namespace {
 
-// "rank[3]" -> 3; -1 for anything else.
-int rank_index(const std::string& name) {
-  if (name.rfind("rank[", 0) != 0 || name.back() != ']') return -1;
-  try {
-    return std::stoi(name.substr(5, name.size() - 6));
-  } catch (const std::exception&) {
-    return -1;
-  }
+std::string short_type(const std::string& type) {
+  return type.substr(type.rfind(':') + 1);
 }
 
-// One recorded step for one rank: the plan and the reply that followed it (none: rejected).
-struct recorded_step {
-  uint64_t record = 0;
-  step_plan plan;
-  std::optional<step_done> done;
+// A rank's exchanges with its children, in a canonical order: builders of one step run in
+// parallel, so their replies may be recorded in either order.
+std::vector<trace_record> canonical(std::vector<trace_record> xs) {
+  std::stable_sort(xs.begin(), xs.end(), [](const trace_record& a, const trace_record& b) {
+    return std::tie(a.sender, a.receiver, a.type) < std::tie(b.sender, b.receiver, b.type);
+  });
+  return xs;
+}
+
+// First difference between the recorded and the replayed inner messages of one rank's step:
+// "actor: field: ..." or empty.
+std::string diff_inner(const std::vector<trace_record>& want,
+                       const std::vector<trace_record>& got) {
+  auto a = canonical(want), b = canonical(got);
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i >= a.size())
+      return fmt::format("{}: replay sent an extra {} to {}", b[i].sender, short_type(b[i].type),
+                         b[i].receiver);
+    if (i >= b.size())
+      return fmt::format("{}: recorded {} to {}, replay sent nothing", a[i].sender,
+                         short_type(a[i].type), a[i].receiver);
+    if (a[i].sender != b[i].sender || a[i].receiver != b[i].receiver || a[i].type != b[i].type)
+      return fmt::format("{}: recorded {} to {}, replay sent {} to {}", a[i].sender,
+                         short_type(a[i].type), a[i].receiver, short_type(b[i].type),
+                         b[i].receiver);
+    if (auto d = diff_envelopes(a[i].payload, b[i].payload); !d.empty())
+      return fmt::format("{}: {}", a[i].sender, d);
+  }
+  return {};
+}
+
+struct replay_context {
+  const replay_flags& flags;
+  std::ostream& out;
+  std::ostream& err;
+  int bad(const std::string& message) const {
+    fmt::print(err, "kvactor replay: error: {}\n", message);
+    return exit_bad_input;
+  }
+  int diverged(uint64_t seq, uint64_t record, const std::string& what) const {
+    fmt::print(out, "divergence at step {} (trace record {}), {}\n", seq, record, what);
+    return exit_failure;
+  }
 };
 
-std::string compare(const step_done& want, const step_done& got) {
-  if (want.seq != got.seq)
-    return fmt::format("step_done.seq: recorded {}, replayed {}", want.seq, got.seq);
-  if (want.sampled.size() != got.sampled.size())
-    return fmt::format("step_done.sampled: recorded {} tokens, replayed {}", want.sampled.size(),
-                       got.sampled.size());
-  for (size_t i = 0; i < want.sampled.size(); ++i) {
-    if (want.sampled[i].request_id != got.sampled[i].request_id)
-      return fmt::format("step_done.sampled[{}].request_id: recorded {}, replayed {}", i,
-                         want.sampled[i].request_id, got.sampled[i].request_id);
-    if (want.sampled[i].token != got.sampled[i].token)
-      return fmt::format("step_done.sampled[{}].token (request {}): recorded {}, replayed {}", i,
-                         want.sampled[i].request_id, want.sampled[i].token, got.sampled[i].token);
+// Rebuilds ranks `which` (all of them, or one of a single-rank trace) and re-delivers their steps.
+int replay_ranks(const replay_context& cx, const recorded_run& run, std::vector<int> which) {
+  const auto world = static_cast<int>(which.size());
+  for (int r : which)
+    if (run.ranks[static_cast<size_t>(r)].steps.size()
+        != run.ranks[static_cast<size_t>(which[0])].steps.size())
+      return cx.bad(fmt::format("rank {} received {} step plans, rank {} {}", r,
+                                run.ranks[static_cast<size_t>(r)].steps.size(), which[0],
+                                run.ranks[static_cast<size_t>(which[0])].steps.size()));
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  configure_step_latency(cfg);
+  caf::actor_system sys{cfg};
+  auto observed = std::make_shared<trace_recorder>(); // what the replayed ranks say to children
+  auto comm = world > 1 ? std::make_shared<kernels::host_communicator>(world) : nullptr;
+  std::vector<rank_actor> ranks;
+  for (int i = 0; i < world; ++i)
+    ranks.push_back(world > 1
+                        ? sys.spawn<caf::detached>(rank_with, rank_runtime{comm, observed, true})
+                        : sys.spawn(rank_with, rank_runtime{nullptr, observed, true}));
+  caf::scoped_actor self{sys};
+  struct stopper {
+    caf::scoped_actor& self;
+    std::vector<rank_actor>& ranks;
+    ~stopper() {
+      for (auto& h : ranks)
+        self->send_exit(h, caf::exit_reason::user_shutdown);
+    }
+  } stop{self, ranks};
+  auto rec = [&](int i) -> const recorded_rank& {
+    return run.ranks[static_cast<size_t>(which[static_cast<size_t>(i)])];
+  };
+  // Start-up, as the driver did it: configure every rank, then allocate every rank.
+  std::optional<int> startup_failed;
+  auto check_startup = [&](int i, const std::string& failure, const std::string& diff) {
+    const int r = which[static_cast<size_t>(i)];
+    if (!failure.empty())
+      startup_failed = cx.bad(fmt::format("start-up of rank {}: {}", r, failure));
+    else if (cx.flags.verify && !diff.empty())
+      startup_failed = cx.diverged(0, 0, fmt::format("start-up, rank[{}]: {}", r, diff));
+    return !startup_failed;
+  };
+  for (int i = 0; i < world; ++i) {
+    std::string failure, diff;
+    self->request(ranks[static_cast<size_t>(i)], caf::infinite, atom::configure_v, rec(i).config)
+        .receive([&](rank_plan& p) { diff = diff_messages(rec(i).plan, p); },
+                 [&](caf::error& e) { failure = from_caf_error(e).message; });
+    if (!check_startup(i, failure, diff)) return *startup_failed;
   }
-  if (want.executed.mode != got.executed.mode)
-    return fmt::format("step_done.executed.mode: recorded {}, replayed {}",
-                       to_string(want.executed.mode), to_string(got.executed.mode));
-  return {};
+  for (int i = 0; i < world; ++i) {
+    std::string failure, diff;
+    self->request(ranks[static_cast<size_t>(i)], caf::infinite, atom::allocate_v,
+                  rec(i).ready.num_blocks)
+        .receive([&](rank_ready& x) { diff = diff_messages(rec(i).ready, x); },
+                 [&](caf::error& e) { failure = from_caf_error(e).message; });
+    if (!check_startup(i, failure, diff)) return *startup_failed;
+  }
+  (void)observed->take(); // the graph manager's plan is compared by rank_ready.graphs
+  const auto& steps0 = rec(0).steps;
+  size_t replayed = 0;
+  for (size_t s = 0; s < steps0.size(); ++s) {
+    const auto seq = steps0[s].plan.seq;
+    if (cx.flags.until_step && seq > *cx.flags.until_step) break;
+    // Every rank gets its plan before any reply is awaited: TP ranks meet in the all-reduce.
+    for (int i = 0; i < world; ++i)
+      self->send(ranks[static_cast<size_t>(i)], rec(i).steps[s].plan);
+    std::vector<std::optional<step_done>> done(static_cast<size_t>(world));
+    std::vector<std::optional<step_rejected>> rejected(static_cast<size_t>(world));
+    for (int n = 0; n < world; ++n)
+      self->receive(
+          [&](step_done& d) {
+            auto i = std::find(which.begin(), which.end(), d.rank) - which.begin();
+            done[static_cast<size_t>(std::min<std::ptrdiff_t>(i, world - 1))] = std::move(d);
+          },
+          [&](caf::error& e) {
+            // Errors carry no rank: give it to the first rank still without a reply.
+            for (int i = 0; i < world; ++i)
+              if (!done[static_cast<size_t>(i)] && !rejected[static_cast<size_t>(i)]) {
+                rejected[static_cast<size_t>(i)] = step_rejected{
+                    seq, which[static_cast<size_t>(i)], from_caf_error(e), request_ids_of(e)};
+                break;
+              }
+          });
+    ++replayed;
+    if (!cx.flags.verify) {
+      (void)observed->take();
+      continue;
+    }
+    auto inner = observed->take();
+    for (int i = 0; i < world; ++i) {
+      const auto& want = rec(i).steps[s];
+      const auto name = fmt::format("rank[{}]", which[static_cast<size_t>(i)]);
+      std::vector<trace_record> mine;
+      for (auto& x : inner)
+        if (owner_rank(x.sender) == which[static_cast<size_t>(i)]
+            || owner_rank(x.receiver) == which[static_cast<size_t>(i)])
+          mine.push_back(x);
+      if (auto d = diff_inner(want.inner, mine); !d.empty())
+        return cx.diverged(seq, want.record, d);
+      const auto& got_done = done[static_cast<size_t>(i)];
+      const auto& got_rejected = rejected[static_cast<size_t>(i)];
+      std::string d;
+      if (want.done && got_done)
+        d = diff_messages(*want.done, *got_done);
+      else if (want.rejected && got_rejected)
+        d = diff_messages(*want.rejected, *got_rejected);
+      else if (want.done)
+        d = fmt::format("recorded step_done, replay refused the step: {}",
+                        got_rejected ? got_rejected->reason.message : "no reply");
+      else if (want.rejected)
+        d = fmt::format("recorded a refusal ({}), replay answered step_done",
+                        want.rejected->reason.message);
+      if (!d.empty()) return cx.diverged(seq, want.record, fmt::format("{}: {}", name, d));
+    }
+  }
+  fmt::print(cx.out, "replayed {} step(s) on {} rank(s){}\n", replayed, world,
+             cx.flags.verify ? ": every reply and every builder and graph message matches the "
+                               "recording"
+                             : "");
+  return exit_ok;
+}
+
+// The graph manager alone: its plan from the recorded request, then every recorded dispatch,
+// asked again with the batch shape of the step's plan.
+int replay_cudagraph(const replay_context& cx, const recorded_rank& rank, int index) {
+  if (!rank.graph_request || !rank.graph_plan)
+    return cx.bad(fmt::format("cudagraph@rank[{}]: the trace has no cudagraph_request and "
+                              "cudagraph_plan for it",
+                              index));
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  caf::actor_system sys{cfg};
+  auto graphs = sys.spawn(cudagraph);
+  caf::scoped_actor self{sys};
+  struct stopper {
+    caf::scoped_actor& self;
+    cudagraph_actor& h;
+    ~stopper() { self->send_exit(h, caf::exit_reason::user_shutdown); }
+  } stop{self, graphs};
+  const auto name = fmt::format("cudagraph@rank[{}]", index);
+  std::string failure, diff;
+  self->request(graphs, caf::infinite, atom::plan_v, *rank.graph_request)
+      .receive([&](cudagraph_plan& p) { diff = diff_messages(*rank.graph_plan, p); },
+               [&](caf::error& e) { failure = from_caf_error(e).message; });
+  if (!failure.empty()) return cx.bad(fmt::format("{}: plan: {}", name, failure));
+  if (cx.flags.verify && !diff.empty())
+    return cx.diverged(0, 0, fmt::format("start-up, {}: {}", name, diff));
+  size_t dispatches = 0;
+  for (const auto& step : rank.steps) {
+    if (cx.flags.until_step && step.plan.seq > *cx.flags.until_step) break;
+    int32_t reqs = 0, tokens = 0, max_q = 0;
+    for (const auto& s : step.plan.scheduled) {
+      ++reqs;
+      tokens += static_cast<int32_t>(s.token_ids.size());
+      max_q = std::max(max_q, static_cast<int32_t>(s.token_ids.size()));
+    }
+    const int32_t uniform = max_q == 1 && reqs > 0 && tokens == reqs ? 1 : 0;
+    for (const auto& r : step.inner) {
+      if (r.sender != name || r.type != "kvactor::batch_descriptor") continue;
+      std::vector<char> got;
+      self->request(graphs, caf::infinite, atom::dispatch_v, reqs, tokens, uniform)
+          .receive([&](batch_descriptor& d) { got = encode(d); },
+                   [&](caf::error& e) { failure = from_caf_error(e).message; });
+      if (!failure.empty())
+        return cx.diverged(step.plan.seq, r.index, fmt::format("{}: dispatch: {}", name, failure));
+      ++dispatches;
+      if (cx.flags.verify)
+        if (auto d = diff_envelopes(r.payload, got); !d.empty())
+          return cx.diverged(step.plan.seq, r.index, fmt::format("{}: {}", name, d));
+    }
+  }
+  fmt::print(cx.out, "replayed {}: its plan and {} dispatch(es){}\n", name, dispatches,
+             cx.flags.verify ? " match the recording" : "");
+  return exit_ok;
 }
 
 } // namespace
 
 int run_replay(const replay_flags& flags, std::ostream& out, std::ostream& err) {
-  auto bad = [&](const std::string& message) {
-    fmt::print(err, "kvactor replay: error: {}\n", message);
-    return exit_bad_input;
-  };
+  replay_context cx{flags, out, err};
   std::ifstream in(flags.file, std::ios::binary);
-  if (!in) return bad(fmt::format("{}: cannot open the file", flags.file));
+  if (!in) return cx.bad(fmt::format("{}: cannot open the file", flags.file));
   auto records = trace_reader(in).read_all();
-  if (!records) return bad(fmt::format("{}: {}", flags.file, records.err().message));
-  // Start-up messages and, per rank, the steps in recording order.
-  std::map<int, rank_config> configs;
-  std::map<int, int64_t> blocks;
-  std::map<int, std::vector<recorded_step>> steps;
-  for (const auto& r : *records) {
-    const int to = rank_index(r.receiver);
-    const int from = rank_index(r.sender);
-    if (r.type == "kvactor::rank_config" && to >= 0) {
-      auto c = decode_record<rank_config>(r);
-      if (!c) return bad(c.err().message);
-      configs[to] = *c;
-    } else if (r.type == "kvactor::rank_ready" && from >= 0) {
-      auto x = decode_record<rank_ready>(r);
-      if (!x) return bad(x.err().message);
-      blocks[from] = x->num_blocks;
-    } else if (r.type == "kvactor::step_plan" && to >= 0) {
-      auto p = decode_record<step_plan>(r);
-      if (!p) return bad(p.err().message);
-      steps[to].push_back({r.index, std::move(*p), std::nullopt});
-    } else if (r.type == "kvactor::step_done" && from >= 0 && r.receiver == "driver") {
-      auto d = decode_record<step_done>(r);
-      if (!d) return bad(d.err().message);
-      auto& list = steps[from];
-      if (list.empty() || list.back().plan.seq != d->seq || list.back().done)
-        return bad(fmt::format("trace record {}: a step_done for seq {} without its step_plan",
-                               r.index, d->seq));
-      list.back().done = std::move(*d);
-    }
+  if (!records) return cx.bad(fmt::format("{}: {}", flags.file, records.err().message));
+  auto run = read_recorded_run(*records);
+  if (!run) return cx.bad(fmt::format("{}: {}", flags.file, run.err().message));
+  const auto world = static_cast<int>(run->ranks.size());
+  if (flags.actor.empty()) {
+    std::vector<int> all(static_cast<size_t>(world));
+    for (int i = 0; i < world; ++i)
+      all[static_cast<size_t>(i)] = i;
+    return replay_ranks(cx, *run, all);
   }
-  if (configs.empty())
-    return bad(fmt::format("{}: no rank_config records: not a run trace", flags.file));
-  const auto world = static_cast<int>(configs.size());
-  for (int r = 0; r < world; ++r) {
-    if (configs.count(r) == 0 || blocks.count(r) == 0)
-      return bad(fmt::format("{}: rank {} has no recorded start-up (rank_config / rank_ready)",
-                             flags.file, r));
-    if (steps[r].size() != steps[0].size())
-      return bad(fmt::format("{}: rank {} received {} step plans, rank 0 {}", flags.file, r,
-                             steps[r].size(), steps[0].size()));
+  if (flags.actor == "driver") {
+    if (flags.until_step) return cx.bad("--until-step: the driver is replayed over the whole run");
+    return replay_driver(cx.flags, *run, out, err);
   }
-
-  caf::actor_system_config cfg;
-  register_types(cfg);
-  configure_step_latency(cfg);
-  caf::actor_system sys{cfg};
-  std::vector<rank_actor> ranks;
-  auto comm = world > 1 ? std::make_shared<kernels::host_communicator>(world) : nullptr;
-  for (int r = 0; r < world; ++r)
-    ranks.push_back(world > 1 ? sys.spawn<caf::detached>(rank_with, rank_runtime{comm, nullptr})
-                              : sys.spawn(rank_with, rank_runtime{}));
-  caf::scoped_actor self{sys};
-  auto shutdown = [&] {
-    for (auto& h : ranks)
-      self->send_exit(h, caf::exit_reason::user_shutdown);
-  };
-  // Start-up, as the driver did it.
-  std::string failure;
-  for (int r = 0; r < world && failure.empty(); ++r)
-    self->request(ranks[static_cast<size_t>(r)], caf::infinite, atom::configure_v, configs[r])
-        .receive([](rank_plan&) {}, [&](caf::error& e) { failure = from_caf_error(e).message; });
-  for (int r = 0; r < world && failure.empty(); ++r)
-    self->request(ranks[static_cast<size_t>(r)], caf::infinite, atom::allocate_v, blocks[r])
-        .receive([](rank_ready&) {}, [&](caf::error& e) { failure = from_caf_error(e).message; });
-  if (!failure.empty()) {
-    shutdown();
-    return bad(fmt::format("start-up: {}", failure));
-  }
-  size_t replayed = 0;
-  for (size_t i = 0; i < steps[0].size(); ++i) {
-    const auto seq = steps[0][i].plan.seq;
-    if (flags.until_step && seq > *flags.until_step) break;
-    // Every rank gets its plan before any reply is awaited: TP ranks meet in the all-reduce.
-    std::vector<std::optional<step_done>> got(static_cast<size_t>(world));
-    std::vector<std::string> errors(static_cast<size_t>(world));
-    for (int r = 0; r < world; ++r)
-      self->send(ranks[static_cast<size_t>(r)], steps[r][i].plan);
-    for (int n = 0; n < world; ++n)
-      self->receive([&](step_done& d) { got[static_cast<size_t>(d.rank)] = std::move(d); },
-                    [&](caf::error& e) { errors[0] = from_caf_error(e).message; });
-    ++replayed;
-    if (!flags.verify) continue;
-    for (int r = 0; r < world; ++r) {
-      const auto& want = steps[r][i].done;
-      const auto& have = got[static_cast<size_t>(r)];
-      std::string diff;
-      if (want && !have)
-        diff = fmt::format("recorded a step_done, replay was rejected: {}",
-                           errors[0].empty() ? "no reply" : errors[0]);
-      else if (!want && have)
-        diff = "recorded a rejection, replay answered step_done";
-      else if (want && have)
-        diff = compare(*want, *have);
-      if (!diff.empty()) {
-        fmt::print(out, "divergence at step {} (trace record {}), rank[{}], step_done: {}\n", seq,
-                   steps[r][i].record, r, diff);
-        shutdown();
-        return exit_failure;
-      }
-    }
-  }
-  shutdown();
-  fmt::print(out, "replayed {} step(s) on {} rank(s){}\n", replayed, world,
-             flags.verify ? ": every reply matches the recording" : "");
-  return exit_ok;
+  const int owner = owner_rank(flags.actor);
+  if (owner < 0 || owner >= world)
+    return cx.bad(fmt::format("--actor: no actor '{}' in this trace (expected driver, rank[0..{}] "
+                              "or cudagraph@rank[N])",
+                              flags.actor, world - 1));
+  const auto& rank = run->ranks[static_cast<size_t>(owner)];
+  if (flags.actor.rfind("cudagraph@", 0) == 0) return replay_cudagraph(cx, rank, owner);
+  if (flags.actor.rfind("builder[", 0) == 0)
+    return cx.bad(fmt::format("--actor {}: a builder reads its rank's step batch from shared "
+                              "memory, not from messages; replay --actor rank[{}] (its builders "
+                              "are checked with it)",
+                              flags.actor, owner));
+  if (flags.actor.find('@') != std::string::npos)
+    return cx.bad(fmt::format("--actor: no actor '{}' in this trace", flags.actor));
+  if (world > 1)
+    return cx.bad(fmt::format("--actor {}: this trace has {} tensor-parallel ranks, which all take "
+                              "part in every all-reduce; replay them together (no --actor)",
+                              flags.actor, world));
+  return replay_ranks(cx, *run, {owner});
 }
 
 } // namespace kvactor

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "actors/driver/actor.hpp"
+#include "actors/inject/actor.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/rank/actor.hpp"
 #include "actors/rank/workload.hpp"
@@ -212,6 +214,7 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
+  if (flags.inject_port) cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
   std::ofstream trace_file;
   std::shared_ptr<trace_recorder> recorder;
@@ -250,11 +253,28 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   caf::scoped_actor self{sys};
   std::optional<run_error> failure;
   std::vector<rank_ready> ready;
+  injector_actor gateway;
   self->request(drv, caf::infinite, atom::start_v)
       .receive([&](std::vector<rank_ready>& r) { ready = std::move(r); },
                [&](caf::error& e) {
                  failure = run_error{exit_bad_input, from_caf_error(e).message};
                });
+  // Live injection, once the ranks are ready: loopback only, so that nothing off this machine
+  // can reach the actors.
+  if (!failure && flags.inject_port) {
+    gateway = sys.spawn(injector, injector_setup{drv, ranks, recorder});
+    auto port = sys.middleman().publish(gateway, *flags.inject_port, "127.0.0.1", true);
+    if (!port) {
+      self->send_exit(gateway, caf::exit_reason::user_shutdown);
+      self->send_exit(drv, caf::exit_reason::user_shutdown);
+      for (auto& r : ranks)
+        self->send_exit(r, caf::exit_reason::user_shutdown);
+      return bad(fmt::format("--inject-port: cannot listen on 127.0.0.1:{}: {}", *flags.inject_port,
+                             sys.render(port.error())));
+    }
+    fmt::print(err, "kvactor run: injection listens on 127.0.0.1:{}\n", *port);
+    err.flush();
+  }
   run_summary summary;
   if (!failure) {
     fmt::print(out,
@@ -274,6 +294,7 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
                  [&](caf::error& e) {
                    failure = run_error{exit_failure, from_caf_error(e).message};
                  });
+  if (gateway) self->send_exit(gateway, caf::exit_reason::user_shutdown);
   self->send_exit(drv, caf::exit_reason::user_shutdown);
   for (auto& r : ranks)
     self->send_exit(r, caf::exit_reason::user_shutdown);

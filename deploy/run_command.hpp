@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -20,8 +21,9 @@ struct run_flags {
   std::string arrival_rate = "inf";
   uint64_t seed = 0;
   std::string summary_json;
-  std::string record;   // trace file (kvactor run --record FILE)
-  bool progress = true; // on a terminal
+  std::string record;                  // trace file (kvactor run --record FILE)
+  bool progress = true;                // on a terminal
+  std::optional<uint16_t> inject_port; // listen for kvactor inject on 127.0.0.1 (0: any port)
 };
 
 /// "N" or "MIN:MAX" (inclusive, positive); errors name `flag`.

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "deploy/cli.hpp"
+#include "messages/codec.hpp"
+#include "messages/cudagraph.hpp"
 #include "messages/request.hpp"
 #include "messages/runtime.hpp"
 #include "messages/step.hpp"
@@ -32,6 +34,16 @@ bool try_describe(const trace_record& r, F&& f, described& out) {
   }
   out = f(*x);
   return true;
+}
+
+// The payload as JSON (fields in inspect() order): what `kvactor inject` takes back.
+nlohmann::ordered_json payload_json(const trace_record& r) {
+  try {
+    auto envelope = nlohmann::ordered_json::from_msgpack(r.payload);
+    if (envelope.is_array() && envelope.size() == 3) return envelope[2];
+  } catch (const nlohmann::json::exception&) {
+  }
+  return nullptr;
 }
 
 described describe(const trace_record& r) {
@@ -121,6 +133,32 @@ described describe(const trace_record& r) {
                              std::nullopt};
           },
           d)
+      || try_describe<step_rejected>(
+          r,
+          [](const step_rejected& x) {
+            return described{fmt::format("seq {}: rank {} refused it ({} request(s) named): {}",
+                                         x.seq, x.rank, x.request_ids.size(), x.reason.message),
+                             x.seq};
+          },
+          d)
+      || try_describe<cudagraph_request>(
+          r,
+          [](const cudagraph_request& x) {
+            return described{fmt::format("mode {}, max {} seqs / {} tokens, {} capture sizes given",
+                                         to_string(x.requested), x.max_num_seqs,
+                                         x.max_num_batched_tokens, x.capture_sizes.size()),
+                             std::nullopt};
+          },
+          d)
+      || try_describe<cudagraph_plan>(
+          r,
+          [](const cudagraph_plan& x) {
+            return described{fmt::format("mode {} (asked {}), {} full and {} piecewise graphs",
+                                         to_string(x.mode), to_string(x.requested),
+                                         x.full_graphs.size(), x.piecewise_graphs.size()),
+                             std::nullopt};
+          },
+          d)
       || try_describe<batch_descriptor>(
           r,
           [](const batch_descriptor& b) {
@@ -133,6 +171,10 @@ described describe(const trace_record& r) {
 }
 
 } // namespace
+
+std::string describe_record(const trace_record& r) {
+  return describe(r).text;
+}
 
 int run_trace_show(const trace_show_flags& flags, std::ostream& out, std::ostream& err) {
   std::ifstream in(flags.file, std::ios::binary);
@@ -155,7 +197,9 @@ int run_trace_show(const trace_show_flags& flags, std::ostream& out, std::ostrea
                       {"sender", r.sender},
                       {"receiver", r.receiver},
                       {"type", r.type},
-                      {"summary", d.text}});
+                      {"summary", d.text},
+                      {"version", schema_version},
+                      {"payload", payload_json(r)}});
       continue;
     }
     auto type = r.type.substr(r.type.rfind(':') + 1);

@@ -14,6 +14,11 @@ struct trace_show_flags {
   bool json = false;
 };
 
+struct trace_record;
+
+/// One readable line about a record's message (decoded when its type is known).
+std::string describe_record(const trace_record& r);
+
 int run_trace_show(const trace_show_flags& flags, std::ostream& out, std::ostream& err);
 
 } // namespace kvactor

@@ -252,3 +252,30 @@ void msgpack_unpacker::fail(std::string_view what) {
 }
 
 } // namespace kvactor::detail
+
+namespace kvactor {
+
+expected<std::string> envelope_type(const char* data, size_t size) {
+  using kind = detail::msgpack_value::kind;
+  try {
+    auto doc = detail::msgpack_document::parse(data, size);
+    if (!doc) return make_error(errc::parse_error, "message: " + doc.err().message);
+    auto root = doc->root();
+    if (root.type() != kind::array || root.size() != 3 || root[0].type() != kind::string)
+      return make_error(errc::parse_error,
+                        fmt::format("message: expected an envelope [type name, schema version, "
+                                    "payload], found {}",
+                                    root.describe()));
+    auto name = std::string{root[0].string()};
+    auto version = root[1];
+    if (version.type() != kind::positive_integer || version.positive_integer() != schema_version)
+      return make_error(errc::parse_error,
+                        fmt::format("message {}: expected schema version {}, found {}", name,
+                                    schema_version, version.describe()));
+    return name;
+  } catch (const std::exception& e) {
+    return make_error(errc::parse_error, fmt::format("message: {}", e.what()));
+  }
+}
+
+} // namespace kvactor

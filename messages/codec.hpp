@@ -26,7 +26,7 @@
 
 namespace kvactor {
 
-inline constexpr uint32_t schema_version = 1;
+inline constexpr uint32_t schema_version = 2; // 2: metadata_ready.digest
 
 /// The envelope name of a type whose inspect() has no caf::meta::type_name annotation.
 template <class T>
@@ -115,6 +115,9 @@ expected<T> decode(const char* data, size_t size) {
   if (auto st = decode_into(data, size, result); !st) return st.err();
   return result;
 }
+
+/// The type name an envelope carries, checking the envelope's shape and schema version only.
+expected<std::string> envelope_type(const char* data, size_t size);
 
 template <class T>
 expected<T> decode(const std::vector<char>& bytes) {

@@ -240,9 +240,15 @@ public:
     } else if constexpr (std::is_integral_v<T>) {
       read_integer(x, integer_label<T>());
     } else if constexpr (std::is_floating_point_v<T>) {
-      if (cur_.type() != kind::float32 && cur_.type() != kind::float64)
+      // An integer is accepted too: JSON messages (kvactor inject) write 2.0 as 2.
+      if (cur_.type() == kind::positive_integer)
+        x = static_cast<T>(cur_.positive_integer());
+      else if (cur_.type() == kind::negative_integer)
+        x = static_cast<T>(cur_.negative_integer());
+      else if (cur_.type() != kind::float32 && cur_.type() != kind::float64)
         return fail(std::is_same_v<T, float> ? "float" : "double");
-      x = static_cast<T>(cur_.floating());
+      else
+        x = static_cast<T>(cur_.floating());
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (cur_.type() != kind::string) return fail("a string");
       x = std::string{cur_.string()};

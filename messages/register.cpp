@@ -13,6 +13,7 @@
 #include "messages/caf_error.hpp"
 #include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
+#include "messages/inject.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
 #include "messages/request.hpp"

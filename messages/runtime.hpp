@@ -218,6 +218,7 @@ struct metadata_ready {
   int32_t num_reqs = 0;
   int32_t num_tokens = 0;
   int64_t build_ns = 0;
+  uint64_t digest = 0; // of the metadata built (replay compares it); 0 when not asked for
 
   bool operator==(const metadata_ready&) const = default;
 };
@@ -225,7 +226,7 @@ struct metadata_ready {
 template <class Inspector>
 auto inspect(Inspector& f, metadata_ready& x) {
   return f(caf::meta::type_name("kvactor::metadata_ready"), x.seq, x.ubatch, x.num_reqs,
-           x.num_tokens, x.build_ns);
+           x.num_tokens, x.build_ns, x.digest);
 }
 
 } // namespace kvactor

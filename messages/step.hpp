@@ -8,6 +8,8 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "messages/errc.hpp"
+
 #include "messages/cudagraph.hpp"
 
 namespace kvactor {
@@ -121,6 +123,23 @@ template <class Inspector>
 auto inspect(Inspector& f, step_done& x) {
   return f(caf::meta::type_name("kvactor::step_done"), x.seq, x.epoch, x.rank, x.sampled, x.timing,
            x.executed);
+}
+
+/// A rank answered a step with an error: a rejection before anything changed (the requests at
+/// fault are named; the driver fails them and re-sends the step) or, with reason.code
+/// errc::step_failed, a failure after the step was applied. Recorded in traces, compared by replay.
+struct step_rejected {
+  uint64_t seq = 0;
+  int32_t rank = 0;
+  error reason;
+  std::vector<uint64_t> request_ids;
+
+  bool operator==(const step_rejected&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, step_rejected& x) {
+  return f(caf::meta::type_name("kvactor::step_rejected"), x.seq, x.rank, x.reason, x.request_ids);
 }
 
 } // namespace kvactor

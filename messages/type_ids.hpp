@@ -45,6 +45,9 @@ struct metadata_ready;
 struct request_spec;
 struct request_result;
 struct run_summary;
+struct inject_request;
+struct inject_reply;
+struct step_rejected;
 } // namespace kvactor
 
 // clang-format off
@@ -119,5 +122,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvactor, kvactor::atom, run, "run")
   CAF_ADD_ATOM(kvactor, kvactor::atom, stats, "stats")
   CAF_ADD_ATOM(kvactor, kvactor::atom, step, "step")
+  // inject.hpp
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::inject_request))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::inject_reply))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::step_rejected))
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

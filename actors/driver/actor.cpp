@@ -171,7 +171,11 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
               j->done.push_back(std::move(d));
               if (--j->pending == 0) on_all();
             },
-            [j, on_all](caf::error& e) mutable {
+            [self, j, on_all, name, seq = plan.seq, i](caf::error& e) mutable {
+              if (auto& rec = self->state.setup.recorder)
+                rec->record(name, "driver",
+                            step_rejected{seq, static_cast<int32_t>(i), from_caf_error(e),
+                                          request_ids_of(e)});
               if (!j->err) j->err = std::move(e);
               if (--j->pending == 0) on_all();
             });
@@ -340,8 +344,10 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
       },
       [self](atom::submit, std::vector<request_spec>& specs) -> caf::result<int64_t> {
         auto& st = self->state;
-        if (st.running || st.finished)
-          return to_caf_error(make_error(errc::invalid_argument, "submit: the run has started"));
+        if (st.finished)
+          return to_caf_error(make_error(errc::invalid_argument,
+                                         "submit: the run has finished; nothing is "
+                                         "admitted after it"));
         std::set<uint64_t> ids;
         for (const auto& s : st.pending)
           ids.insert(s.request_id);
@@ -350,10 +356,17 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
             return to_caf_error(
                 make_error(errc::invalid_argument,
                            fmt::format("submit: request_id {} is submitted twice", s.request_id)));
-        for (auto& s : specs)
+        // During a run (live injection) a request cannot arrive in the past: it arrives now, and
+        // only the not yet admitted tail of the queue is reordered.
+        const auto now_ns = st.running ? static_cast<int64_t>(elapsed_s(st) * 1e9) : 0;
+        for (auto& s : specs) {
+          s.arrival_ns = std::max(s.arrival_ns, now_ns);
           st.pending.push_back(std::move(s));
-        std::stable_sort(st.pending.begin(), st.pending.end(),
+        }
+        std::stable_sort(st.pending.begin() + static_cast<std::ptrdiff_t>(st.next_arrival),
+                         st.pending.end(),
                          [](const auto& a, const auto& b) { return a.arrival_ns < b.arrival_ns; });
+        if (st.running) next_step(self); // wakes an idle driver; a stepping one ignores it
         return static_cast<int64_t>(st.pending.size());
       },
       [self](atom::run) -> caf::result<run_summary> {

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
+#include "actors/metadata/digest.hpp"
 #include "actors/metadata/ubatch_inputs.hpp"
 #include "messages/caf_error.hpp"
 
@@ -49,7 +50,10 @@ builder_actor::behavior_type builder(builder_actor::stateful_pointer<builder_sta
         const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now() - started)
                             .count();
-        return metadata_ready{work.seq, work.ubatch, inputs->num_reqs, inputs->num_tokens, ns};
+        // After the clock: the digest is the recorder's cost, not the build's.
+        const uint64_t digest = st.setup.digest ? metadata_digest(out.layers) : 0;
+        return metadata_ready{work.seq,           work.ubatch, inputs->num_reqs,
+                              inputs->num_tokens, ns,          digest};
       },
   };
 }

@@ -30,6 +30,7 @@ struct builder_setup {
   std::vector<std::vector<attention_group>> attention_groups;
   std::vector<group_geometry> groups;
   std::shared_ptr<std::vector<std::byte>> workspace;
+  bool digest = false; // metadata_ready.digest (for recording and replay)
 };
 
 struct builder_state {

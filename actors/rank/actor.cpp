@@ -107,6 +107,7 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                                     rank_runtime runtime) {
   self->state.comm = std::move(runtime.comm);
   self->state.recorder = std::move(runtime.recorder);
+  self->state.metadata_digest = runtime.metadata_digest || self->state.recorder != nullptr;
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& ep) -> caf::error {
     try {
       std::rethrow_exception(ep);
@@ -186,7 +187,7 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
       },
       [self](atom::allocate, int64_t num_blocks) -> caf::result<rank_ready> {
         auto& st = self->state;
-        if (!st.kv || st.groups.empty() && st.backends.kernel_block_sizes.empty())
+        if (!st.kv || (st.groups.empty() && st.backends.kernel_block_sizes.empty()))
           return fail(errc::invalid_argument, "allocate: received before configure");
         if (st.ready)
           return fail(errc::invalid_argument, "allocate: this rank is already allocated");
@@ -245,8 +246,9 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                   for (int32_t u = 0; u < st.config.num_ubatches; ++u) {
                     auto out = std::make_shared<ubatch_output>();
                     st.outputs.push_back(out);
-                    st.builders.push_back(self->spawn(
-                        builder, builder_setup{u, st.batch, out, attn, st.geometry, st.workspace}));
+                    st.builders.push_back(
+                        self->spawn(builder, builder_setup{u, st.batch, out, attn, st.geometry,
+                                                           st.workspace, st.metadata_digest}));
                   }
                   cudagraph_request gr;
                   gr.requested = st.config.cudagraph;
@@ -257,11 +259,14 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                   gr.num_blocks = num_blocks;
                   gr.gpu = st.config.device == "cuda";
                   auto t2 = clock_type::now();
+                  const auto me = "rank[" + std::to_string(st.config.rank) + "]";
+                  if (st.recorder) st.recorder->record(me, "cudagraph@" + me, gr);
                   self->request(st.graphs, caf::infinite, atom::plan_v, gr)
                       .then(
-                          [self, rp, t2, num_blocks,
+                          [self, rp, t2, num_blocks, me,
                            bytes = alloc.bytes](cudagraph_plan& plan) mutable {
                             auto& st = self->state;
+                            if (st.recorder) st.recorder->record("cudagraph@" + me, me, plan);
                             record(st, "cudagraph plan", t2, 0);
                             st.ready = true;
                             st.graphs_captured = plan.mode != cudagraph_mode::none;
@@ -312,7 +317,8 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
           caf::error err;
         };
         // Without graphs every batch runs eagerly: no dispatch round trip to ask that.
-        auto j = std::make_shared<join>(join{work.size() + (st.graphs_captured ? 1 : 0)});
+        auto j =
+            std::make_shared<join>(join{work.size() + (st.graphs_captured ? 1 : 0), 0, {}, {}});
         if (!st.graphs_captured)
           j->desc = {cudagraph_mode::none, b.num_tokens(), b.num_reqs(), 0, 0, 0, false, 1};
         auto finish = [self, rp, j, plan, started]() mutable {

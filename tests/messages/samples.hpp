@@ -11,6 +11,7 @@
 #include "messages/codec.hpp"
 #include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
+#include "messages/inject.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
 #include "messages/request.hpp"
@@ -26,12 +27,14 @@ using message_types = ::testing::Types<
     attention_group, graph_support_info, batch_descriptor, cudagraph_plan, error,
     // step.hpp
     new_request, block_table_update, scheduled_request, step_plan, sampled_token, step_timing,
-    step_done,
+    step_done, step_rejected,
     // runtime.hpp
     rank_config, phase_timing, backend_assignment, kv_plan_request, cudagraph_request, memory_entry,
     kv_local_plan, kv_allocation, rank_plan, rank_ready, ubatch_work, metadata_ready,
     // request.hpp
-    request_spec, request_result, run_summary>;
+    request_spec, request_result, run_summary,
+    // inject.hpp
+    inject_request, inject_reply>;
 
 /// Names typed tests after the message type: CodecRoundTrip/kv_cache_spec.PreservesEveryField.
 struct message_type_names {
@@ -382,7 +385,22 @@ inline ubatch_work sample<ubatch_work>() {
 
 template <>
 inline metadata_ready sample<metadata_ready>() {
-  return {123456789012ULL, 1, 6, 256, 87'500};
+  return {123456789012ULL, 1, 6, 256, 87'500, 0x9e3779b97f4a7c15ULL};
+}
+
+template <>
+inline step_rejected sample<step_rejected>() {
+  return {77, 3, error{errc::invalid_argument, "block id 9999 is out of range"}, {5, 9}};
+}
+
+template <>
+inline inject_request sample<inject_request>() {
+  return {"rank[1]", {'\x93', '\xa1', 'x', '\x02', '\x90'}};
+}
+
+template <>
+inline inject_reply sample<inject_reply>() {
+  return {"kvactor::step_done", {'\x93', '\x01'}, "rank[1] answered step 4"};
 }
 
 // ---- request.hpp ---------------------------------------------------------------------------

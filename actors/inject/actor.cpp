@@ -1,0 +1,76 @@
+#include "actors/inject/actor.hpp"
+
+#include <chrono>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/inject/target.hpp"
+#include "messages/caf_error.hpp"
+#include "messages/codec.hpp"
+
+namespace kvactor {
+
+namespace {
+
+// An injected message must never leave the client waiting on an actor that does not answer.
+constexpr auto reply_timeout = std::chrono::seconds(30);
+
+} // namespace
+
+injector_actor::behavior_type injector(injector_actor::stateful_pointer<injector_state> self,
+                                       injector_setup setup) {
+  self->state.setup = std::move(setup);
+  return {
+      [self](const inject_request& req) -> caf::result<inject_reply> {
+        auto& st = self->state;
+        auto target = parse_inject_target(req.target, static_cast<int32_t>(st.setup.ranks.size()));
+        if (!target) return to_caf_error(target.err());
+        auto type = envelope_type(req.envelope.data(), req.envelope.size());
+        if (!type) return to_caf_error(type.err());
+        if (auto ok = check_injectable(*target, *type); !ok) return to_caf_error(ok.err());
+        const auto to = to_string(*target);
+        spdlog::info("inject: {} into {}", *type, to);
+        // NOTE(inject): decode before make_response_promise: once a promise exists, an error
+        // returned from the handler is never sent.
+        if (target->k == inject_target::kind::driver) {
+          auto spec = decode<request_spec>(req.envelope);
+          if (!spec) return to_caf_error(spec.err());
+          auto rp = self->make_response_promise<inject_reply>();
+          auto fail = [rp](caf::error& e) mutable { rp.deliver(std::move(e)); };
+          if (st.setup.recorder) st.setup.recorder->record("inject", to, *spec);
+          const auto id = spec->request_id;
+          self->request(st.setup.driver, reply_timeout, atom::submit_v,
+                        std::vector<request_spec>{std::move(*spec)})
+              .then(
+                  [rp, id](int64_t total) mutable {
+                    rp.deliver(inject_reply{
+                        "",
+                        {},
+                        fmt::format("driver accepted request {} ({} submitted)", id, total)});
+                  },
+                  fail);
+          return rp;
+        }
+        auto plan = decode<step_plan>(req.envelope);
+        if (!plan) return to_caf_error(plan.err());
+        auto rp = self->make_response_promise<inject_reply>();
+        auto fail = [rp](caf::error& e) mutable { rp.deliver(std::move(e)); };
+        if (st.setup.recorder) st.setup.recorder->record("inject", to, *plan);
+        self->request(st.setup.ranks[static_cast<size_t>(target->index)], reply_timeout, *plan)
+            .then(
+                [rp, self, to](step_done& d) mutable {
+                  if (self->state.setup.recorder)
+                    self->state.setup.recorder->record(to, "inject", d);
+                  auto type = std::string{detail::type_name_of(d)};
+                  rp.deliver(inject_reply{std::move(type), encode(d),
+                                          fmt::format("{} answered step {}", to, d.seq)});
+                },
+                fail);
+        return rp;
+      },
+  };
+}
+
+} // namespace kvactor

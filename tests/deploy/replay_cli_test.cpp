@@ -1,0 +1,124 @@
+// `kvactor replay --actor`: one actor alone against the trace, and divergences named by actor
+// and field.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "cli_support.hpp"
+#include "messages/runtime.hpp"
+#include "messages/step.hpp"
+#include "messages/trace.hpp"
+
+using namespace kvactor::test;
+
+namespace {
+
+std::string record_run(const std::string& name, std::vector<std::string> extra = {}) {
+  auto path = ::testing::TempDir() + name;
+  std::vector<std::string> args{
+      "run",           "--requests", "6", "--prompt-len", "8:40", "--output-len", "4:12",
+      "--no-progress", "--seed",     "3", "--record",     path};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = run_cli(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return path;
+}
+
+// Copies a trace, letting `edit` change records; returns the copy's path.
+std::string tamper(const std::string& path, const std::string& name,
+                   const std::function<bool(kvactor::trace_record&)>& edit) {
+  std::ifstream in(path, std::ios::binary);
+  auto records = kvactor::trace_reader(in).read_all();
+  EXPECT_TRUE(records) << records.err().message;
+  auto copy = ::testing::TempDir() + name;
+  std::ofstream out(copy, std::ios::binary);
+  kvactor::trace_writer w(out);
+  bool changed = false;
+  for (auto r : *records) {
+    if (!changed) changed = edit(r);
+    EXPECT_TRUE(w.write(r.timestamp_ns, r.sender, r.receiver, r.type, r.payload));
+  }
+  EXPECT_TRUE(changed) << "nothing was tampered with";
+  return copy;
+}
+
+} // namespace
+
+TEST(ReplayActor, DriverAloneReproducesEveryStepPlanAndTheSummary) {
+  auto path = record_run("driver.kvtrace");
+  auto r = run_cli({"replay", path, "--actor", "driver", "--verify"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("replayed the driver against 1 stubbed rank(s)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("match the recording"), std::string::npos) << r.out;
+}
+
+TEST(ReplayActor, DriverAloneReportsTheFirstStepPlanThatDiffers) {
+  auto path = record_run("driver_src.kvtrace");
+  auto bad = tamper(path, "driver_tampered.kvtrace", [](kvactor::trace_record& r) {
+    if (r.type != "kvactor::step_plan") return false;
+    auto plan = kvactor::decode_record<kvactor::step_plan>(r);
+    if (!plan || plan->seq != 4 || plan->scheduled.empty()) return false;
+    plan->scheduled[0].num_computed_tokens += 1;
+    r.payload = kvactor::encode(*plan);
+    return true;
+  });
+  auto r = run_cli({"replay", bad, "--actor", "driver", "--verify"});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("divergence at step 4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("driver -> rank[0]: step_plan.scheduled[0].num_computed_tokens"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(ReplayActor, RankAloneAndGraphManagerAloneMatchTheRecording) {
+  auto path = record_run("rank.kvtrace", {"--ubatches", "2"});
+  auto rank = run_cli({"replay", path, "--actor", "rank[0]", "--verify"});
+  ASSERT_EQ(rank.code, 0) << rank.out << rank.err;
+  EXPECT_NE(rank.out.find("every builder and graph message matches"), std::string::npos)
+      << rank.out;
+  auto graphs = run_cli({"replay", path, "--actor", "cudagraph@rank[0]", "--verify"});
+  ASSERT_EQ(graphs.code, 0) << graphs.out << graphs.err;
+  EXPECT_NE(graphs.out.find("replayed cudagraph@rank[0]"), std::string::npos) << graphs.out;
+}
+
+TEST(ReplayActor, UnknownOrUnreplayableActorsAreClearErrors) {
+  auto path = record_run("names.kvtrace");
+  auto builder = run_cli({"replay", path, "--actor", "builder[0]@rank[0]"});
+  EXPECT_EQ(builder.code, 2);
+  EXPECT_NE(builder.err.find("replay --actor rank[0]"), std::string::npos) << builder.err;
+  auto missing = run_cli({"replay", path, "--actor", "rank[5]"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("no actor 'rank[5]'"), std::string::npos) << missing.err;
+  auto until = run_cli({"replay", path, "--actor", "driver", "--until-step", "2"});
+  EXPECT_EQ(until.code, 2);
+  EXPECT_NE(until.err.find("--until-step"), std::string::npos) << until.err;
+}
+
+TEST(ReplayActor, OneRankOfATensorParallelRunCannotReplayAlone) {
+  auto path = record_run("tp2.kvtrace", {"--tensor-parallel-size", "2"});
+  auto all = run_cli({"replay", path, "--verify"});
+  ASSERT_EQ(all.code, 0) << all.out << all.err;
+  EXPECT_NE(all.out.find("on 2 rank(s)"), std::string::npos) << all.out;
+  auto one = run_cli({"replay", path, "--actor", "rank[1]"});
+  EXPECT_EQ(one.code, 2);
+  EXPECT_NE(one.err.find("2 tensor-parallel ranks"), std::string::npos) << one.err;
+}
+
+TEST(ReplayVerify, ATamperedMetadataDigestIsCaughtAtTheBuilder) {
+  auto path = record_run("digest.kvtrace");
+  auto bad = tamper(path, "digest_tampered.kvtrace", [](kvactor::trace_record& r) {
+    if (r.type != "kvactor::metadata_ready") return false;
+    auto m = kvactor::decode_record<kvactor::metadata_ready>(r);
+    if (!m || m->seq != 2) return false;
+    EXPECT_NE(m->digest, 0u) << "recording computes the metadata digest";
+    m->digest ^= 1;
+    r.payload = kvactor::encode(*m);
+    return true;
+  });
+  auto r = run_cli({"replay", bad, "--verify"});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("divergence at step 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("builder[0]@rank[0]: metadata_ready.digest"), std::string::npos) << r.out;
+}
