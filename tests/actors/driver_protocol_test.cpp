@@ -226,7 +226,7 @@ TEST_F(DriverProtocol, ARankThatDiesDuringStartFailsTheStartWithAnError) {
   EXPECT_THAT(message_of(*err), HasSubstr("rank"));
 }
 
-TEST_F(DriverProtocol, RejectsASubmitWhileARunIsInProgress) {
+TEST_F(DriverProtocol, ARequestSubmittedDuringARunIsServedInThatRun) {
   auto r0 = track(spawn_mock_rank(sys, canned_rank(0, 64)));
   auto drv = spawn_driver({r0});
   ASSERT_TRUE(start(drv));
@@ -236,16 +236,24 @@ TEST_F(DriverProtocol, RejectsASubmitWhileARunIsInProgress) {
   auto step0 = peek_from<step_plan>(drv, r0.actor);
   ASSERT_TRUE(step0);
   EXPECT_EQ(std::get<0>(*step0).seq, 0u);
+  // A duplicate id is refused; a new one is admitted (kvactor inject does exactly this).
   inject(rec.actor, drv, atom::submit_v, requests(1));
-  run_once(drv); // the submit, before the rank answers
+  run_once(drv);
   auto err = expect_error(drv, rec.actor);
   ASSERT_TRUE(err);
-  EXPECT_TRUE(is_kvactor_error(*err, errc::invalid_argument, "submit:"));
+  EXPECT_TRUE(
+      is_kvactor_error(*err, errc::invalid_argument, "submit: request_id 1 is submitted twice"));
+  inject(rec.actor, drv, atom::submit_v,
+         std::vector<request_spec>{{9, std::vector<int32_t>(8, 9), 3, 0}});
+  run_once(drv);
+  auto count = expect_reply<int64_t>(drv, rec.actor);
+  ASSERT_TRUE(count);
+  EXPECT_EQ(*count, 3);
   run_all_but(rec.actor);
   auto s = expect_reply<run_summary>(drv, rec.actor);
   ASSERT_TRUE(s);
-  EXPECT_EQ(s->finished, 2) << "the run serves what was submitted before it";
-  EXPECT_EQ(s->results.size(), 2u);
+  EXPECT_EQ(s->finished, 3) << "the request submitted during the run is served in it";
+  EXPECT_EQ(s->results.size(), 3u);
 }
 
 } // namespace
