@@ -20,6 +20,7 @@
 #include "actors/runtime_config.hpp"
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
+#include "kvactor/kernels/device_runtime.h"
 #include "messages/caf_error.hpp"
 #include "messages/register.hpp"
 
@@ -29,6 +30,21 @@ namespace {
 
 inline constexpr const char* default_model = "kvactor-tiny";
 inline constexpr int64_t default_cpu_kv_cache = int64_t{256} << 20;
+// CUDA context, cuBLAS workspace and allocator slack a GPU rank needs besides its ledger.
+inline constexpr int64_t gpu_reserve_bytes = int64_t{512} << 20;
+
+// Weights (bf16) and activations of the GPU stack for max_tokens tokens: an upper estimate.
+int64_t gpu_stack_bytes(const kernels::stack_config& cfg, int32_t max_tokens) {
+  int64_t weights = int64_t{cfg.vocab_size} * cfg.hidden_size;
+  int64_t widest = cfg.hidden_size;
+  for (const auto& l : cfg.layers) {
+    const int64_t q = int64_t{l.num_q_heads} * l.head_size;
+    const int64_t kv = int64_t{l.num_kv_heads} * l.head_size * 2;
+    weights += int64_t{cfg.hidden_size} * (2 * q + kv);
+    widest = std::max({widest, q, kv});
+  }
+  return weights * 2 + int64_t{max_tokens} * widest * 4 * 8;
+}
 
 // splitmix64: a small, portable generator, so that a seed means the same workload everywhere.
 struct rng {
@@ -128,20 +144,30 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   };
   const auto& p = flags.plan;
   const std::string model = p.model.empty() ? default_model : p.model;
-  std::string device = p.device == "auto" ? "cpu" : p.device;
-  if (device == "cuda" || device == "gpu")
-    return bad("--device: cuda is not available in this build yet (the CUDA rank comes with the "
-               "CUDA path); use --device cpu or auto");
-  if (device != "cpu")
-    return bad(fmt::format("--device: unknown value '{}' (expected auto, cpu "
-                           "or cuda)",
-                           p.device));
+  // auto: the GPU when one answers (tensor parallelism on GPUs waits for NCCL), else the CPU.
+  std::string device = p.device == "gpu" ? "cuda" : p.device;
+  std::string no_gpu;
+  auto gpu = kernels::probe_gpu(0, &no_gpu);
+  if (device == "auto") {
+    device = gpu && p.tensor_parallel_size == 1 ? "cuda" : "cpu";
+    spdlog::info("--device auto: {}{}", device, gpu ? "" : fmt::format(" ({})", no_gpu));
+  }
+  if (device != "cpu" && device != "cuda")
+    return bad(fmt::format("--device: unknown value '{}' (expected auto, cpu or cuda)", p.device));
+  if (device == "cuda" && !gpu) return bad(fmt::format("--device cuda: no usable GPU: {}", no_gpu));
+  if (device == "cuda" && p.tensor_parallel_size > 1)
+    return bad(fmt::format("--device cuda: --tensor-parallel-size {} needs NCCL, which comes with "
+                           "the tensor-parallelism work; run TP on --device cpu",
+                           p.tensor_parallel_size));
   if (p.tensor_parallel_size < 1 || p.tensor_parallel_size > 64)
     return bad(
         fmt::format("--tensor-parallel-size: {} is outside [1, 64]", p.tensor_parallel_size));
   if (!p.gpu_memory.empty() || !p.weights_memory.empty())
-    return bad("--gpu-memory / --weights-memory: a CPU run sizes its KV cache with "
-               "--kv-cache-memory");
+    return bad("--gpu-memory / --weights-memory: a run measures its GPU (or sizes a CPU run with "
+               "--kv-cache-memory); they are `kvactor plan` flags");
+  if (!(p.gpu_memory_utilization > 0 && p.gpu_memory_utilization <= 1))
+    return bad(
+        fmt::format("--gpu-memory-utilization: {} is outside (0, 1]", p.gpu_memory_utilization));
   if (flags.ubatches != 1 && flags.ubatches != 2)
     return bad(fmt::format("--ubatches: {} is not 1 or 2", flags.ubatches));
   if (flags.requests < 0) return bad(fmt::format("--requests: {} is negative", flags.requests));
@@ -174,6 +200,25 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     return bad(fmt::format("--max-model-len: {} exceeds the model's maximum of {} tokens",
                            max_model_len, layout.max_position_embeddings));
   std::vector<int64_t> budget{default_cpu_kv_cache};
+  if (device == "cuda") {
+    // vLLM's rule on the measured GPU: utilization x total, less what is in use already, less
+    // the stack's weights and activations (and cuBLAS' workspace) that come after this point.
+    auto stack = stack_config_for(layout, flags.seed);
+    const int64_t later = gpu_stack_bytes(*stack, p.max_num_batched_tokens) + gpu_reserve_bytes;
+    const auto limit =
+        static_cast<int64_t>(static_cast<double>(gpu->total_bytes) * p.gpu_memory_utilization);
+    const int64_t in_use = gpu->total_bytes - gpu->free_bytes;
+    budget = {limit - in_use - later};
+    spdlog::info("GPU {} ({}): {} of {} bytes free; KV cache budget {} bytes ({} x total, {} in "
+                 "use, {} for weights and activations)",
+                 gpu->ordinal, gpu->name, gpu->free_bytes, gpu->total_bytes, budget[0],
+                 p.gpu_memory_utilization, in_use, later);
+    if (budget[0] <= 0)
+      return bad(fmt::format("--gpu-memory-utilization {}: leaves no room for a KV cache on GPU "
+                             "{} ({} of {} bytes in use, {} needed for weights and activations)",
+                             p.gpu_memory_utilization, gpu->ordinal, in_use, gpu->total_bytes,
+                             later));
+  }
   if (!p.kv_cache_memory.empty()) {
     auto v = parse_byte_sizes(p.kv_cache_memory, "--kv-cache-memory");
     if (!v) return bad(v.err().message);

@@ -110,12 +110,16 @@ expected<kv_allocation> kv_cache_allocator::allocate(int64_t num_blocks,
   bytes_ = (size + 4095) / 4096 * 4096;
   memory_.reset();
   if (bytes_ > 0) {
-    memory_ = std::make_unique<std::byte[]>(static_cast<size_t>(bytes_)); // zero-filled
+    auto memory = memory_factory_(bytes_);
+    if (!memory)
+      return make_error(memory.err().code, fmt::format("kv_cache: allocating {} bytes: {}", bytes_,
+                                                       memory.err().message));
+    memory_ = std::move(*memory);
   }
   auto views = build_views(config_, groups_, kbs, shared_kv_cache_layers(model_.layers));
   if (!views) return views.err();
   kv_allocation out;
-  out.buffer_handle = reinterpret_cast<uintptr_t>(memory_.get());
+  out.buffer_handle = reinterpret_cast<uintptr_t>(base());
   out.num_blocks = num_blocks;
   out.bytes = bytes_;
   out.views = std::move(*views);
@@ -123,7 +127,27 @@ expected<kv_allocation> kv_cache_allocator::allocate(int64_t num_blocks,
 }
 
 std::vector<memory_entry> kv_cache_allocator::ledger() const {
+  if (memory_ && std::string_view{memory_->where()} == "device")
+    return {{"kv_cache (device)", bytes_}};
   return {{"kv_cache", bytes_}};
+}
+
+kv_memory_factory host_kv_memory() {
+  struct host_memory final : kv_memory {
+    explicit host_memory(int64_t bytes)
+        : bytes(std::make_unique<std::byte[]>(static_cast<size_t>(bytes))) {}
+    std::byte* data() const override { return bytes.get(); }
+    const char* where() const override { return "host"; }
+    std::unique_ptr<std::byte[]> bytes; // zero-filled
+  };
+  return [](int64_t bytes) -> expected<std::unique_ptr<kv_memory>> {
+    try {
+      return std::unique_ptr<kv_memory>(std::make_unique<host_memory>(bytes));
+    } catch (const std::bad_alloc&) {
+      return make_error(errc::insufficient_memory,
+                        fmt::format("out of host memory for {} bytes", bytes));
+    }
+  };
 }
 
 } // namespace kvactor

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,11 +29,28 @@ expected<std::vector<kv_cache_view>> build_views(const kv_cache_config& config,
                                                  const std::vector<int32_t>& kernel_block_sizes,
                                                  const std::map<std::string, std::string>& sharing);
 
+/// Where a rank's KV cache lives: host memory (the CPU device) or one device allocation.
+class kv_memory {
+public:
+  virtual ~kv_memory() = default;
+  virtual std::byte* data() const = 0;
+  /// "host" or "device": the memory ledger names it.
+  virtual const char* where() const = 0;
+};
+
+/// Allocates `bytes` of zero-filled KV cache memory, or an error naming what failed.
+using kv_memory_factory = std::function<expected<std::unique_ptr<kv_memory>>(int64_t bytes)>;
+
+/// Zero-filled host memory (the CPU device's KV cache).
+kv_memory_factory host_kv_memory();
+
 /// Owns one rank's KV cache: plans it with the rank's budget, allocates the common block count
-/// as one zero-filled buffer (rounded up to 4 KiB) and keeps the memory ledger.
+/// as one zero-filled allocation per planned tensor (Era C plans one; rounded up to 4 KiB) from
+/// `memory`, and keeps the memory ledger.
 class kv_cache_allocator {
 public:
-  kv_cache_allocator() = default;
+  explicit kv_cache_allocator(kv_memory_factory memory = host_kv_memory())
+      : memory_factory_(std::move(memory)) {}
   kv_cache_allocator(const kv_cache_allocator&) = delete;
   kv_cache_allocator& operator=(const kv_cache_allocator&) = delete;
 
@@ -44,8 +62,8 @@ public:
   expected<kv_allocation> allocate(int64_t num_blocks,
                                    const std::vector<int32_t>& kernel_block_sizes);
 
-  /// The backing buffer (nullptr before allocate()).
-  std::byte* base() const { return memory_.get(); }
+  /// The backing buffer (nullptr before allocate()); device memory for a GPU rank.
+  std::byte* base() const { return memory_ ? memory_->data() : nullptr; }
   const kv_cache_config& config() const { return config_; }
   const std::vector<kv_cache_group>& groups() const { return groups_; }
   std::vector<memory_entry> ledger() const;
@@ -55,7 +73,8 @@ private:
   kv_plan_request request_;
   kv_cache_config config_;
   std::vector<kv_cache_group> groups_;
-  std::unique_ptr<std::byte[]> memory_;
+  kv_memory_factory memory_factory_;
+  std::unique_ptr<kv_memory> memory_;
   int64_t bytes_ = 0;
 };
 

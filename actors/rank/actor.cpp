@@ -11,6 +11,8 @@
 #include "actors/kv_cache/actor.hpp"
 #include "actors/metadata/ubatch.hpp"
 #include "actors/model/loader.hpp"
+#include "actors/rank/device_memory.hpp"
+#include "actors/rank/executor.hpp"
 #include "actors/rank/workload.hpp"
 #include "actors/registry/actor.hpp"
 #include "messages/caf_error.hpp"
@@ -36,8 +38,7 @@ void record(rank_state& st, std::string phase, clock_type::time_point t, int64_t
   st.phases.push_back(std::move(p));
 }
 
-// Runs the stack over every ubatch of the step and samples; exceptions from kernel argument
-// checks become errors (they mean a bug between metadata and kernels, never bad user input).
+// Runs the step on the rank's executor (CPU or GPU) over every ubatch, then samples.
 expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_descriptor& desc) {
   const auto& b = *st.batch;
   step_done done;
@@ -45,41 +46,16 @@ expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_d
   done.epoch = plan.epoch;
   done.rank = st.config.rank;
   done.executed = desc;
-  const auto hidden_size = static_cast<size_t>(st.stack->config().hidden_size);
-  std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
-  std::function<void(float*, size_t)> reduce;
-  if (st.comm && st.comm->world_size() > 1)
-    reduce = [&st](float* buf, size_t n) { st.comm->all_reduce(st.config.rank, buf, n); };
-  try {
-    for (size_t u = 0; u < st.outputs.size(); ++u) {
-      const auto& out = *st.outputs[u];
-      if (out.seq != plan.seq || out.token_end <= out.token_start) continue;
-      std::vector<kernels::layer_batch> per_layer(st.layer_group.size());
-      std::vector<const kernels::layer_batch*> ptrs(st.layer_group.size());
-      for (size_t l = 0; l < st.layer_group.size(); ++l) {
-        const auto& name = st.model.layers[l].name;
-        auto it = out.layers.find(name);
-        if (it == out.layers.end())
-          return make_error(errc::invalid_argument,
-                            fmt::format("builder {}: no metadata for layer {}", u, name));
-        const auto& m = it->second->common;
-        per_layer[l] = {m.query_start_loc.data(), m.seq_lens.data(), m.block_table.data(),
-                        m.block_table_width,      m.num_reqs,        m.slot_mapping.data()};
-        ptrs[l] = &per_layer[l];
-      }
-      const auto start = static_cast<size_t>(out.token_start);
-      st.stack->forward(b.token_ids.data() + start, positions.data() + start,
-                        out.token_end - out.token_start, st.kv_views, ptrs, reduce,
-                        st.hidden.data() + start * hidden_size);
-    }
-    auto tokens = st.stack->sample(st.hidden.data(), b.sample_rows);
-    for (size_t i = 0; i < tokens.size(); ++i)
-      done.sampled.push_back({b.sample_ids[i], tokens[i]});
-  } catch (const std::exception& e) {
-    // Peers waiting in an all-reduce must not wait for this rank forever.
-    if (st.comm) st.comm->abort(fmt::format("rank {}: {}", st.config.rank, e.what()));
-    return make_error(errc::invalid_argument, fmt::format("step {}: {}", plan.seq, e.what()));
-  }
+  std::vector<executed_ubatch> ubatches;
+  for (const auto& out : st.outputs)
+    if (out->seq == plan.seq && out->token_end > out->token_start)
+      ubatches.push_back({out->token_start, out->token_end, &out->layers});
+  auto tokens = st.executor->run(b, ubatches);
+  if (!tokens)
+    return make_error(tokens.err().code,
+                      fmt::format("step {}: {}", plan.seq, tokens.err().message));
+  for (size_t i = 0; i < tokens->size(); ++i)
+    done.sampled.push_back({b.sample_ids[i], (*tokens)[i]});
   return done;
 }
 
@@ -143,13 +119,23 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
         t = clock_type::now();
         auto stack_cfg = stack_config_for(st.model, cfg.seed);
         if (!stack_cfg) return to_caf_error(stack_cfg.err());
-        try {
-          st.stack = std::make_unique<kernels::attention_stack>(std::move(*stack_cfg));
-        } catch (const std::exception& e) {
-          return fail(errc::invalid_argument, fmt::format("model {}: {}", cfg.model, e.what()));
+        st.hidden_size = stack_cfg->hidden_size;
+        if (cfg.device == "cuda") {
+          auto ex = make_cuda_executor(*stack_cfg, cfg.max_num_batched_tokens);
+          if (!ex) return to_caf_error(ex.err());
+          st.executor = std::move(*ex);
+        } else {
+          try {
+            st.executor =
+                make_cpu_executor(std::make_unique<kernels::attention_stack>(std::move(*stack_cfg)),
+                                  st.comm, cfg.rank);
+          } catch (const std::exception& e) {
+            return fail(errc::invalid_argument, fmt::format("model {}: {}", cfg.model, e.what()));
+          }
         }
         record(st, "weights", t, 0);
-        st.allocator = std::make_shared<kv_cache_allocator>();
+        st.allocator = std::make_shared<kv_cache_allocator>(
+            cfg.device == "cuda" ? device_kv_memory() : host_kv_memory());
         st.kv = self->spawn(kv_cache, st.allocator);
         st.registry = self->spawn(registry, std::vector<backend_capabilities>{});
         st.graphs = self->spawn(cudagraph);
@@ -200,13 +186,15 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                   auto& st = self->state;
                   record(st, "kv_cache allocate", t, alloc.bytes);
                   // Bind: one kernel view per stack layer (sharing layers alias their target's).
-                  st.kv_views.assign(st.model.layers.size(), {});
+                  std::vector<kernels::kv_view> views(st.model.layers.size());
+                  std::vector<std::string> names;
                   st.layer_group.assign(st.model.layers.size(), 0);
                   for (size_t l = 0; l < st.model.layers.size(); ++l) {
                     const auto& name = st.model.layers[l].name;
+                    names.push_back(name);
                     for (size_t g = 0; g < st.groups.size(); ++g) {
-                      const auto& names = st.groups[g].layer_names;
-                      if (std::find(names.begin(), names.end(), name) != names.end())
+                      const auto& names_g = st.groups[g].layer_names;
+                      if (std::find(names_g.begin(), names_g.end(), name) != names_g.end())
                         st.layer_group[l] = static_cast<int32_t>(g);
                     }
                     auto v = std::find_if(alloc.views.begin(), alloc.views.end(),
@@ -217,7 +205,13 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                       rp.deliver(to_caf_error(kv.err()));
                       return;
                     }
-                    st.kv_views[l] = *kv;
+                    views[l] = *kv;
+                  }
+                  if (auto bound = st.executor->bind(std::move(views), std::move(names),
+                                                     st.config.max_num_batched_tokens);
+                      !bound) {
+                    rp.deliver(to_caf_error(bound.err()));
+                    return;
                   }
                   // Geometry of the memory-owning groups, the step state, the builders.
                   const auto& planned = st.allocator->config().groups;
@@ -234,9 +228,6 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                   st.steps = step_state(st.geometry, num_blocks, st.config.max_model_len,
                                         st.config.max_num_batched_tokens, st.config.max_num_seqs);
                   st.batch = std::make_shared<step_batch>();
-                  st.hidden.assign(static_cast<size_t>(st.config.max_num_batched_tokens)
-                                       * static_cast<size_t>(st.stack->config().hidden_size),
-                                   0.0f);
                   st.workspace = std::make_shared<std::vector<std::byte>>();
                   std::vector<std::vector<attention_group>> attn(
                       st.backends.attention_groups.begin(),
@@ -385,7 +376,9 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
         auto& st = self->state;
         if (!st.allocator) return std::vector<memory_entry>{};
         auto out = st.allocator->ledger();
-        out.push_back({"activations", static_cast<int64_t>(st.hidden.size() * sizeof(float))});
+        if (st.executor)
+          for (auto& e : st.executor->ledger())
+            out.push_back(std::move(e));
         out.push_back({"workspace", st.workspace ? static_cast<int64_t>(st.workspace->size()) : 0});
         return out;
       },

@@ -12,6 +12,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/kv_cache/allocation.hpp"
 #include "actors/metadata/actor.hpp"
+#include "actors/rank/executor.hpp"
 #include "actors/rank/step_state.hpp"
 #include "actors/trace_recorder.hpp"
 #include "kvactor/kernels/attention_stack.h"
@@ -34,10 +35,9 @@ struct rank_state {
   std::shared_ptr<step_batch> batch;
   std::vector<std::shared_ptr<ubatch_output>> outputs; // [num_ubatches]
   std::shared_ptr<std::vector<std::byte>> workspace;
-  std::unique_ptr<kernels::attention_stack> stack;
-  std::vector<kernels::kv_view> kv_views; // [stack layers]
-  std::vector<int32_t> layer_group;       // [stack layers] KV cache group of each layer
-  std::vector<float> hidden;              // [max_num_batched_tokens, hidden_size]
+  std::unique_ptr<step_executor> executor; // the attention stack on this rank's device
+  int32_t hidden_size = 0;
+  std::vector<int32_t> layer_group; // [stack layers] KV cache group of each layer
   std::vector<phase_timing> phases;
   std::shared_ptr<kernels::host_communicator> comm; // tensor parallel on the CPU; null for 1 rank
   std::shared_ptr<trace_recorder> recorder;         // null: no --record

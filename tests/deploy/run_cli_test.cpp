@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli_support.hpp"
+#include "kvactor/kernels/device_runtime.h"
 #include "messages/step.hpp"
 #include "messages/trace.hpp"
 
@@ -185,4 +186,28 @@ TEST(RunCliTrace, ReplayVerifiesARecordedRunAndCatchesATamperedStep) {
   EXPECT_NE(caught.out.find("divergence at step 3"), std::string::npos) << caught.out;
   EXPECT_NE(caught.out.find("step_done.sampled"), std::string::npos) << caught.out;
   EXPECT_EQ(run_cli({"replay", ::testing::TempDir() + "missing.kvtrace"}).code, 2);
+}
+
+TEST(RunCliDevice, CudaWithoutAGpuIsAClearErrorAndAutoFallsBackToTheCpu) {
+  std::string why;
+  if (kvactor::kernels::probe_gpu(0, &why))
+    GTEST_SKIP() << "a GPU is present: the GPU tests cover it";
+  auto cuda = run_cli(small_run({"--device", "cuda"}));
+  EXPECT_EQ(cuda.code, 2);
+  EXPECT_NE(cuda.err.find("--device cuda: no usable GPU: " + why), std::string::npos) << cuda.err;
+  auto path = ::testing::TempDir() + "auto_summary.json";
+  auto automatic = run_cli(small_run({"--device", "auto", "--summary-json", path}));
+  ASSERT_EQ(automatic.code, 0) << automatic.err;
+  EXPECT_NE(automatic.out.find("on cpu"), std::string::npos) << automatic.out;
+  EXPECT_EQ(read_json(path)["device"], "cpu");
+}
+
+TEST(RunCliDevice, UnknownDeviceAndBadUtilizationAreRejected) {
+  auto tpu = run_cli(small_run({"--device", "tpu"}));
+  EXPECT_EQ(tpu.code, 2);
+  EXPECT_NE(tpu.err.find("--device: unknown value 'tpu'"), std::string::npos) << tpu.err;
+  auto util = run_cli(small_run({"--gpu-memory-utilization", "1.5"}));
+  EXPECT_EQ(util.code, 2);
+  EXPECT_NE(util.err.find("--gpu-memory-utilization: 1.5 is outside (0, 1]"), std::string::npos)
+      << util.err;
 }

@@ -1,0 +1,81 @@
+#include <fmt/format.h>
+
+#include "actors/rank/executor.hpp"
+
+namespace kvactor {
+
+namespace {
+
+class cpu_executor final : public step_executor {
+public:
+  cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
+               std::shared_ptr<kernels::host_communicator> comm, int32_t rank)
+      : stack_(std::move(stack)), comm_(std::move(comm)), rank_(rank) {}
+
+  status bind(std::vector<kernels::kv_view> views, std::vector<std::string> layer_names,
+              int32_t max_tokens) override {
+    views_ = std::move(views);
+    names_ = std::move(layer_names);
+    hidden_.assign(
+        static_cast<size_t>(max_tokens) * static_cast<size_t>(stack_->config().hidden_size), 0.0f);
+    return ok();
+  }
+
+  expected<std::vector<int32_t>> run(const step_batch& b,
+                                     const std::vector<executed_ubatch>& ubatches) override {
+    const auto hidden_size = static_cast<size_t>(stack_->config().hidden_size);
+    std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
+    std::function<void(float*, size_t)> reduce;
+    if (comm_ && comm_->world_size() > 1)
+      reduce = [this](float* buf, size_t n) { comm_->all_reduce(rank_, buf, n); };
+    try {
+      for (const auto& u : ubatches) {
+        std::vector<kernels::layer_batch> per_layer(names_.size());
+        std::vector<const kernels::layer_batch*> ptrs(names_.size());
+        for (size_t l = 0; l < names_.size(); ++l) {
+          auto it = u.layers->find(names_[l]);
+          if (it == u.layers->end())
+            return make_error(errc::invalid_argument,
+                              fmt::format("no metadata for layer {}", names_[l]));
+          const auto& m = it->second->common;
+          per_layer[l] = {m.query_start_loc.data(), m.seq_lens.data(), m.block_table.data(),
+                          m.block_table_width,      m.num_reqs,        m.slot_mapping.data()};
+          ptrs[l] = &per_layer[l];
+        }
+        const auto start = static_cast<size_t>(u.token_start);
+        stack_->forward(b.token_ids.data() + start, positions.data() + start,
+                        u.token_end - u.token_start, views_, ptrs, reduce,
+                        hidden_.data() + start * hidden_size);
+      }
+      return stack_->sample(hidden_.data(), b.sample_rows);
+    } catch (const std::exception& e) {
+      // Peers waiting in an all-reduce must not wait for this rank forever.
+      if (comm_) comm_->abort(fmt::format("rank {}: {}", rank_, e.what()));
+      return make_error(errc::invalid_argument, e.what());
+    }
+  }
+
+  std::vector<memory_entry> ledger() const override {
+    return {{"activations", static_cast<int64_t>(hidden_.size() * sizeof(float))}};
+  }
+
+  const char* device() const override { return "cpu"; }
+
+private:
+  std::unique_ptr<kernels::attention_stack> stack_;
+  std::shared_ptr<kernels::host_communicator> comm_;
+  int32_t rank_ = 0;
+  std::vector<kernels::kv_view> views_;
+  std::vector<std::string> names_;
+  std::vector<float> hidden_; // [max_tokens, hidden_size]
+};
+
+} // namespace
+
+std::unique_ptr<step_executor> make_cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
+                                                 std::shared_ptr<kernels::host_communicator> comm,
+                                                 int32_t rank) {
+  return std::make_unique<cpu_executor>(std::move(stack), std::move(comm), rank);
+}
+
+} // namespace kvactor

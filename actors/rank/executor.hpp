@@ -1,0 +1,58 @@
+// Where a rank's step runs: the attention stack of one device (CPU reference, or the GPU), fed
+// with the batch and the builders' metadata. Pure C++ (no CAF); the rank actor owns one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/metadata/builder.hpp"
+#include "actors/metadata/step_batch.hpp"
+#include "kvactor/kernels/attention_stack.h"
+#include "kvactor/kernels/host_communicator.h"
+#include "messages/errc.hpp"
+#include "messages/runtime.hpp"
+
+namespace kvactor {
+
+/// One builder's slice of the step: tokens [token_start, token_end) and its metadata per layer.
+struct executed_ubatch {
+  int32_t token_start = 0;
+  int32_t token_end = 0;
+  const layer_metadata* layers = nullptr;
+};
+
+class step_executor {
+public:
+  virtual ~step_executor() = default;
+
+  /// Binds the KV cache: one kernel view per stack layer (over this executor's device memory),
+  /// the layer names the builders key metadata by, and the most tokens one step carries.
+  virtual status bind(std::vector<kernels::kv_view> views, std::vector<std::string> layer_names,
+                      int32_t max_tokens) = 0;
+
+  /// Runs the stack over every ubatch of the batch, then samples b.sample_rows greedily.
+  /// Errors name the step; a kernel argument error means a bug between metadata and kernels.
+  virtual expected<std::vector<int32_t>> run(const step_batch& b,
+                                             const std::vector<executed_ubatch>& ubatches) = 0;
+
+  /// What this executor holds in memory (weights, activations, staging), for the ledger.
+  virtual std::vector<memory_entry> ledger() const = 0;
+
+  /// "cpu" or "cuda".
+  virtual const char* device() const = 0;
+};
+
+/// The CPU reference stack; `comm` (null for one rank) all-reduces the output projections.
+std::unique_ptr<step_executor> make_cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
+                                                 std::shared_ptr<kernels::host_communicator> comm,
+                                                 int32_t rank);
+
+/// The GPU stack on the current CUDA device: weights generated on the device, cuBLAS
+/// projections, the CUDA paged-attention kernels. An error (never a crash) when this build has
+/// no CUDA, no GPU is usable, or the model needs a kernel the GPU path lacks.
+expected<std::unique_ptr<step_executor>> make_cuda_executor(const kernels::stack_config& config,
+                                                            int32_t max_tokens);
+
+} // namespace kvactor
