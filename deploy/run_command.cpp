@@ -134,6 +134,11 @@ std::string summary_json(const run_summary& s, const std::string& device, int32_
   for (const auto& r : s.results)
     if (!r.finished) failures.push_back({{"request_id", r.request_id}, {"reason", r.failure}});
   j["failures"] = std::move(failures);
+  // Every request's generated tokens, so that two runs (devices, TP sizes) can be compared.
+  nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
+  for (const auto& r : s.results)
+    outputs.push_back({{"request_id", r.request_id}, {"tokens", r.output}});
+  j["outputs"] = std::move(outputs);
   return j.dump(2);
 }
 
@@ -200,7 +205,7 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     return bad(fmt::format("--max-model-len: {} exceeds the model's maximum of {} tokens",
                            max_model_len, layout.max_position_embeddings));
   std::vector<int64_t> budget{default_cpu_kv_cache};
-  if (device == "cuda") {
+  if (device == "cuda" && p.kv_cache_memory.empty()) {
     // vLLM's rule on the measured GPU: utilization x total, less what is in use already, less
     // the stack's weights and activations (and cuBLAS' workspace) that come after this point.
     auto stack = stack_config_for(layout, flags.seed);

@@ -1,0 +1,228 @@
+// The GPU executor: the attention stack on the current CUDA device. Per step the batch and the
+// builders' metadata are packed into one pinned staging buffer and copied to the device with one
+// cudaMemcpyAsync; the stack then runs every ubatch on the executor's stream and samples.
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "actors/rank/executor.hpp"
+#include "kvactor/kernels/cuda/attention_stack_cuda.h"
+
+namespace kvactor {
+
+namespace {
+
+error from_status(const kernels::cuda_status& s) {
+  return make_error(s.code() == cudaErrorInvalidValue ? errc::invalid_argument : errc::io_error,
+                    s.message());
+}
+
+// Grows by doubling; pinned host or device memory, freed on destruction.
+class staging {
+public:
+  ~staging() {
+    if (host_) cudaFreeHost(host_);
+    if (device_) cudaFree(device_);
+  }
+  kernels::cuda_status reserve(size_t bytes) {
+    if (bytes <= capacity_) return {};
+    size_t cap = std::max<size_t>(capacity_ * 2, std::max<size_t>(bytes, 1 << 16));
+    if (host_) cudaFreeHost(host_);
+    if (device_) cudaFree(device_);
+    host_ = nullptr;
+    device_ = nullptr;
+    capacity_ = 0;
+    KVACTOR_CUDA_CALL(cudaMallocHost(&host_, cap));
+    KVACTOR_CUDA_CALL(cudaMalloc(&device_, cap));
+    capacity_ = cap;
+    return {};
+  }
+  std::byte* host() const { return static_cast<std::byte*>(host_); }
+  std::byte* device() const { return static_cast<std::byte*>(device_); }
+  size_t capacity() const { return capacity_; }
+
+private:
+  void* host_ = nullptr;
+  void* device_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Lays arrays out in the staging buffer (16-byte aligned) and remembers their device addresses.
+class packer {
+public:
+  template <class T>
+  size_t add(const T* data, size_t count) {
+    offset_ = (offset_ + 15) / 16 * 16;
+    const size_t at = offset_;
+    pieces_.push_back({at, reinterpret_cast<const std::byte*>(data), count * sizeof(T)});
+    offset_ += count * sizeof(T);
+    return at;
+  }
+  size_t bytes() const { return offset_; }
+  void copy_into(std::byte* host) const {
+    for (const auto& p : pieces_)
+      if (p.bytes > 0) std::memcpy(host + p.at, p.data, p.bytes);
+  }
+
+private:
+  struct piece {
+    size_t at;
+    const std::byte* data;
+    size_t bytes;
+  };
+  std::vector<piece> pieces_;
+  size_t offset_ = 0;
+};
+
+class cuda_executor final : public step_executor {
+public:
+  cuda_executor(std::unique_ptr<kernels::attention_stack_cuda> stack, cudaStream_t stream)
+      : stack_(std::move(stack)), stream_(stream) {}
+
+  ~cuda_executor() override {
+    if (hidden_) cudaFree(hidden_);
+    stack_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  status bind(std::vector<kernels::kv_view> views, std::vector<std::string> layer_names,
+              int32_t max_tokens) override {
+    for (size_t l = 0; l < views.size(); ++l)
+      if (views[l].base != nullptr && views[l].type != stack_->dtype())
+        return make_error(errc::invalid_argument,
+                          fmt::format("layer {}: the KV cache holds {}, the GPU stack computes "
+                                      "in {}",
+                                      layer_names[l], kernels::to_string(views[l].type),
+                                      kernels::to_string(stack_->dtype())));
+    if (max_tokens > stack_->max_tokens())
+      return make_error(errc::invalid_argument,
+                        fmt::format("max_tokens: {} exceeds the {} the stack was built for",
+                                    max_tokens, stack_->max_tokens()));
+    views_ = std::move(views);
+    names_ = std::move(layer_names);
+    const size_t bytes = static_cast<size_t>(max_tokens)
+                         * static_cast<size_t>(stack_->config().hidden_size) * sizeof(float);
+    if (hidden_) cudaFree(hidden_);
+    hidden_ = nullptr;
+    if (auto e = cudaMalloc(reinterpret_cast<void**>(&hidden_), bytes); e != cudaSuccess)
+      return make_error(
+          errc::insufficient_memory,
+          fmt::format("hidden states: cudaMalloc of {} bytes: {}", bytes, cudaGetErrorString(e)));
+    hidden_bytes_ = bytes;
+    return ok();
+  }
+
+  expected<std::vector<int32_t>> run(const step_batch& b,
+                                     const std::vector<executed_ubatch>& ubatches) override {
+    const auto hidden_size = static_cast<size_t>(stack_->config().hidden_size);
+    positions_.assign(b.positions.begin(), b.positions.end());
+    // Pack the whole step first: the staging buffer is reused, so no copy may be in flight.
+    packer pack;
+    const size_t ids_at = pack.add(b.token_ids.data(), b.token_ids.size());
+    const size_t pos_at = pack.add(positions_.data(), positions_.size());
+    struct meta_at {
+      size_t qsl, seq_lens, table, slots;
+    };
+    std::vector<std::map<const backend_metadata*, meta_at>> placed(ubatches.size());
+    for (size_t u = 0; u < ubatches.size(); ++u)
+      for (const auto& name : names_) {
+        auto it = ubatches[u].layers->find(name);
+        if (it == ubatches[u].layers->end())
+          return make_error(errc::invalid_argument, fmt::format("no metadata for layer {}", name));
+        const auto* m = it->second.get();
+        if (placed[u].count(m) > 0) continue;
+        const auto& c = m->common;
+        const auto rows =
+            static_cast<size_t>(c.num_reqs) * static_cast<size_t>(c.block_table_width);
+        placed[u][m] = {
+            pack.add(c.query_start_loc.data(), c.query_start_loc.size()),
+            pack.add(c.seq_lens.data(), c.seq_lens.size()),
+            pack.add(c.block_table.data(), std::min(rows, c.block_table.size())),
+            pack.add(c.slot_mapping.data(),
+                     std::min(static_cast<size_t>(ubatches[u].token_end - ubatches[u].token_start),
+                              c.slot_mapping.size()))};
+      }
+    if (auto st = staging_.reserve(pack.bytes()); !st) return from_status(st);
+    pack.copy_into(staging_.host());
+    if (auto e = cudaMemcpyAsync(staging_.device(), staging_.host(), pack.bytes(),
+                                 cudaMemcpyHostToDevice, stream_);
+        e != cudaSuccess)
+      return make_error(errc::io_error,
+                        fmt::format("step upload: cudaMemcpyAsync: {}", cudaGetErrorString(e)));
+    auto* dev = staging_.device();
+    for (size_t u = 0; u < ubatches.size(); ++u) {
+      const auto& ub = ubatches[u];
+      kernels::device_step step;
+      step.token_ids = reinterpret_cast<const int32_t*>(dev + ids_at) + ub.token_start;
+      step.positions = reinterpret_cast<const int32_t*>(dev + pos_at) + ub.token_start;
+      step.num_tokens = ub.token_end - ub.token_start;
+      for (const auto& name : names_) {
+        const auto* m = ub.layers->find(name)->second.get();
+        const auto& at = placed[u].at(m);
+        step.layers.push_back({reinterpret_cast<const int32_t*>(dev + at.qsl),
+                               reinterpret_cast<const int32_t*>(dev + at.seq_lens),
+                               reinterpret_cast<const int32_t*>(dev + at.table),
+                               reinterpret_cast<const int64_t*>(dev + at.slots),
+                               m->common.block_table_width, m->common.num_reqs});
+      }
+      auto st = stack_->forward(step, views_, {},
+                                hidden_ + static_cast<size_t>(ub.token_start) * hidden_size);
+      if (!st) return from_status(st);
+    }
+    std::vector<int32_t> tokens;
+    if (auto st = stack_->sample(hidden_, b.sample_rows, tokens); !st) return from_status(st);
+    return tokens;
+  }
+
+  std::vector<memory_entry> ledger() const override {
+    return {
+        {"weights (device)", static_cast<int64_t>(stack_->weights_bytes())},
+        {"activations (device)", static_cast<int64_t>(stack_->activation_bytes() + hidden_bytes_)},
+        {"step staging (device + pinned host)", static_cast<int64_t>(staging_.capacity())}};
+  }
+
+  const char* device() const override { return "cuda"; }
+
+private:
+  std::unique_ptr<kernels::attention_stack_cuda> stack_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<kernels::kv_view> views_;
+  std::vector<std::string> names_;
+  float* hidden_ = nullptr; // device [max_tokens, hidden_size]
+  size_t hidden_bytes_ = 0;
+  staging staging_;
+  std::vector<int32_t> positions_;
+};
+
+} // namespace
+
+expected<std::unique_ptr<step_executor>> make_cuda_executor(const kernels::stack_config& config,
+                                                            int32_t max_tokens) {
+  int count = 0;
+  if (auto e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0)
+    return make_error(errc::unsupported,
+                      fmt::format("device: cuda: no usable GPU ({})",
+                                  e != cudaSuccess ? cudaGetErrorString(e) : "none visible"));
+  cudaStream_t stream = nullptr;
+  if (auto e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
+    return make_error(errc::io_error,
+                      fmt::format("device: cuda: cudaStreamCreate: {}", cudaGetErrorString(e)));
+  kernels::attention_stack_cuda_options opt;
+  opt.max_tokens = max_tokens;
+  opt.dtype = kernels::element_type::bf16;
+  opt.stream = stream;
+  auto created = kernels::attention_stack_cuda::create(config, opt);
+  if (!created.status) {
+    cudaStreamDestroy(stream);
+    return make_error(created.status.code() == cudaErrorInvalidValue ? errc::unsupported
+                                                                     : errc::io_error,
+                      fmt::format("device: cuda: {}", created.status.message()));
+  }
+  return std::unique_ptr<step_executor>(
+      std::make_unique<cuda_executor>(std::move(created.stack), stream));
+}
+
+} // namespace kvactor

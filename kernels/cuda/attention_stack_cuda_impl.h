@@ -1,0 +1,94 @@
+// Internal: the state of attention_stack_cuda (its weights, activations, cuBLAS handle), shared by
+// attention_stack_cuda.cpp (creation) and attention_stack_cuda_forward.cpp (forward, sample).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvactor/kernels/cuda/attention_stack_cuda.h"
+#include "kvactor/kernels/cuda/paged_attention_cuda.h"
+
+namespace kvactor::kernels {
+namespace cuda_detail {
+
+/// "CALL failed at FILE:LINE: <cublasGetStatusString> (<cublasGetStatusName>)", with the closest
+/// cudaError_t as the code (cudaErrorMemoryAllocation for CUBLAS_STATUS_ALLOC_FAILED, ...).
+cuda_status cublas_call_failed(cublasStatus_t status, const char* call, const char* file, int line);
+
+struct cuda_free_deleter {
+  void operator()(void* p) const noexcept { (void)cudaFree(p); }
+};
+using device_memory = std::unique_ptr<void, cuda_free_deleter>;
+
+/// y[t, o] = sum_i x[t, i] * w[o, i] on the tensor cores: x, w of element type `type` (bf16 or
+/// f16), float accumulation and output.
+///   w // [out, in]    x // [num_tokens, in]    y // [num_tokens, out]
+cuda_status gemm(cublasHandle_t handle, element_type type, const void* w, const void* x, float* y,
+                 int32_t num_tokens, int32_t in, int32_t out);
+
+} // namespace cuda_detail
+
+// KVACTOR_CUBLAS_CALL(cublasGemmEx(...)): in a function returning cuda_status, returns a failed
+// status naming the call when it does not return CUBLAS_STATUS_SUCCESS.
+#define KVACTOR_CUBLAS_CALL(call)                                                                  \
+  do {                                                                                             \
+    const cublasStatus_t kvactor_cublas_status_ = (call);                                          \
+    if (kvactor_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                           \
+      return ::kvactor::kernels::cuda_detail::cublas_call_failed(kvactor_cublas_status_, #call,    \
+                                                                 __FILE__, __LINE__);              \
+  } while (0)
+
+struct attention_stack_cuda::impl {
+  struct layer {
+    void* qkv = nullptr; // [q_rows + k_rows + v_rows, hidden]
+    int32_t q_rows = 0, k_rows = 0, v_rows = 0;
+    void* o = nullptr;      // [hidden, q_heads * v_size]
+    float* sinks = nullptr; // [q_heads] or nullptr
+    int32_t qkv_rows() const { return q_rows + k_rows + v_rows; }
+  };
+
+  stack_config cfg;
+  std::vector<layer_geometry> geo;
+  attention_stack_cuda_options opt;
+  int32_t sample_rows = 0; // rows of one sampling pass
+
+  // Every allocation, freed (after the handle is destroyed) when the stack is.
+  std::vector<cuda_detail::device_memory> memory;
+  size_t weights_bytes = 0, activation_bytes = 0;
+  cublasHandle_t blas = nullptr;
+
+  std::vector<layer> layers;
+  void* vocab = nullptr; // [vocab_size, hidden]
+
+  // Activations, sized for max_tokens rows and the widest layer.
+  void* xn = nullptr;        // [max(max_tokens, sample_rows), hidden] element type
+  float* qkv = nullptr;      // [max_tokens, max qkv_rows] float
+  void* q = nullptr;         // [max_tokens, max q_heads * head_size]
+  void* k = nullptr;         // [max_tokens, max kv_heads * head_size]
+  void* v = nullptr;         // [max_tokens, max kv_heads * v_size], or nullptr
+  void* attn = nullptr;      // [max_tokens, max q_heads * v_size]
+  float* o = nullptr;        // [max_tokens, hidden] float
+  float* logits = nullptr;   // [sample_rows, vocab_size] float
+  int32_t* rows = nullptr;   // [sample_rows]
+  int32_t* tokens = nullptr; // [sample_rows]
+  cuda_workspace attention_ws;
+
+  impl() = default;
+  impl(const impl&) = delete;
+  impl& operator=(const impl&) = delete;
+  ~impl() {
+    if (blas != nullptr) (void)cublasDestroy(blas);
+  }
+
+  bool bf16() const { return opt.dtype == element_type::bf16; }
+  size_t esize() const { return element_size(opt.dtype); }
+  /// cudaMalloc of `bytes` (none for 0), counted as weights or activations.
+  cuda_status allocate(size_t bytes, bool weight, void** out);
+};
+
+} // namespace kvactor::kernels

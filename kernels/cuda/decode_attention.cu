@@ -1,0 +1,337 @@
+// Decode kernel: one CTA of 4 warps per (request, KV head, row chunk, KV split). The CTA's rows
+// are up to 16 (query token, q head) pairs of one GQA group, so each K/V entry is read once for
+// all q heads of the group. The warps take the CTA's 16-key sub-tiles round-robin, each with its
+// own cp.async pipeline (STAGES sub-tiles in flight, 16-byte copies into padded shared rows),
+// and runs S = Q K^T and O += P V on the tensor cores (mma.sync m16n8k16) with an online softmax.
+// At the end the 4 warps' (max, sum, O) are merged in shared memory; the CTA writes the final
+// rows, or, with several splits, its partial result for the merge kernel. Each CTA lets the next
+// kernel (merge or prefill, launched with PDL) be scheduled as soon as it starts.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "attention_args.h"
+#include "device_utils.cuh"
+
+namespace kvactor::kernels::cuda_detail {
+namespace {
+
+template <int D>
+struct decode_config {
+  static constexpr int warps = 4;
+  static constexpr int threads = warps * 32;
+  static constexpr int stages = 3;  // sub-tiles in flight per warp
+  static constexpr int row = D + 8; // shared row stride in elements: +16 bytes against conflicts
+  static constexpr int tile = 16 * row; // one 16-row tile
+  // Q, then per warp and stage: K, V.
+  static constexpr size_t smem_bytes = 2 * size_t{tile} * (1 + warps * stages * 2);
+  // The warps' merge reuses the stages: O [warps][16][D + 4], max [warps][16], sum [warps][16].
+  static constexpr int red_row = D + 4;
+  static_assert(4 * (warps * 16 * red_row + 2 * warps * 16) <= 2 * tile * warps * stages * 2);
+};
+
+template <class T, int D>
+__global__ void __launch_bounds__(decode_config<D>::threads)
+    decode_attention_kernel(const attention_args a) {
+  using cfg = decode_config<D>;
+  using ops = mma_ops<T>;
+  constexpr int row = cfg::row;
+  constexpr int chunks = D / 8; // 16-byte chunks per row
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* const q_s = reinterpret_cast<T*>(smem_raw);
+  T* const stage_s = q_s + cfg::tile;
+
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int r = static_cast<int>(blockIdx.x);
+  const int chunk = static_cast<int>(blockIdx.y) % a.row_chunks;
+  const int kvh = static_cast<int>(blockIdx.y) / a.row_chunks;
+  const int split = static_cast<int>(blockIdx.z);
+  pdl_launch_dependents(); // the merge (or prefill) kernel may be scheduled; it waits for us
+
+  // Block ids: lane i holds those of this warp's sub-tiles n = base + i (ids) and base + 32 + i
+  // (ids_next); sub-tile n of this warp is my_begin + warp + 4 n.
+  const int32_t* const bt = a.block_table + static_cast<int64_t>(r) * a.width;
+  auto block_id = [&](int my_begin, int n) {
+    const int idx = (my_begin + warp + 4 * n) * 16 / a.block_size;
+    return idx < a.width ? bt[idx] : -1;
+  };
+  int ids = -1, ids_next = -1;
+  if (a.split_subtiles > 0) { // known before the request's length: load with it
+    ids = block_id(split * a.split_subtiles, lane);
+    ids_next = block_id(split * a.split_subtiles, 32 + lane);
+  }
+
+  const int q_begin = a.query_start_loc[r];
+  const int qlen = a.query_start_loc[r + 1] - q_begin;
+  const int seq = a.seq_lens[r];
+  if (qlen <= 0 || seq < qlen || !is_decode_request(qlen, a.group)) return;
+  const int rows_total = qlen * a.group;
+  const int row0 = chunk * decode_rows;
+  if (row0 >= rows_total) return;
+  const int rows = min(decode_rows, rows_total - row0);
+
+  // Keys any row of the CTA sees (positions grow with the row), cut into 16-key sub-tiles, and
+  // this split's share of them.
+  const int lo = visible_range(a, seq - qlen + row0 / a.group, seq).lo;
+  const int hi = visible_range(a, seq - qlen + (row0 + rows - 1) / a.group, seq).hi;
+  const int sub_first = lo / 16;
+  const int sub_count = hi / 16 - sub_first + 1;
+  int my_begin = 0, my_end = 0;
+  if (a.split_subtiles > 0) {
+    my_begin = split * a.split_subtiles; // lo is 0 here
+    my_end = min(my_begin + a.split_subtiles, sub_first + sub_count);
+  } else {
+    const int per_split = (sub_count + a.num_splits - 1) / a.num_splits;
+    my_begin = sub_first + split * per_split;
+    my_end = min(my_begin + per_split, sub_first + sub_count);
+    ids = block_id(my_begin, lane);
+    ids_next = block_id(my_begin, 32 + lane);
+  }
+
+  // Q rows -> shared (zeros for rows past the request's), in the first cp.async group.
+  const T* const q = static_cast<const T*>(a.q);
+  for (int c = static_cast<int>(threadIdx.x); c < 16 * chunks; c += cfg::threads) {
+    const int rr = c / chunks, col = c % chunks;
+    const int gr = row0 + rr;
+    const int64_t t = q_begin + gr / a.group;
+    const int h = kvh * a.group + gr % a.group;
+    const bool ok = rr < rows;
+    cp_async_16(q_s + rr * row + col * 8, ok ? q + (t * a.num_q_heads + h) * D + col * 8 : q, ok);
+  }
+
+  // This thread's accumulator rows are g and g + 8 (mma C layout).
+  const int g = lane >> 2, t4 = lane & 3;
+  int row_lo[2], row_hi[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int rr = g + 8 * i;
+    row_lo[i] = 1;
+    row_hi[i] = 0; // a row past the request's sees nothing
+    if (rr < rows) {
+      const key_range kr = visible_range(a, seq - qlen + (row0 + rr) / a.group, seq);
+      row_lo[i] = kr.lo;
+      row_hi[i] = kr.hi;
+    }
+  }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+
+  // Sub-tile n of this warp is my_begin + warp + 4 n.
+  const int n_tiles = my_end - my_begin - warp > 0 ? (my_end - my_begin - warp + 3) / 4 : 0;
+  T* const my_stages = stage_s + warp * cfg::stages * 2 * cfg::tile;
+  const T* const cache = static_cast<const T*>(a.cache);
+  const T* const head_base = cache + kvh * a.stride_head;
+
+  auto issue = [&](int n) {
+    if (n < n_tiles) {
+      if ((n & 31) == 0 && n > 0) { // next batch of block ids; the one after starts loading
+        ids = ids_next;
+        ids_next = block_id(my_begin, n + 32 + lane);
+      }
+      const int blk = __shfl_sync(0xffffffffu, ids, n & 31);
+      const int key0 = (my_begin + warp + 4 * n) * 16;
+      const bool blk_ok = blk >= 0 && blk < a.num_blocks;
+      const T* const src = head_base + static_cast<int64_t>(blk_ok ? blk : 0) * a.stride_block
+                           + static_cast<int64_t>(key0 % a.block_size) * a.stride_token;
+      T* const ks = my_stages + (n % cfg::stages) * 2 * cfg::tile;
+      T* const vs = ks + cfg::tile;
+#pragma unroll
+      for (int i = 0; i < 16 * chunks / 32; ++i) {
+        const int c = lane + 32 * i;
+        const int rr = c / chunks, col = c % chunks;
+        const int key = key0 + rr;
+        const bool ok = blk_ok && key >= lo && key <= hi;
+        const T* const p = src + rr * a.stride_token + col * 8;
+        cp_async_16(ks + rr * row + col * 8, ok ? p : cache, ok);
+        cp_async_16(vs + rr * row + col * 8, ok ? p + a.v_offset : cache, ok);
+      }
+    }
+    cp_async_commit(); // empty groups keep the wait counts uniform
+  };
+
+#pragma unroll
+  for (int s = 0; s < cfg::stages - 1; ++s)
+    issue(s);
+  // Q (and sub-tile 0) landed; every warp reads all of Q.
+  cp_async_wait<cfg::stages - 2>();
+  __syncthreads();
+
+  for (int n = 0; n < n_tiles; ++n) {
+    issue(n + cfg::stages - 1);
+    cp_async_wait<cfg::stages - 1>();
+    __syncwarp();
+    const T* const ks = my_stages + (n % cfg::stages) * 2 * cfg::tile;
+    const T* const vs = ks + cfg::tile;
+    const int key0 = (my_begin + warp + 4 * n) * 16;
+
+    // S = Q K^T: 16 rows x 16 keys, as two n8 tiles.
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t qa[4], kb[4];
+      ldmatrix_x4(qa, q_s + (lane & 15) * row + kk * 16 + (lane >> 4) * 8);
+      ldmatrix_x4(kb,
+                  ks + ((lane & 7) + ((lane >> 4) << 3)) * row + kk * 16 + ((lane >> 3) & 1) * 8);
+      ops::mma(s[0], qa, kb[0], kb[1]);
+      ops::mma(s[1], qa, kb[2], kb[3]);
+    }
+
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = e >> 1;
+        const int key = key0 + j * 8 + 2 * t4 + (e & 1);
+        const float x = score_log2(a, s[j][e]);
+        s[j][e] = key >= row_lo[i] && key <= row_hi[i] ? x : -INFINITY;
+        tile_max[i] = fmaxf(tile_max[i], s[j][e]);
+      }
+    }
+    float base[2], alpha[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      base[i] = online_rescale(m[i], quad_max(tile_max[i]), &alpha[i]);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[j][e] = fast_exp2(s[j][e] - base[e >> 1]);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      l[i] = l[i] * alpha[i] + s[0][2 * i] + s[0][2 * i + 1] + s[1][2 * i] + s[1][2 * i + 1];
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      o[nt][0] *= alpha[0];
+      o[nt][1] *= alpha[0];
+      o[nt][2] *= alpha[1];
+      o[nt][3] *= alpha[1];
+    }
+
+    // O += P V: P from the S accumulators (C layout -> A layout), V^T through ldmatrix.trans.
+    const uint32_t pa[4] = {ops::pack(s[0][0], s[0][1]), ops::pack(s[0][2], s[0][3]),
+                            ops::pack(s[1][0], s[1][1]), ops::pack(s[1][2], s[1][3])};
+#pragma unroll
+    for (int nd = 0; nd < D / 16; ++nd) {
+      uint32_t vb[4];
+      ldmatrix_x4_trans(vb, vs + ((lane & 7) + ((lane >> 3) & 1) * 8) * row + nd * 16
+                                + (lane >> 4) * 8);
+      ops::mma(o[2 * nd], pa, vb[0], vb[1]);
+      ops::mma(o[2 * nd + 1], pa, vb[2], vb[3]);
+    }
+    __syncwarp();
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+    l[i] = quad_sum(l[i]);
+
+  // Merge the warps' partial results in shared memory (the stages are free now).
+  __syncthreads();
+  float* const red_o = reinterpret_cast<float*>(stage_s);
+  float* const red_m = red_o + cfg::warps * 16 * cfg::red_row;
+  float* const red_l = red_m + cfg::warps * 16;
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt) {
+    float* const p = red_o + (warp * 16 + g) * cfg::red_row + nt * 8 + 2 * t4;
+    *reinterpret_cast<float2*>(p) = make_float2(o[nt][0], o[nt][1]);
+    *reinterpret_cast<float2*>(p + 8 * cfg::red_row) = make_float2(o[nt][2], o[nt][3]);
+  }
+  if (t4 == 0) {
+    red_m[warp * 16 + g] = m[0];
+    red_m[warp * 16 + g + 8] = m[1];
+    red_l[warp * 16 + g] = l[0];
+    red_l[warp * 16 + g + 8] = l[1];
+  }
+  __syncthreads();
+
+  for (int c = static_cast<int>(threadIdx.x); c < 16 * chunks; c += cfg::threads) {
+    const int rr = c / chunks, col = (c % chunks) * 8;
+    if (rr >= rows) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < cfg::warps; ++w)
+      mx = fmaxf(mx, red_m[w * 16 + rr]);
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    float sum = 0.0f;
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int w = 0; w < cfg::warps; ++w) {
+      const float wgt = fast_exp2(red_m[w * 16 + rr] - base);
+      sum += wgt * red_l[w * 16 + rr];
+      const float* const p = red_o + (w * 16 + rr) * cfg::red_row + col;
+      const float4 x0 = *reinterpret_cast<const float4*>(p);
+      const float4 x1 = *reinterpret_cast<const float4*>(p + 4);
+      acc[0] += wgt * x0.x;
+      acc[1] += wgt * x0.y;
+      acc[2] += wgt * x0.z;
+      acc[3] += wgt * x0.w;
+      acc[4] += wgt * x1.x;
+      acc[5] += wgt * x1.y;
+      acc[6] += wgt * x1.z;
+      acc[7] += wgt * x1.w;
+    }
+    const int gr = row0 + rr;
+    const int64_t t = q_begin + gr / a.group;
+    const int h = kvh * a.group + gr % a.group;
+    const int64_t out_row = t * a.num_q_heads + h;
+    if (a.num_splits == 1) {
+      float acc_scale = 1.0f;
+      const float inv = finish_row(a, h, mx, sum, &acc_scale) * acc_scale;
+      uint4 packed;
+      packed.x = ops::pack(acc[0] * inv, acc[1] * inv);
+      packed.y = ops::pack(acc[2] * inv, acc[3] * inv);
+      packed.z = ops::pack(acc[4] * inv, acc[5] * inv);
+      packed.w = ops::pack(acc[6] * inv, acc[7] * inv);
+      *reinterpret_cast<uint4*>(static_cast<T*>(a.out) + out_row * D + col) = packed;
+    } else {
+      const int64_t prow = (static_cast<int64_t>(r) * gridDim.y + blockIdx.y) * decode_rows + rr;
+      const int64_t idx = prow * a.num_splits + split;
+      float* const po = a.partial_out + idx * D + col;
+      *reinterpret_cast<float4*>(po) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      *reinterpret_cast<float4*>(po + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      if (col == 0) {
+        a.partial_ml[2 * idx] = mx;
+        a.partial_ml[2 * idx + 1] = sum;
+      }
+    }
+  }
+}
+
+template <class T, int D>
+cuda_status launch_typed(const attention_args& a, dim3 grid, bool pdl, cudaStream_t stream) {
+  using cfg = decode_config<D>;
+  const auto kernel = decode_attention_kernel<T, D>;
+  KVACTOR_CUDA_CALL(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(cfg::smem_bytes)));
+  return launch_kernel(kernel, grid, cfg::threads, cfg::smem_bytes, pdl, stream, a);
+}
+
+template <class T>
+cuda_status launch_head_size(const attention_args& a, dim3 grid, bool pdl, cudaStream_t stream) {
+  switch (a.head_size) {
+  case 64: return launch_typed<T, 64>(a, grid, pdl, stream);
+  case 128: return launch_typed<T, 128>(a, grid, pdl, stream);
+  case 256: return launch_typed<T, 256>(a, grid, pdl, stream);
+  default: break;
+  }
+  return detail::invalid_cuda_argument("decode attention: head_size ", a.head_size,
+                                       " is not instantiated");
+}
+
+} // namespace
+
+cuda_status launch_decode_attention(const attention_args& a, bool bf16, dim3 grid, bool pdl,
+                                    cudaStream_t stream) {
+  if (bf16) return launch_head_size<__nv_bfloat16>(a, grid, pdl, stream);
+  return launch_head_size<__half>(a, grid, pdl, stream);
+}
+
+} // namespace kvactor::kernels::cuda_detail

@@ -1,0 +1,224 @@
+// Internal device helpers of the attention kernels: PTX wrappers (cp.async, ldmatrix,
+// mma.sync m16n8k16), fast exp2/tanh, visibility ranges and request lookup.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "attention_args.h"
+
+namespace kvactor::kernels::cuda_detail {
+
+constexpr float log2e = 1.4426950408889634f;
+
+/// 16 bytes global -> shared, asynchronous; zero-fills the destination when !valid (then src is
+/// not read, but must still be a valid address).
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+}
+
+// Programmatic dependent launch (sm_90; no-ops for a kernel launched without it).
+/// Lets the next kernel of the stream, launched with PDL, be scheduled once every CTA of this
+/// grid has called this or exited.
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+/// Waits until the preceding kernel of the stream has completed and its writes are visible.
+__device__ __forceinline__ void pdl_wait_for_predecessor() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/// Waits until at most N committed groups of this thread are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* smem) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(a)
+               : "memory");
+}
+
+/// Per element type: packing two floats into the operand register, and the tensor-core MMA
+///   c[16x8] += a[16x16] * b[16x8]   (row.col, float accumulators)
+template <class T>
+struct mma_ops;
+
+template <>
+struct mma_ops<__nv_bfloat16> {
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    __builtin_memcpy(&u, &v, 4);
+    return u;
+  }
+  __device__ __forceinline__ static float2 unpack(uint32_t u) {
+    __nv_bfloat162 v;
+    __builtin_memcpy(&v, &u, 4);
+    return __bfloat1622float2(v);
+  }
+  __device__ __forceinline__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <>
+struct mma_ops<__half> {
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    uint32_t u;
+    __builtin_memcpy(&u, &v, 4);
+    return u;
+  }
+  __device__ __forceinline__ static float2 unpack(uint32_t u) {
+    __half2 v;
+    __builtin_memcpy(&v, &u, 4);
+    return __half22float2(v);
+  }
+  __device__ __forceinline__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+/// 2^x; 0 for -inf.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// A raw score q . k in log2 units, scaled and soft-capped.
+__device__ __forceinline__ float score_log2(const attention_args& a, float qk) {
+  return a.softcap > 0.0f ? a.softcap_log2 * fast_tanh(qk * a.score_scale) : qk * a.score_scale;
+}
+
+/// The keys [lo, hi] visible to the query at position p of a sequence of seq tokens
+/// (visible_keys of paged_attention.h).
+struct key_range {
+  int32_t lo, hi;
+};
+__device__ __forceinline__ key_range visible_range(const attention_args& a, int32_t p,
+                                                   int32_t seq) {
+  int32_t lo = 0;
+  int32_t hi = a.causal ? p : seq - 1;
+  if (a.sliding_window > 0) {
+    lo = max(lo, p - a.sliding_window + 1);
+    if (!a.causal) hi = min(hi, p + a.sliding_window - 1);
+  }
+  if (a.chunk_size > 0) {
+    const int32_t begin = p / a.chunk_size * a.chunk_size;
+    lo = max(lo, begin);
+    hi = min(hi, begin + a.chunk_size - 1);
+  }
+  return {lo, hi};
+}
+
+/// The request of token t: the largest r < num_reqs with query_start_loc[r] <= t.
+__device__ __forceinline__ int32_t request_of_token(const attention_args& a, int32_t t) {
+  int32_t lo = 0, hi = a.num_reqs - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) / 2;
+    if (a.query_start_loc[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/// Max over the 4 threads of a quad (the threads that hold one accumulator row).
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+/// Online softmax step for one accumulator row: `tile_max` is the row's max over the new
+/// scores. Returns the subtrahend for exp2 of the new scores (0 while the row has seen no key)
+/// and sets *alpha, the factor for the old accumulators.
+__device__ __forceinline__ float online_rescale(float& m, float tile_max, float* alpha) {
+  const float m_new = fmaxf(m, tile_max);
+  const float base = m_new == -INFINITY ? 0.0f : m_new;
+  *alpha = fast_exp2(m - base);
+  m = m_new;
+  return base;
+}
+
+/// Final normaliser of one row given its running max m (log2) and sum l, with the sink of head
+/// h joining the denominator: out = acc * (*acc_scale) / denominator. Returns 1 / denominator
+/// (0 for a row that saw nothing).
+__device__ __forceinline__ float finish_row(const attention_args& a, int32_t h, float m, float l,
+                                            float* acc_scale) {
+  *acc_scale = 1.0f;
+  if (a.sinks != nullptr) {
+    const float sink = a.sinks[h] * log2e;
+    const float m_final = fmaxf(m, sink);
+    const float f = fast_exp2(m - m_final);
+    l = l * f + fast_exp2(sink - m_final);
+    *acc_scale = f;
+  }
+  return l > 0.0f ? 1.0f / l : 0.0f;
+}
+
+/// Launches kernel<<<grid, threads, smem, stream>>>(a), as a programmatic dependent when pdl.
+template <class Kernel>
+cuda_status launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, bool pdl,
+                          cudaStream_t stream, const attention_args& a) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  KVACTOR_CUDA_CALL(cudaLaunchKernelEx(&cfg, kernel, a));
+  return {};
+}
+
+} // namespace kvactor::kernels::cuda_detail

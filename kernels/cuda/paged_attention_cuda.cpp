@@ -1,0 +1,285 @@
+// Host side of paged_attention_cuda: argument checks (before any CUDA call), the split-KV plan,
+// and the launches (decode + prefill, or MLA; then the merge when keys are split).
+#include "kvactor/kernels/cuda/paged_attention_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "attention_args.h"
+
+namespace kvactor::kernels {
+namespace {
+
+using cuda_detail::attention_args;
+
+constexpr int32_t max_splits = 64;
+// A split keeps at least this many keys, so that every warp of its CTA has a pipeline to run.
+constexpr int64_t decode_min_split_keys = 128;
+constexpr int64_t mla_min_split_keys = 64;
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+bool is_mla(const attention_params& p) {
+  return p.head_size == 576;
+}
+
+int32_t device_sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess
+      || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess
+      || sms <= 0) {
+    (void)cudaGetLastError(); // leave no error of ours behind
+    return 132;
+  }
+  return sms;
+}
+
+struct plan {
+  int32_t row_chunks = 1; // decode CTAs along one KV head's rows
+  int32_t num_splits = 1;
+  size_t partial_rows = 0;    // rows of split partial results
+  size_t bytes_per_split = 0; // workspace per split
+};
+
+// Fewest splits whose CTAs fill the GPU's waves about as well as any count can: the smallest
+// count within 85% of the best wave efficiency (CTAs / (waves * slots)).
+int32_t choose_splits(int64_t base_ctas, int64_t max_keys, int64_t min_split_keys, int64_t slots) {
+  if (base_ctas <= 0) return 1;
+  const auto limit = static_cast<int32_t>(
+      std::clamp<int64_t>(max_keys / min_split_keys, int64_t{1}, int64_t{max_splits}));
+  auto efficiency = [&](int32_t n) {
+    const int64_t ctas = base_ctas * n;
+    const int64_t waves = (ctas + slots - 1) / slots;
+    return static_cast<double>(ctas) / static_cast<double>(waves * slots);
+  };
+  double best = 0.0;
+  for (int32_t n = 1; n <= limit; ++n)
+    best = std::max(best, efficiency(n));
+  for (int32_t n = 1; n <= limit; ++n)
+    if (efficiency(n) >= 0.85 * best) return n;
+  return 1;
+}
+
+plan make_plan(const attention_params& p, const kv_view& view, int32_t width, int32_t num_reqs,
+               int32_t num_tokens) {
+  plan pl;
+  const int32_t group = p.num_q_heads / p.num_kv_heads;
+  pl.row_chunks = std::max(1, (group + cuda_detail::decode_rows - 1) / cuda_detail::decode_rows);
+  // Keys one row can see at most.
+  int64_t max_keys = int64_t{width} * view.block_size;
+  if (p.sliding_window > 0) max_keys = std::min<int64_t>(max_keys, p.sliding_window + 16);
+  if (p.chunk_size > 0) max_keys = std::min<int64_t>(max_keys, p.chunk_size);
+  const int64_t sms = device_sm_count();
+  if (is_mla(p)) {
+    const int64_t base = int64_t{num_tokens} * ((p.num_q_heads + 15) / 16);
+    pl.num_splits =
+        choose_splits(base, max_keys, mla_min_split_keys, sms * cuda_detail::mla_ctas_per_sm());
+  } else {
+    // Planned against one CTA per multiprocessor: a split CTA's keys then stream at the
+    // multiprocessor's full share of bandwidth, and fewer splits make a cheaper merge (measured
+    // on an H200: batch 1 x 4096 keys, 8 KV heads, is fastest with 16 splits, not 32).
+    const int64_t base = int64_t{num_reqs} * p.num_kv_heads * pl.row_chunks;
+    pl.num_splits = choose_splits(base, max_keys, decode_min_split_keys, sms);
+  }
+  // Partial rows: MLA's are (token, q head); the decode kernel's are 16 per CTA row chunk.
+  pl.partial_rows = is_mla(p) ? static_cast<size_t>(num_tokens) * p.num_q_heads
+                              : static_cast<size_t>(num_reqs) * p.num_kv_heads * pl.row_chunks
+                                    * cuda_detail::decode_rows;
+  pl.bytes_per_split = pl.partial_rows * (p.v_size + 2) * sizeof(float);
+  return pl;
+}
+
+cuda_status check_params(const attention_params& p, const kv_view& view) {
+  KVACTOR_CUDA_CHECK_ARG(view.type == element_type::bf16 || view.type == element_type::f16,
+                         "paged_attention_cuda: view.type: ", to_string(view.type),
+                         " is not supported (bf16 or f16)");
+  KVACTOR_CUDA_CHECK_ARG(view.block_size == 16 || view.block_size == 32 || view.block_size == 64,
+                         "paged_attention_cuda: view.block_size: ", view.block_size,
+                         " is not supported (16, 32 or 64)");
+  KVACTOR_CUDA_CHECK_ARG(aligned16(view.base), "paged_attention_cuda: view.base: ", view.base,
+                         " is not 16-byte aligned");
+  KVACTOR_CUDA_CHECK_ARG(
+      view.stride_block % 8 == 0 && view.stride_head % 8 == 0 && view.stride_token % 8 == 0,
+      "paged_attention_cuda: view strides: ", view.stride_block, ", ", view.stride_head, ", ",
+      view.stride_token, " are not all multiples of 8 elements (16 bytes)");
+  KVACTOR_CUDA_CHECK_ARG(p.num_q_heads > 0, "paged_attention_cuda: num_q_heads: ", p.num_q_heads,
+                         " must be > 0");
+  KVACTOR_CUDA_CHECK_ARG(p.num_kv_heads > 0, "paged_attention_cuda: num_kv_heads: ", p.num_kv_heads,
+                         " must be > 0");
+  KVACTOR_CUDA_CHECK_ARG(p.num_q_heads % p.num_kv_heads == 0,
+                         "paged_attention_cuda: num_q_heads: ", p.num_q_heads,
+                         " is not a multiple of num_kv_heads ", p.num_kv_heads);
+  KVACTOR_CUDA_CHECK_ARG(p.num_kv_heads == view.num_heads,
+                         "paged_attention_cuda: num_kv_heads: ", p.num_kv_heads,
+                         " differs from the view's num_heads ", view.num_heads);
+  KVACTOR_CUDA_CHECK_ARG(p.head_size > 0 && p.head_size <= view.content,
+                         "paged_attention_cuda: head_size: ", p.head_size,
+                         " is outside [1, content = ", view.content, "]");
+  KVACTOR_CUDA_CHECK_ARG(p.v_size > 0, "paged_attention_cuda: v_size: ", p.v_size, " must be > 0");
+  KVACTOR_CUDA_CHECK_ARG(p.v_offset >= 0 && p.v_offset + p.v_size <= view.content,
+                         "paged_attention_cuda: v_offset + v_size: ", p.v_offset, " + ", p.v_size,
+                         " is outside the view's content ", view.content);
+  if (is_mla(p)) {
+    KVACTOR_CUDA_CHECK_ARG(p.v_offset == 0 && p.v_size == 512,
+                           "paged_attention_cuda: v_offset, v_size: ", p.v_offset, ", ", p.v_size,
+                           " are not supported with head_size 576 (MLA: 0, 512)");
+    KVACTOR_CUDA_CHECK_ARG(p.num_kv_heads == 1,
+                           "paged_attention_cuda: num_kv_heads: ", p.num_kv_heads,
+                           " is not supported with head_size 576 (MLA: 1)");
+  } else {
+    KVACTOR_CUDA_CHECK_ARG(p.head_size == 64 || p.head_size == 128 || p.head_size == 256,
+                           "paged_attention_cuda: head_size: ", p.head_size,
+                           " is not supported (64, 128, 256, or 576 for MLA)");
+    KVACTOR_CUDA_CHECK_ARG(p.v_size == p.head_size, "paged_attention_cuda: v_size: ", p.v_size,
+                           " is not supported: it must equal head_size ", p.head_size);
+    KVACTOR_CUDA_CHECK_ARG(p.v_offset % 8 == 0, "paged_attention_cuda: v_offset: ", p.v_offset,
+                           " is not a multiple of 8");
+  }
+  KVACTOR_CUDA_CHECK_ARG(std::isfinite(p.scale), "paged_attention_cuda: scale: ", p.scale,
+                         " is not finite");
+  KVACTOR_CUDA_CHECK_ARG(p.sliding_window >= 0,
+                         "paged_attention_cuda: sliding_window: ", p.sliding_window,
+                         " is negative");
+  KVACTOR_CUDA_CHECK_ARG(p.chunk_size >= 0, "paged_attention_cuda: chunk_size: ", p.chunk_size,
+                         " is negative");
+  KVACTOR_CUDA_CHECK_ARG(std::isfinite(p.softcap) && p.softcap >= 0.0f,
+                         "paged_attention_cuda: softcap: ", p.softcap, " must be finite and >= 0");
+  return {};
+}
+
+} // namespace
+
+cuda_status check_paged_attention_cuda(const attention_params& params, const kv_view& view,
+                                       const void* q, const int32_t* query_start_loc,
+                                       const int32_t* seq_lens, const int32_t* block_table,
+                                       int32_t width, int32_t num_reqs, int32_t num_tokens,
+                                       const void* out, cuda_workspace workspace) {
+  try {
+    check_view(view, "paged_attention_cuda: view");
+  } catch (const std::invalid_argument& e) {
+    return detail::invalid_cuda_argument(e.what());
+  }
+  if (cuda_status s = check_params(params, view); !s) return s;
+  KVACTOR_CUDA_CHECK_ARG(num_reqs >= 0, "paged_attention_cuda: num_reqs: ", num_reqs,
+                         " is negative");
+  KVACTOR_CUDA_CHECK_ARG(num_tokens >= 0, "paged_attention_cuda: num_tokens: ", num_tokens,
+                         " is negative");
+  KVACTOR_CUDA_CHECK_ARG(width >= 0, "paged_attention_cuda: width: ", width, " is negative");
+  KVACTOR_CUDA_CHECK_ARG(workspace.bytes == 0
+                             || (workspace.data != nullptr && aligned16(workspace.data)),
+                         "paged_attention_cuda: workspace.data: ", workspace.data,
+                         " is null or not 16-byte aligned for ", workspace.bytes, " bytes");
+  if (num_reqs == 0 || num_tokens == 0) return {};
+  KVACTOR_CUDA_CHECK_ARG(query_start_loc != nullptr,
+                         "paged_attention_cuda: query_start_loc: is null");
+  KVACTOR_CUDA_CHECK_ARG(seq_lens != nullptr, "paged_attention_cuda: seq_lens: is null");
+  KVACTOR_CUDA_CHECK_ARG(block_table != nullptr, "paged_attention_cuda: block_table: is null");
+  KVACTOR_CUDA_CHECK_ARG(width > 0, "paged_attention_cuda: width: ", width,
+                         " must be > 0 with requests");
+  KVACTOR_CUDA_CHECK_ARG(q != nullptr && aligned16(q), "paged_attention_cuda: q: ", q,
+                         " is null or not 16-byte aligned");
+  KVACTOR_CUDA_CHECK_ARG(out != nullptr && aligned16(out), "paged_attention_cuda: out: ", out,
+                         " is null or not 16-byte aligned");
+  return {};
+}
+
+size_t paged_attention_workspace_bytes(const attention_params& params, const kv_view& view,
+                                       int32_t width, int32_t num_reqs, int32_t num_tokens) {
+  if (width <= 0 || num_reqs <= 0 || num_tokens <= 0 || !check_params(params, view).ok()) return 0;
+  const plan pl = make_plan(params, view, width, num_reqs, num_tokens);
+  return pl.num_splits > 1 ? pl.bytes_per_split * static_cast<size_t>(pl.num_splits) : 0;
+}
+
+cuda_status paged_attention_cuda(const attention_params& params, const kv_view& view, const void* q,
+                                 const int32_t* query_start_loc, const int32_t* seq_lens,
+                                 const int32_t* block_table, int32_t width, int32_t num_reqs,
+                                 int32_t num_tokens, void* out, cuda_workspace workspace,
+                                 cudaStream_t stream) {
+  if (cuda_status s =
+          check_paged_attention_cuda(params, view, q, query_start_loc, seq_lens, block_table, width,
+                                     num_reqs, num_tokens, out, workspace);
+      !s)
+    return s;
+  if (num_reqs == 0 || num_tokens == 0) return {};
+
+  plan pl = make_plan(params, view, width, num_reqs, num_tokens);
+  // A smaller workspace means fewer splits; none without one.
+  if (pl.num_splits > 1 && pl.bytes_per_split > 0) {
+    const size_t fit = workspace.bytes / pl.bytes_per_split;
+    pl.num_splits = static_cast<int32_t>(std::min<size_t>(static_cast<size_t>(pl.num_splits), fit));
+    if (pl.num_splits < 2) pl.num_splits = 1;
+  }
+
+  attention_args a{};
+  a.q = q;
+  a.out = out;
+  a.cache = view.base;
+  a.stride_block = view.stride_block;
+  a.stride_head = view.stride_head;
+  a.stride_token = view.stride_token;
+  a.num_blocks = view.num_blocks;
+  a.block_size = view.block_size;
+  a.query_start_loc = query_start_loc;
+  a.seq_lens = seq_lens;
+  a.block_table = block_table;
+  a.width = width;
+  a.num_reqs = num_reqs;
+  a.num_tokens = num_tokens;
+  a.num_q_heads = params.num_q_heads;
+  a.num_kv_heads = params.num_kv_heads;
+  a.group = params.num_q_heads / params.num_kv_heads;
+  a.head_size = params.head_size;
+  a.v_offset = params.v_offset;
+  a.v_size = params.v_size;
+  a.softcap = params.softcap;
+  a.score_scale = params.softcap > 0.0f ? params.scale / params.softcap
+                                        : params.scale * cuda_detail::log2e_host;
+  a.softcap_log2 = params.softcap * cuda_detail::log2e_host;
+  a.sliding_window = params.sliding_window;
+  a.chunk_size = params.chunk_size;
+  a.causal = params.causal ? 1 : 0;
+  a.sinks = params.sinks;
+  a.num_splits = pl.num_splits;
+  a.row_chunks = pl.row_chunks;
+  if (params.sliding_window == 0 && params.chunk_size == 0) {
+    // Fixed key ranges per split (see attention_args::split_subtiles).
+    const int64_t subtiles = (int64_t{width} * view.block_size + 15) / 16;
+    a.split_subtiles = static_cast<int32_t>((subtiles + pl.num_splits - 1) / pl.num_splits);
+  }
+  if (pl.num_splits > 1) {
+    a.partial_out = static_cast<float*>(workspace.data);
+    a.partial_ml =
+        a.partial_out
+        + pl.partial_rows * static_cast<size_t>(pl.num_splits) * static_cast<size_t>(params.v_size);
+  }
+
+  // Launch order (NOTE(pdl)): the split kernel first, as an ordinary launch (it waits for the
+  // stream's earlier work); then the merge, a programmatic dependent that waits for it; then the
+  // prefill kernel, a programmatic dependent too, which computes its disjoint rows at once and
+  // waits for its predecessor before exiting. So the last kernel's completion is the call's.
+  const bool bf16 = view.type == element_type::bf16;
+  const auto splits = static_cast<unsigned>(pl.num_splits);
+  if (is_mla(params)) {
+    const dim3 grid(static_cast<unsigned>(num_tokens),
+                    static_cast<unsigned>((params.num_q_heads + 15) / 16), splits);
+    if (cuda_status s = cuda_detail::launch_mla_decode(a, bf16, grid, stream); !s) return s;
+    if (pl.num_splits > 1) return cuda_detail::launch_merge_splits(a, bf16, false, stream);
+    return {};
+  }
+  const dim3 decode_grid(static_cast<unsigned>(num_reqs),
+                         static_cast<unsigned>(params.num_kv_heads * pl.row_chunks), splits);
+  if (cuda_status s = cuda_detail::launch_decode_attention(a, bf16, decode_grid, false, stream); !s)
+    return s;
+  if (pl.num_splits > 1) {
+    if (cuda_status s = cuda_detail::launch_merge_splits(a, bf16, true, stream); !s) return s;
+  }
+  // Prefill tiles: request r's are query_start_loc[r] / 64 + r + i (see prefill_attention.cu).
+  const dim3 prefill_grid(static_cast<unsigned>(num_tokens / cuda_detail::prefill_tile + num_reqs),
+                          static_cast<unsigned>(params.num_q_heads));
+  return cuda_detail::launch_prefill_attention(a, bf16, prefill_grid, true, stream);
+}
+
+} // namespace kvactor::kernels

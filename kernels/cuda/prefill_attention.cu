@@ -1,0 +1,283 @@
+// Prefill kernel (FlashAttention-2 style): one CTA of 4 warps per (64-query tile of a request,
+// q head). Grid x enumerates the tiles of all requests without a host copy of query_start_loc:
+// request r's tiles are x = query_start_loc[r] / 64 + r + i, a strictly increasing map, so a CTA
+// finds its request by binary search and returns when x falls between two requests' tiles. K/V
+// tiles of BN keys are double-buffered through cp.async; each warp owns 16 query rows and runs
+// S = Q K^T and O += P V on the tensor cores with an online softmax. Only the key tiles that some
+// row sees are loaded (causal, window and chunk skipping); a warp skips the tiles none of its
+// rows sees, and masks only the tiles its rows see in part.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "attention_args.h"
+#include "device_utils.cuh"
+
+namespace kvactor::kernels::cuda_detail {
+namespace {
+
+template <int D>
+struct prefill_config {
+  static constexpr int warps = 4;
+  static constexpr int threads = warps * 32;
+  static constexpr int bm = prefill_tile;
+  static_assert(bm == warps * 16);
+  static constexpr int bn = D <= 128 ? 64 : 32; // keys per tile
+  static constexpr int row = D + 8;
+  // Q [bm][row], K [2][bn][row], V [2][bn][row]
+  static constexpr size_t smem_bytes = 2 * size_t{row} * (bm + 4 * bn);
+};
+
+template <class T, int D>
+__device__ __forceinline__ void prefill_attention_body(const attention_args& a) {
+  using cfg = prefill_config<D>;
+  using ops = mma_ops<T>;
+  constexpr int row = cfg::row, bm = cfg::bm, bn = cfg::bn;
+  constexpr int chunks = D / 8;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* const q_s = reinterpret_cast<T*>(smem_raw);
+  T* const k_s = q_s + bm * row; // [2][bn][row]
+  T* const v_s = k_s + 2 * bn * row;
+
+  // Which request and tile: the largest r with query_start_loc[r] / bm + r <= x.
+  const int x = static_cast<int>(blockIdx.x);
+  int r = 0;
+  {
+    int hi_r = a.num_reqs - 1;
+    while (r < hi_r) {
+      const int mid = (r + hi_r + 1) / 2;
+      if (a.query_start_loc[mid] / bm + mid <= x)
+        r = mid;
+      else
+        hi_r = mid - 1;
+    }
+  }
+  const int q_begin = a.query_start_loc[r];
+  const int qlen = a.query_start_loc[r + 1] - q_begin;
+  const int seq = a.seq_lens[r];
+  const int q0 = (x - (q_begin / bm + r)) * bm;
+  if (qlen <= 0 || seq < qlen || is_decode_request(qlen, a.group) || q0 >= qlen) return;
+  const int rows = min(bm, qlen - q0);
+  const int h = static_cast<int>(blockIdx.y);
+  const int kvh = h / a.group;
+  const int first_pos = seq - qlen + q0;
+  const int lo = visible_range(a, first_pos, seq).lo;
+  const int hi = visible_range(a, first_pos + rows - 1, seq).hi;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32, lane = tid % 32;
+  const T* const q = static_cast<const T*>(a.q);
+  for (int c = tid; c < bm * chunks; c += cfg::threads) {
+    const int rr = c / chunks, col = c % chunks;
+    const bool ok = rr < rows;
+    const T* const src =
+        q + (static_cast<int64_t>(q_begin + q0 + rr) * a.num_q_heads + h) * D + col * 8;
+    cp_async_16(q_s + rr * row + col * 8, ok ? src : q, ok);
+  }
+
+  const T* const cache = static_cast<const T*>(a.cache);
+  const T* const head_base = cache + kvh * a.stride_head;
+  const int32_t* const bt = a.block_table + static_cast<int64_t>(r) * a.width;
+  auto load_kv = [&](int kt, int buf) {
+    T* const ks = k_s + buf * bn * row;
+    T* const vs = v_s + buf * bn * row;
+#pragma unroll
+    for (int i = 0; i < bn * chunks / cfg::threads; ++i) {
+      const int c = tid + cfg::threads * i;
+      const int rr = c / chunks, col = c % chunks;
+      const int key = kt * bn + rr;
+      bool ok = key >= lo && key <= hi && key / a.block_size < a.width;
+      const int blk = ok ? bt[key / a.block_size] : 0;
+      ok = ok && blk >= 0 && blk < a.num_blocks;
+      const T* const p = head_base + static_cast<int64_t>(ok ? blk : 0) * a.stride_block
+                         + static_cast<int64_t>(key % a.block_size) * a.stride_token + col * 8;
+      cp_async_16(ks + rr * row + col * 8, ok ? p : cache, ok);
+      cp_async_16(vs + rr * row + col * 8, ok ? p + a.v_offset : cache, ok);
+    }
+  };
+
+  const int kt_first = lo / bn;
+  const int n_tiles = hi / bn - kt_first + 1;
+  load_kv(kt_first, 0);
+  cp_async_commit(); // with Q
+
+  // This warp's rows [16 warp, 16 warp + 16) and the keys they see: [w_lo, w_hi] in all, and
+  // [w_lo_max, w_hi_min] by every one of them.
+  const int w_rows = max(0, min(16, rows - 16 * warp));
+  int w_lo = 0, w_hi = -1, w_lo_max = 0, w_hi_min = -1;
+  if (w_rows > 0) {
+    const key_range first = visible_range(a, first_pos + 16 * warp, seq);
+    const key_range last = visible_range(a, first_pos + 16 * warp + w_rows - 1, seq);
+    w_lo = first.lo;
+    w_hi = last.hi;
+    w_lo_max = last.lo;
+    w_hi_min = first.hi;
+  }
+  const int g = lane >> 2, t4 = lane & 3;
+  int row_lo[2], row_hi[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int rr = 16 * warp + g + 8 * i;
+    row_lo[i] = 1;
+    row_hi[i] = 0;
+    if (rr < rows) {
+      const key_range kr = visible_range(a, first_pos + rr, seq);
+      row_lo[i] = kr.lo;
+      row_hi[i] = kr.hi;
+    }
+  }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+
+  for (int it = 0; it < n_tiles; ++it) {
+    if (it + 1 < n_tiles) load_kv(kt_first + it + 1, (it + 1) & 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+
+    const int k_start = (kt_first + it) * bn;
+    const int k_end = k_start + bn - 1;
+    if (k_end >= w_lo && k_start <= w_hi) {
+      const bool need_mask = w_rows < 16 || k_start < w_lo_max || k_end > w_hi_min;
+      const T* const ks = k_s + (it & 1) * bn * row;
+      const T* const vs = v_s + (it & 1) * bn * row;
+
+      float s[bn / 8][4];
+#pragma unroll
+      for (int j = 0; j < bn / 8; ++j)
+        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[4];
+        ldmatrix_x4(qa, q_s + (16 * warp + (lane & 15)) * row + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int nk = 0; nk < bn / 16; ++nk) {
+          uint32_t kb[4];
+          ldmatrix_x4(kb, ks + (nk * 16 + (lane & 7) + ((lane >> 4) << 3)) * row + kk * 16
+                              + ((lane >> 3) & 1) * 8);
+          ops::mma(s[2 * nk], qa, kb[0], kb[1]);
+          ops::mma(s[2 * nk + 1], qa, kb[2], kb[3]);
+        }
+      }
+
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int j = 0; j < bn / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e >> 1;
+          float v = score_log2(a, s[j][e]);
+          if (need_mask) {
+            const int key = k_start + j * 8 + 2 * t4 + (e & 1);
+            if (key < row_lo[i] || key > row_hi[i]) v = -INFINITY;
+          }
+          s[j][e] = v;
+          tile_max[i] = fmaxf(tile_max[i], v);
+        }
+      }
+      float base[2], alpha[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        base[i] = online_rescale(m[i], quad_max(tile_max[i]), &alpha[i]);
+      float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < bn / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[j][e] = fast_exp2(s[j][e] - base[e >> 1]);
+          sum[e >> 1] += s[j][e];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        l[i] = l[i] * alpha[i] + sum[i];
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt) {
+        o[nt][0] *= alpha[0];
+        o[nt][1] *= alpha[0];
+        o[nt][2] *= alpha[1];
+        o[nt][3] *= alpha[1];
+      }
+#pragma unroll
+      for (int nk = 0; nk < bn / 16; ++nk) {
+        const uint32_t pa[4] = {ops::pack(s[2 * nk][0], s[2 * nk][1]),
+                                ops::pack(s[2 * nk][2], s[2 * nk][3]),
+                                ops::pack(s[2 * nk + 1][0], s[2 * nk + 1][1]),
+                                ops::pack(s[2 * nk + 1][2], s[2 * nk + 1][3])};
+#pragma unroll
+        for (int nd = 0; nd < D / 16; ++nd) {
+          uint32_t vb[4];
+          ldmatrix_x4_trans(vb, vs + (nk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * row + nd * 16
+                                    + (lane >> 4) * 8);
+          ops::mma(o[2 * nd], pa, vb[0], vb[1]);
+          ops::mma(o[2 * nd + 1], pa, vb[2], vb[3]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+
+  T* const out = static_cast<T*>(a.out);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int rr = 16 * warp + g + 8 * i;
+    const float sum = quad_sum(l[i]);
+    if (rr >= rows) continue;
+    float acc_scale = 1.0f;
+    const float inv = finish_row(a, h, m[i], sum, &acc_scale) * acc_scale;
+    T* const dst = out + (static_cast<int64_t>(q_begin + q0 + rr) * a.num_q_heads + h) * D;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const uint32_t v = ops::pack(o[nt][2 * i] * inv, o[nt][2 * i + 1] * inv);
+      *reinterpret_cast<uint32_t*>(dst + nt * 8 + 2 * t4) = v;
+    }
+  }
+}
+
+// Launched after the decode (and merge) kernel with PDL: its rows are disjoint from theirs, so it
+// computes at once, and waits for its predecessor only before exiting, so that its completion
+// still means the whole attention call's.
+template <class T, int D>
+__global__ void __launch_bounds__(prefill_config<D>::threads)
+    prefill_attention_kernel(const attention_args a) {
+  pdl_launch_dependents();
+  prefill_attention_body<T, D>(a);
+  pdl_wait_for_predecessor();
+}
+
+template <class T, int D>
+cuda_status launch_typed(const attention_args& a, dim3 grid, bool pdl, cudaStream_t stream) {
+  using cfg = prefill_config<D>;
+  const auto kernel = prefill_attention_kernel<T, D>;
+  KVACTOR_CUDA_CALL(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(cfg::smem_bytes)));
+  return launch_kernel(kernel, grid, cfg::threads, cfg::smem_bytes, pdl, stream, a);
+}
+
+template <class T>
+cuda_status launch_head_size(const attention_args& a, dim3 grid, bool pdl, cudaStream_t stream) {
+  switch (a.head_size) {
+  case 64: return launch_typed<T, 64>(a, grid, pdl, stream);
+  case 128: return launch_typed<T, 128>(a, grid, pdl, stream);
+  case 256: return launch_typed<T, 256>(a, grid, pdl, stream);
+  default: break;
+  }
+  return detail::invalid_cuda_argument("prefill attention: head_size ", a.head_size,
+                                       " is not instantiated");
+}
+
+} // namespace
+
+cuda_status launch_prefill_attention(const attention_args& a, bool bf16, dim3 grid, bool pdl,
+                                     cudaStream_t stream) {
+  if (bf16) return launch_head_size<__nv_bfloat16>(a, grid, pdl, stream);
+  return launch_head_size<__half>(a, grid, pdl, stream);
+}
+
+} // namespace kvactor::kernels::cuda_detail

@@ -1,0 +1,169 @@
+#include "attention_harness.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "gpu_support.hpp"
+#include "kvactor/kernels/cuda/paged_attention_cuda.h"
+#include "kvactor/kernels/paged_attention.h"
+
+namespace kvactor::kernels::gpu_test {
+namespace {
+
+struct host_batch {
+  attention_params params; // host sinks
+  kv_view view;            // host cache
+  std::vector<uint16_t> cache;
+  std::vector<uint16_t> q;
+  std::vector<float> sinks;
+  std::vector<int32_t> qsl, seq_lens, block_table;
+  int32_t width = 1, num_tokens = 0, batch_tokens = 0;
+};
+
+host_batch build(const attention_case& c) {
+  std::mt19937 rng(c.seed);
+  host_batch b;
+  attention_params& p = b.params;
+  const int32_t content = c.mla ? 576 : 2 * c.d;
+  p.num_q_heads = c.hq;
+  p.num_kv_heads = c.hkv;
+  p.head_size = c.mla ? 576 : c.d;
+  p.v_offset = c.mla ? 0 : c.d;
+  p.v_size = c.mla ? 512 : c.d;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(p.head_size));
+  p.sliding_window = c.window;
+  p.chunk_size = c.chunk;
+  p.softcap = c.softcap;
+  p.causal = c.causal;
+  if (c.sinks) {
+    std::uniform_real_distribution<float> dist(-2.0f, 3.0f);
+    for (int32_t h = 0; h < c.hq; ++h)
+      b.sinks.push_back(dist(rng));
+    p.sinks = b.sinks.data();
+  }
+
+  const int32_t bs = c.block_size;
+  b.qsl.push_back(0);
+  int64_t blocks_needed = 0;
+  for (const auto& [cached, fresh] : c.reqs) {
+    const int32_t seq = cached + fresh;
+    b.seq_lens.push_back(seq);
+    b.qsl.push_back(b.qsl.back() + fresh);
+    b.width = std::max(b.width, (seq + bs - 1) / bs + 1); // one spare column of -1
+    blocks_needed += (seq + bs - 1) / bs;
+  }
+  b.batch_tokens = b.qsl.back();
+  b.num_tokens = b.batch_tokens + c.padding;
+
+  kv_view& v = b.view;
+  v.type = c.type;
+  v.num_blocks = blocks_needed + 3;
+  v.num_heads = c.hkv;
+  v.block_size = bs;
+  v.content = content;
+  const int64_t entry = content + 8; // 16 bytes between entries, never written
+  if (c.bnhc) {
+    v.stride_head = entry;
+    v.stride_token = entry * c.hkv;
+    v.stride_block = v.stride_token * bs;
+  } else {
+    v.stride_token = entry;
+    v.stride_head = entry * bs;
+    v.stride_block = v.stride_head * c.hkv;
+  }
+  b.cache.assign(static_cast<size_t>(v.stride_block * v.num_blocks), 0xffff); // NaN
+  v.base = b.cache.data();
+
+  // Shuffled block ids: tables are scattered, never contiguous runs.
+  std::vector<int32_t> pool(static_cast<size_t>(v.num_blocks));
+  for (size_t i = 0; i < pool.size(); ++i)
+    pool[i] = static_cast<int32_t>(i);
+  std::shuffle(pool.begin(), pool.end(), rng);
+
+  std::uniform_real_distribution<float> kv_dist(-1.0f, 1.0f);
+  b.block_table.assign(b.seq_lens.size() * static_cast<size_t>(b.width), -1);
+  for (size_t r = 0; r < c.reqs.size(); ++r) {
+    const int32_t seq = b.seq_lens[r];
+    const int32_t qlen = c.reqs[r].second;
+    if (seq == 0) continue;
+    // Blocks before every visible key (a window or chunk released them) stay -1.
+    int32_t lo = 0, hi = 0;
+    visible_keys(p, std::max(0, seq - std::max(qlen, 1)), seq, &lo, &hi);
+    for (int32_t blk = 0; blk < (seq + bs - 1) / bs; ++blk) {
+      if ((blk + 1) * bs <= lo) continue;
+      const int32_t id = pool.back();
+      pool.pop_back();
+      b.block_table[r * static_cast<size_t>(b.width) + static_cast<size_t>(blk)] = id;
+      for (int32_t j = blk * bs; j < std::min(seq, (blk + 1) * bs); ++j) {
+        for (int32_t h = 0; h < c.hkv; ++h) {
+          uint16_t* e =
+              b.cache.data() + id * v.stride_block + h * v.stride_head + (j % bs) * v.stride_token;
+          for (int32_t x = 0; x < content; ++x)
+            e[x] = to_bits(c.type, kv_dist(rng));
+        }
+      }
+    }
+  }
+  b.q = random_bits(c.type, static_cast<size_t>(b.num_tokens) * c.hq * p.head_size, rng, c.q_range);
+  return b;
+}
+
+} // namespace
+
+attention_outcome run_attention_case(const attention_case& c) {
+  attention_outcome res;
+  const host_batch b = build(c);
+  const attention_params& p = b.params;
+  const auto num_reqs = static_cast<int32_t>(b.seq_lens.size());
+  const size_t row = static_cast<size_t>(c.hq) * p.v_size;
+
+  // Reference, in float from the same rounded inputs.
+  std::vector<float> qf(b.q.size());
+  for (size_t i = 0; i < qf.size(); ++i)
+    qf[i] = from_bits(c.type, b.q[i]);
+  std::vector<float> ref(static_cast<size_t>(b.num_tokens) * row, 0.0f);
+  paged_attention(p, b.view, qf.data(), b.qsl.data(), b.seq_lens.data(), b.block_table.data(),
+                  b.width, num_reqs, ref.data());
+
+  // GPU.
+  device_array<uint16_t> cache(b.cache), q(b.q);
+  device_array<int32_t> qsl(b.qsl), seq_lens(b.seq_lens), table(b.block_table);
+  device_array<float> sinks(b.sinks);
+  device_array<uint16_t> out(static_cast<size_t>(b.num_tokens) * row);
+  out.fill_bytes(0xff);
+  kv_view view = b.view;
+  view.base = cache.get();
+  attention_params params = p;
+  params.sinks = c.sinks ? sinks.get() : nullptr;
+  res.workspace_bytes =
+      paged_attention_workspace_bytes(params, view, b.width, num_reqs, b.num_tokens);
+  device_array<unsigned char> ws(c.workspace ? res.workspace_bytes : 0);
+  const cuda_status st = paged_attention_cuda(
+      params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width, num_reqs,
+      b.num_tokens, out.get(), cuda_workspace{ws.get(), ws.size()}, nullptr);
+  EXPECT_TRUE(st.ok()) << st.message();
+  const cudaError_t sync = cudaDeviceSynchronize();
+  EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
+  if (!st.ok() || sync != cudaSuccess) return res;
+  const std::vector<uint16_t> got = out.download();
+
+  double err = 0.0, norm = 0.0;
+  for (size_t i = 0; i < static_cast<size_t>(b.batch_tokens) * row; ++i) {
+    const double x = from_bits(c.type, got[i]);
+    if (!std::isfinite(x)) {
+      ++res.nan_values;
+      continue;
+    }
+    err += (x - ref[i]) * (x - ref[i]);
+    norm += double{ref[i]} * ref[i];
+  }
+  res.rel_l2 = norm > 0.0 ? std::sqrt(err / norm) : std::sqrt(err);
+  for (size_t i = static_cast<size_t>(b.batch_tokens) * row; i < got.size(); ++i)
+    res.padding_overwritten += got[i] != 0xffff;
+  return res;
+}
+
+} // namespace kvactor::kernels::gpu_test

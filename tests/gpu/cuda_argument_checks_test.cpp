@@ -1,0 +1,193 @@
+// The CUDA launchers' argument checks: every rejected argument is named with its value, and the
+// check happens on the host before any CUDA call, so these tests need no GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kvactor/kernels/cuda/kv_write_cuda.h"
+#include "kvactor/kernels/cuda/paged_attention_cuda.h"
+
+namespace kvactor::kernels::gpu_test {
+namespace {
+
+// Host memory stands in for device pointers: the checks never dereference them.
+alignas(16) unsigned char fake_memory[4096];
+void* fake(size_t offset = 0) {
+  return fake_memory + offset;
+}
+
+void expect_rejected(const cuda_status& s, const std::string& needle) {
+  EXPECT_FALSE(s.ok()) << "accepted; expected a failure naming " << needle;
+  EXPECT_EQ(s.code(), cudaErrorInvalidValue);
+  EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+}
+
+struct attention_fixture {
+  attention_params p;
+  kv_view view;
+  int32_t width = 4, num_reqs = 2, num_tokens = 3;
+  const void* q = fake();
+  void* out = fake(1024);
+  cuda_workspace ws;
+
+  attention_fixture() {
+    p.num_q_heads = 8;
+    p.num_kv_heads = 2;
+    p.head_size = 128;
+    p.v_offset = 128;
+    p.v_size = 128;
+    p.scale = 0.088f;
+    view.base = fake();
+    view.type = element_type::bf16;
+    view.num_blocks = 10;
+    view.num_heads = 2;
+    view.block_size = 16;
+    view.content = 256;
+    view.stride_token = 256;
+    view.stride_head = 256 * 16;
+    view.stride_block = 256 * 16 * 2;
+  }
+  cuda_status run() const {
+    const auto* ints = static_cast<const int32_t*>(fake(2048));
+    return paged_attention_cuda(p, view, q, ints, ints, ints, width, num_reqs, num_tokens, out, ws,
+                                nullptr);
+  }
+};
+
+template <class F>
+void expect_attention_rejected(F&& mutate, const std::string& needle) {
+  attention_fixture f;
+  mutate(f);
+  expect_rejected(f.run(), needle);
+}
+
+TEST(PagedAttentionCudaChecks, ValidArgumentsPassTheHostChecks) {
+  const attention_fixture f;
+  const auto* ints = static_cast<const int32_t*>(fake(2048));
+  const cuda_status s = check_paged_attention_cuda(f.p, f.view, f.q, ints, ints, ints, f.width,
+                                                   f.num_reqs, f.num_tokens, f.out, f.ws);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST(PagedAttentionCudaChecks, RejectsUnsupportedShapesNamingThem) {
+  expect_attention_rejected([](attention_fixture& f) { f.p.head_size = f.p.v_size = 96; },
+                            "head_size: 96 is not supported");
+  expect_attention_rejected([](attention_fixture& f) { f.p.v_size = 64; },
+                            "v_size: 64 is not supported");
+  expect_attention_rejected([](attention_fixture& f) { f.view.block_size = 8; },
+                            "view.block_size: 8 is not supported");
+  expect_attention_rejected([](attention_fixture& f) { f.view.type = element_type::f32; },
+                            "view.type: f32 is not supported");
+  expect_attention_rejected(
+      [](attention_fixture& f) {
+        f.p.head_size = 576;
+        f.p.v_offset = 0;
+        f.p.v_size = 512;
+        f.view.content = 576;
+        f.view.stride_token = 576;
+      },
+      "num_kv_heads: 2 is not supported with head_size 576");
+}
+
+TEST(PagedAttentionCudaChecks, RejectsInconsistentHeadsAndParameters) {
+  expect_attention_rejected([](attention_fixture& f) { f.p.num_q_heads = 7; },
+                            "num_q_heads: 7 is not a multiple of num_kv_heads 2");
+  expect_attention_rejected([](attention_fixture& f) { f.p.num_kv_heads = 4; },
+                            "num_kv_heads: 4 differs from the view's num_heads 2");
+  expect_attention_rejected([](attention_fixture& f) { f.p.softcap = -1.0f; }, "softcap: -1");
+  expect_attention_rejected([](attention_fixture& f) { f.p.scale = NAN; }, "scale: nan");
+  expect_attention_rejected([](attention_fixture& f) { f.p.sliding_window = -3; },
+                            "sliding_window: -3");
+  expect_attention_rejected([](attention_fixture& f) { f.p.v_offset = 132; },
+                            "v_offset + v_size: 132 + 128");
+}
+
+TEST(PagedAttentionCudaChecks, RejectsBadViewsAndPointers) {
+  expect_attention_rejected([](attention_fixture& f) { f.view.base = nullptr; },
+                            "view.base: is null");
+  expect_attention_rejected([](attention_fixture& f) { f.view.base = fake(2); },
+                            "is not 16-byte aligned");
+  expect_attention_rejected([](attention_fixture& f) { f.view.stride_token = 260; },
+                            "are not all multiples of 8");
+  expect_attention_rejected([](attention_fixture& f) { f.q = nullptr; }, "q: ");
+  expect_attention_rejected([](attention_fixture& f) { f.out = fake(8); }, "out: ");
+  expect_attention_rejected([](attention_fixture& f) { f.width = 0; }, "width: 0 must be > 0");
+  expect_attention_rejected([](attention_fixture& f) { f.num_tokens = -1; }, "num_tokens: -1");
+  expect_attention_rejected(
+      [](attention_fixture& f) {
+        f.ws = cuda_workspace{nullptr, 64};
+      },
+      "workspace.data");
+}
+
+TEST(PagedAttentionCudaChecks, AnEmptyBatchIsAcceptedWithoutTouchingTheDevice) {
+  attention_fixture f;
+  f.num_reqs = 0;
+  f.q = nullptr;
+  f.out = nullptr;
+  EXPECT_TRUE(f.run().ok());
+}
+
+TEST(PagedAttentionCudaChecks, WorkspaceIsZeroForUnsupportedArguments) {
+  attention_fixture f;
+  f.p.head_size = 80;
+  EXPECT_EQ(paged_attention_workspace_bytes(f.p, f.view, 4, 1, 1), 0u);
+}
+
+struct write_fixture {
+  kv_view view;
+  const void* k = fake();
+  const void* v = fake(512);
+  element_type type = element_type::f16;
+  int32_t d = 64, dv = 64, num_tokens = 4;
+  const int64_t* slots = static_cast<const int64_t*>(fake(1024));
+
+  write_fixture() {
+    view.base = fake();
+    view.type = element_type::f16;
+    view.num_blocks = 4;
+    view.num_heads = 2;
+    view.block_size = 16;
+    view.content = 128;
+    view.stride_token = 128;
+    view.stride_head = 128 * 16;
+    view.stride_block = 128 * 16 * 2;
+  }
+  cuda_status run() const { return kv_write_cuda(view, k, v, type, d, dv, slots, num_tokens, {}); }
+};
+
+template <class F>
+void expect_write_rejected(F&& mutate, const std::string& needle) {
+  write_fixture f;
+  mutate(f);
+  expect_rejected(f.run(), needle);
+}
+
+TEST(KvWriteCudaChecks, ValidArgumentsPassTheHostChecks) {
+  const write_fixture f;
+  const cuda_status s =
+      check_kv_write_cuda(f.view, f.k, f.v, f.type, f.d, f.dv, f.slots, f.num_tokens);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST(KvWriteCudaChecks, RejectsInconsistentArgumentsNamingThem) {
+  expect_write_rejected([](write_fixture& f) { f.type = element_type::bf16; },
+                        "type: bf16 differs from the view's f16");
+  expect_write_rejected(
+      [](write_fixture& f) {
+        f.view.type = element_type::f32;
+        f.type = element_type::f32;
+      },
+      "view.type: f32 is not supported");
+  expect_write_rejected([](write_fixture& f) { f.dv = 72; }, "head_size + head_size_v: 64 + 72");
+  expect_write_rejected([](write_fixture& f) { f.v = nullptr; }, "v: null with head_size_v 64");
+  expect_write_rejected([](write_fixture& f) { f.k = nullptr; }, "k: ");
+  expect_write_rejected([](write_fixture& f) { f.slots = nullptr; }, "slot_mapping: ");
+  expect_write_rejected([](write_fixture& f) { f.num_tokens = -2; }, "num_tokens: -2");
+  expect_write_rejected([](write_fixture& f) { f.view.num_heads = 0; }, "view.num_heads: 0");
+}
+
+} // namespace
+} // namespace kvactor::kernels::gpu_test

@@ -1,0 +1,144 @@
+// kv_write_cuda vs the CPU reference (write_kv): the same cache bytes, padding slots skipped.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "gpu_support.hpp"
+#include "kvactor/kernels/cuda/kv_write_cuda.h"
+#include "kvactor/kernels/kv_write.h"
+
+namespace kvactor::kernels::gpu_test {
+namespace {
+
+struct write_case {
+  element_type type = element_type::bf16;
+  int32_t heads = 8, d = 128, dv = 128; // dv == 0: MLA (no V)
+  int32_t content = 256;
+  int32_t block_size = 16;
+  int64_t num_blocks = 40;
+  bool bnhc = false;
+  int32_t num_tokens = 37;
+};
+
+// Writes random K/V for tokens with scattered slots (every 5th token is padding, slot -1) into a
+// NaN-filled cache on the GPU and with write_kv on the host; every cache byte must agree.
+void expect_same_cache(const write_case& c) {
+  std::mt19937 rng(7);
+  kv_view v;
+  v.type = c.type;
+  v.num_blocks = c.num_blocks;
+  v.num_heads = c.heads;
+  v.block_size = c.block_size;
+  v.content = c.content;
+  const int64_t entry = c.content + 8;
+  if (c.bnhc) {
+    v.stride_head = entry;
+    v.stride_token = entry * c.heads;
+    v.stride_block = v.stride_token * c.block_size;
+  } else {
+    v.stride_token = entry;
+    v.stride_head = entry * c.block_size;
+    v.stride_block = v.stride_head * c.heads;
+  }
+  std::vector<uint16_t> host(static_cast<size_t>(v.stride_block * v.num_blocks), 0xffff);
+
+  std::vector<int64_t> slots(static_cast<size_t>(v.capacity_tokens()));
+  for (size_t i = 0; i < slots.size(); ++i)
+    slots[i] = static_cast<int64_t>(i);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(static_cast<size_t>(c.num_tokens));
+  for (size_t t = 0; t < slots.size(); t += 5)
+    slots[t] = -1;
+
+  const size_t n = static_cast<size_t>(c.num_tokens) * c.heads;
+  const std::vector<uint16_t> k = random_bits(c.type, n * c.d, rng);
+  const std::vector<uint16_t> vv = random_bits(c.type, n * c.dv, rng);
+
+  device_array<uint16_t> cache(host), dk(k), dv(vv);
+  device_array<int64_t> dslots(slots);
+  kv_view dview = v;
+  dview.base = cache.get();
+  ASSERT_CUDA_OK(kv_write_cuda(dview, dk.get(), c.dv > 0 ? dv.get() : nullptr, c.type, c.d, c.dv,
+                               dslots.get(), c.num_tokens, nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  std::vector<float> kf(k.size()), vf(vv.size());
+  for (size_t i = 0; i < k.size(); ++i)
+    kf[i] = from_bits(c.type, k[i]);
+  for (size_t i = 0; i < vv.size(); ++i)
+    vf[i] = from_bits(c.type, vv[i]);
+  v.base = host.data();
+  write_kv(v, kf.data(), c.d, c.dv > 0 ? vf.data() : nullptr, c.dv, slots.data(), c.num_tokens);
+
+  const std::vector<uint16_t> got = cache.download();
+  size_t mismatches = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    mismatches += got[i] != host[i];
+  EXPECT_EQ(mismatches, 0u) << "of " << got.size() << " cache elements";
+}
+
+TEST(KvWriteCuda, ScattersKAndVAndSkipsPaddingSlotsBf16) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  expect_same_cache({});
+}
+
+TEST(KvWriteCuda, ScattersKAndVInBnhcLayoutFp16) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  write_case c;
+  c.type = element_type::f16;
+  c.bnhc = true;
+  c.heads = 4;
+  c.d = c.dv = 64;
+  c.content = 128;
+  c.block_size = 32;
+  c.num_tokens = 300;
+  expect_same_cache(c);
+}
+
+TEST(KvWriteCuda, WritesTheMlaLatentWithoutV) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  write_case c;
+  c.heads = 1;
+  c.d = 576;
+  c.dv = 0;
+  c.content = 576;
+  c.block_size = 64;
+  expect_same_cache(c);
+}
+
+TEST(KvWriteCuda, UnalignedHeadSizesTakeTheScalarPath) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  write_case c;
+  c.heads = 3;
+  c.d = 12;
+  c.dv = 5;
+  c.content = 20;
+  expect_same_cache(c);
+}
+
+TEST(KvWriteCuda, SlotsPastTheCacheAreSkippedNotWritten) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  kv_view v;
+  v.type = element_type::bf16;
+  v.num_blocks = 2;
+  v.num_heads = 1;
+  v.block_size = 16;
+  v.content = 16;
+  v.stride_token = 16;
+  v.stride_head = 16 * 16;
+  v.stride_block = v.stride_head;
+  device_array<uint16_t> cache(static_cast<size_t>(v.stride_block * v.num_blocks));
+  cache.fill_bytes(0xff);
+  v.base = cache.get();
+  std::mt19937 rng(3);
+  device_array<uint16_t> k(random_bits(v.type, 2 * 8, rng)), vv(random_bits(v.type, 2 * 8, rng));
+  device_array<int64_t> slots(std::vector<int64_t>{32, 1000});
+  ASSERT_CUDA_OK(kv_write_cuda(v, k.get(), vv.get(), v.type, 8, 8, slots.get(), 2, nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (uint16_t x : cache.download())
+    ASSERT_EQ(x, 0xffff);
+}
+
+} // namespace
+} // namespace kvactor::kernels::gpu_test

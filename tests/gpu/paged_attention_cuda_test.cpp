@@ -1,0 +1,192 @@
+// paged_attention_cuda vs the CPU reference (paged_attention) on random bf16/f16 data: decode
+// (GQA, MQA, split-KV), mixed batches of decodes and prefill chunks, every attention feature, MLA.
+#include <gtest/gtest.h>
+
+#include "attention_harness.hpp"
+#include "gpu_support.hpp"
+
+namespace kvactor::kernels::gpu_test {
+namespace {
+
+constexpr double tolerance = 1e-2; // relative L2, bf16/f16 inputs, float accumulation
+
+void expect_matches(const attention_case& c) {
+  const attention_outcome r = run_attention_case(c);
+  EXPECT_EQ(r.nan_values, 0) << "NaN/inf in the output (or rows left unwritten)";
+  EXPECT_EQ(r.padding_overwritten, 0) << "padding rows were written";
+  EXPECT_LE(r.rel_l2, tolerance);
+  ::testing::Test::RecordProperty("rel_l2", std::to_string(r.rel_l2));
+}
+
+// A mixed step: decodes with short and long contexts, a fresh prefill, prefill chunks after a
+// cached prefix, multi-token rows small enough for the decode kernel (3 x group 4 = 12 rows),
+// and an idle request.
+const std::vector<std::pair<int32_t, int32_t>> mixed_reqs{
+    {900, 1}, {0, 130}, {37, 1}, {250, 200}, {5, 3}, {64, 64}, {0, 1}, {16, 0}, {1200, 77}};
+
+TEST(PagedAttentionCuda, DecodeGqaMatchesReferenceBf16) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c; // 32 q / 8 kv heads, head 128, block 16
+  c.reqs = {{0, 1},    {14, 1},   {15, 1}, {16, 1},  {100, 1}, {511, 1},
+            {1000, 1}, {1999, 1}, {47, 1}, {300, 1}, {767, 1}, {1500, 1}};
+  c.padding = 4;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, DecodeGqaMatchesReferenceFp16) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.type = element_type::f16;
+  c.reqs = {{3, 1}, {700, 1}, {129, 1}, {2047, 1}};
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, DecodeMqaSplitsThe32HeadGroupAcrossCtas) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.hq = 32;
+  c.hkv = 1;
+  c.type = element_type::f16;
+  c.reqs = {{0, 1}, {90, 1}, {333, 1}, {1024, 1}, {17, 2}};
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, MixedBatchOfDecodesAndPrefillChunksMatchesReference) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.reqs = mixed_reqs;
+  c.padding = 7;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, MixedBatchInBnhcLayoutMatchesReferenceFp16) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.type = element_type::f16;
+  c.bnhc = true;
+  c.hq = 16;
+  c.hkv = 4;
+  c.reqs = mixed_reqs;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, SlidingWindowHidesOldKeysAndReleasedBlocks) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.window = 100;
+  c.reqs = mixed_reqs;
+  c.padding = 2;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, ChunkedLocalAttendsWithinChunk) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.chunk = 128;
+  c.reqs = mixed_reqs;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, SoftcapBoundsScores) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.softcap = 2.0f;
+  c.q_range = 6.0f; // scores well past the cap
+  c.reqs = mixed_reqs;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, SinksJoinTheDenominator) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.sinks = true;
+  c.reqs = mixed_reqs;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, AllFeaturesTogetherMatchReference) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.hq = 24;
+  c.hkv = 4; // group 6: 2 tokens x 6 = 12 decode rows
+  c.window = 300;
+  c.softcap = 5.0f;
+  c.sinks = true;
+  c.block_size = 32;
+  c.reqs = {{2000, 1}, {600, 2}, {10, 150}, {400, 9}};
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, NonCausalSeesTheWholeSequence) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.causal = false;
+  c.reqs = {{0, 70}, {0, 1}, {0, 150}, {0, 3}};
+  expect_matches(c);
+  c.window = 20; // symmetric window
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, SplitKvBatchOneLongContextMatchesReference) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.reqs = {{8191, 1}};
+  const attention_outcome r = run_attention_case(c);
+  EXPECT_GT(r.workspace_bytes, 0u) << "batch 1 x 8192 should split its keys";
+  EXPECT_EQ(r.nan_values, 0);
+  EXPECT_LE(r.rel_l2, tolerance);
+}
+
+TEST(PagedAttentionCuda, SplitKvMergeAddsSinksAndSkipsEmptySplits) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.sinks = true;
+  c.softcap = 10.0f;
+  // Short requests beside a long one: most of their splits have no keys.
+  c.reqs = {{5000, 1}, {3, 1}, {200, 1}, {40, 4}};
+  const attention_outcome r = run_attention_case(c);
+  EXPECT_GT(r.workspace_bytes, 0u);
+  EXPECT_EQ(r.nan_values, 0);
+  EXPECT_LE(r.rel_l2, tolerance);
+}
+
+TEST(PagedAttentionCuda, WithoutWorkspaceNothingIsSplitAndResultsStillMatch) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.reqs = {{6000, 1}};
+  c.workspace = false;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, MlaDecodeMatchesReferenceBf16) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.mla = true;
+  c.hq = 16;
+  c.hkv = 1;
+  c.reqs = {{0, 1}, {77, 1}, {500, 1}, {1300, 1}, {31, 1}};
+  c.padding = 3;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, MlaSplitsLongContextAndRunsPrefillTokensFp16) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.mla = true;
+  c.type = element_type::f16;
+  c.hq = 128; // 8 CTAs of 16 heads per token
+  c.hkv = 1;
+  c.block_size = 64;
+  c.sinks = true;
+  c.reqs = {{4000, 1}};
+  const attention_outcome r = run_attention_case(c);
+  EXPECT_GT(r.workspace_bytes, 0u);
+  EXPECT_EQ(r.nan_values, 0);
+  EXPECT_LE(r.rel_l2, tolerance);
+  c.reqs = {{100, 1}, {20, 12}, {0, 5}};
+  c.window = 50;
+  expect_matches(c);
+}
+
+} // namespace
+} // namespace kvactor::kernels::gpu_test
