@@ -15,6 +15,7 @@
 #include "actors/rank/executor.hpp"
 #include "actors/rank/workload.hpp"
 #include "actors/registry/actor.hpp"
+#include "kvactor/kernels/device_runtime.h"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
@@ -31,10 +32,35 @@ caf::error fail(errc code, std::string message) {
   return to_caf_error(make_error(code, std::move(message)));
 }
 
+// The memory ledger of a rank: its KV cache and what its executor holds.
+int64_t ledger_bytes(const rank_state& st) {
+  int64_t total = 0;
+  if (st.allocator)
+    for (const auto& e : st.allocator->ledger())
+      total += e.bytes;
+  if (st.executor)
+    for (const auto& e : st.executor->ledger())
+      total += e.bytes;
+  return total;
+}
+
 void record(rank_state& st, std::string phase, clock_type::time_point t, int64_t bytes) {
   phase_timing p{std::move(phase), since(t), bytes};
   spdlog::info("rank {}: {} took {:.1f} ms, holds {} bytes", st.config.rank, p.phase,
                static_cast<double>(p.duration_ns) / 1e6, p.memory_bytes);
+  // On a GPU every phase is checked against cudaMemGetInfo: what the device lost since the rank
+  // started, against what the ledger accounts for (the rest is the CUDA context and cuBLAS).
+  if (st.config.device == "cuda" && st.device_free_at_start > 0)
+    if (auto info = kernels::gpu_memory_info()) {
+      const int64_t used = st.device_free_at_start - info->first;
+      const int64_t ledger = ledger_bytes(st);
+      const int64_t gap = used - ledger;
+      const auto level = gap > (int64_t{1} << 30) ? spdlog::level::warn : spdlog::level::info;
+      spdlog::log(level,
+                  "rank {}: after {}: ledger {} bytes, cudaMemGetInfo shows {} bytes used since "
+                  "start ({:+} unaccounted)",
+                  st.config.rank, p.phase, ledger, used, gap);
+    }
   st.phases.push_back(std::move(p));
 }
 
@@ -104,6 +130,8 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                       fmt::format("tensor_parallel_size: {} ranks, but this rank's communicator "
                                   "joins {}",
                                   cfg.tensor_parallel_size, world));
+        if (cfg.device == "cuda")
+          if (auto info = kernels::gpu_memory_info()) st.device_free_at_start = info->first;
         auto t = clock_type::now();
         load_options opt;
         opt.tensor_parallel_size = cfg.tensor_parallel_size;

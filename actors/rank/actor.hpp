@@ -45,6 +45,7 @@ struct rank_state {
   bool graphs_captured = false; // false: every step eager, no dispatch needed
   bool busy = false;            // a step is in flight; steps never overlap
   bool metadata_digest = false;
+  int64_t device_free_at_start = 0; // cudaMemGetInfo before configure (GPU ranks)
   static inline const char* name = "kvactor.rank";
   rank_state() = default;
 };
@@ -61,7 +62,9 @@ rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
 struct rank_runtime {
   std::shared_ptr<kernels::host_communicator> comm;
   std::shared_ptr<trace_recorder> recorder;
-  bool metadata_digest = false; // builders digest their metadata (always when recording)
+  bool metadata_digest = false;
+  int64_t device_free_at_start = 0; // cudaMemGetInfo before configure (GPU ranks) // builders
+                                    // digest their metadata (always when recording)
 };
 
 rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> self,
