@@ -276,7 +276,9 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                   gr.max_num_batched_tokens = st.config.max_num_batched_tokens;
                   gr.capture_sizes = st.config.cudagraph_capture_sizes;
                   gr.num_blocks = num_blocks;
-                  gr.gpu = st.config.device == "cuda";
+                  // Graphs are planned for a GPU rank once the graph manager captures them
+                  // (the CUDA graph issue); until then every step runs eagerly and says so.
+                  gr.gpu = false;
                   auto t2 = clock_type::now();
                   const auto me = "rank[" + std::to_string(st.config.rank) + "]";
                   if (st.recorder) st.recorder->record(me, "cudagraph@" + me, gr);

@@ -43,7 +43,7 @@ TEST_F(RegistryProtocol, AssignsReferenceAttentionGroupsAndKernelBlockSizesToKva
     const auto& attn = a->attention_groups[g][0];
     EXPECT_EQ(attn.backend, "reference") << "paged needs a GPU";
     EXPECT_EQ(attn.kv_cache_group_id, static_cast<int32_t>(g));
-    EXPECT_EQ(attn.num_heads_q, 8);
+    EXPECT_EQ(attn.num_heads_q, 4);
     EXPECT_EQ(attn.layer_names, groups[g].layer_names);
   }
   EXPECT_EQ(a->kernel_block_sizes, (std::vector<int32_t>{16, 16}));
