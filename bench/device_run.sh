@@ -15,30 +15,30 @@ export KVACTOR_MODELS_PATH=$PWD/deploy/models
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 declare -A status
 start=$SECONDS
-timeout 240 bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
+timeout 200 bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
 status[gpu_tests]=$?
 tail -n 3 "$out/gpu_tests.log"
 grep -E "GPU vs CPU" "$out/gpu_tests.log" || true
 if [ -x .devpack/bin/kvactor_attention_bench ]; then
-  timeout 180 bash .devpack/run.sh kvactor_attention_bench --out "$out/attention.json" \
+  timeout 120 bash .devpack/run.sh kvactor_attention_bench --out "$out/attention.json" \
     >"$out/attention.log" 2>&1
   status[attention_bench]=$?
   cat "$out/attention.log" | tail -n 25
 fi
-timeout 120 bash .devpack/run.sh kvactor run --device cuda --no-progress \
+timeout 60 bash .devpack/run.sh kvactor run --device cuda --no-progress \
   --summary-json "$out/run_default.json" >"$out/run_default.log" 2>&1
 status[run_default]=$?
 cat "$out/run_default.log"
-timeout 180 bash .devpack/run.sh kvactor run --device cuda --model llama-3.1-8b --max-model-len 4096 \
+timeout 60 bash .devpack/run.sh kvactor run --device cuda --no-progress --record "$out/gpu.kvtrace" \
+  >"$out/record.log" 2>&1 &&
+  timeout 60 bash .devpack/run.sh kvactor replay "$out/gpu.kvtrace" --verify >"$out/replay.log" 2>&1
+status[record_replay]=$?
+cat "$out/replay.log"
+timeout 100 bash .devpack/run.sh kvactor run --device cuda --model llama-3.1-8b --max-model-len 4096 \
   --requests 64 --prompt-len 128:1024 --output-len 32:128 --no-progress --log-level info \
   --summary-json "$out/run_llama.json" >"$out/run_llama.log" 2>&1
 status[run_llama8b]=$?
 grep -v "^\[" "$out/run_llama.log" | tail -n 8
 grep -E "GPU 0|ledger|cudaMemGetInfo" "$out/run_llama.log" | head -n 5
-timeout 120 bash .devpack/run.sh kvactor run --device cuda --no-progress --record "$out/gpu.kvtrace" \
-  >"$out/record.log" 2>&1 &&
-  timeout 120 bash .devpack/run.sh kvactor replay "$out/gpu.kvtrace" --verify >"$out/replay.log" 2>&1
-status[record_replay]=$?
-cat "$out/replay.log"
 echo "---- device run: $((SECONDS - start)) s"
 for k in "${!status[@]}"; do printf '%-16s exit %s\n' "$k" "${status[$k]}"; done
