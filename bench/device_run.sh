@@ -24,6 +24,10 @@ if [ -x .devpack/bin/kvactor_attention_bench ]; then
     >"$out/attention.log" 2>&1
   status[attention_bench]=$?
   cat "$out/attention.log" | tail -n 25
+  # The same with a read flush (no dirty L2 lines written back inside the timed window).
+  timeout 60 bash .devpack/run.sh kvactor_attention_bench --flush read \
+    --out "$out/attention_read_flush.json" >"$out/attention_read_flush.log" 2>&1
+  tail -n 1 "$out/attention_read_flush.log"
 fi
 timeout 60 bash .devpack/run.sh kvactor run --device cuda --no-progress \
   --summary-json "$out/run_default.json" >"$out/run_default.log" 2>&1
