@@ -1,0 +1,55 @@
+// A CUDA graph of one attention_stack_cuda::forward (a FULL graph: every layer, attention
+// included). The step's device pointers and host sizes are baked in at capture: a replay reads
+// whatever those persistent buffers hold then, so the caller writes each step's inputs into the
+// same addresses (padding requests with slot -1, seq_len 0 and null-block rows) and replays.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvactor/kernels/cuda/attention_stack_cuda.h"
+#include "kvactor/kernels/cuda/cuda_check.h"
+
+namespace kvactor::kernels {
+
+class stack_graph;
+
+struct stack_graph_created {
+  std::unique_ptr<stack_graph> graph; // null exactly when !status.ok()
+  cuda_status status;
+};
+
+class stack_graph {
+public:
+  /// Captures stack.forward(step, kv, {}, hidden) on stack.stream() (tensor parallelism inside a
+  /// graph needs a graph-capturable all-reduce: not yet). Nothing runs during capture; the
+  /// graph is instantiated and uploaded, and its device memory measured with cudaMemGetInfo.
+  static stack_graph_created capture(attention_stack_cuda& stack, const device_step& step,
+                                     const std::vector<kv_view>& kv, float* hidden);
+
+  ~stack_graph();
+  stack_graph(const stack_graph&) = delete;
+  stack_graph& operator=(const stack_graph&) = delete;
+
+  /// Launches the graph on the stack's stream.
+  cuda_status replay();
+
+  /// Device bytes the graph took when instantiated (cudaMemGetInfo before and after; the
+  /// driver allocates in 2 MiB pages, so small graphs may show 0).
+  int64_t bytes() const { return bytes_; }
+  /// Kernel and memset nodes in the graph.
+  size_t nodes() const { return nodes_; }
+
+private:
+  stack_graph(cudaGraph_t g, cudaGraphExec_t e, cudaStream_t s) : graph_(g), exec_(e), stream_(s) {}
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  int64_t bytes_ = 0;
+  size_t nodes_ = 0;
+};
+
+} // namespace kvactor::kernels
