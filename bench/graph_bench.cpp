@@ -1,0 +1,191 @@
+// CUDA graphs of the GPU stack on the Llama-3.1-8B shape (32 layers, hidden 4096, 32 q / 8 KV
+// heads of 128, TP 1, bf16): one decode step eager vs replayed for batch 1, 2, 4, 8, 16, 64 and
+// 256 at context 512, and the capture of the default ladder (kvactor's capture sizes for
+// max_num_seqs 256): time and device memory. Issue 6's goals: replay >= 2x faster than eager for
+// batch <= 8; the ladder in <= 3 s using <= 0.5 GiB. Exits 0 with a message without a GPU.
+//   usage: kvactor_graph_bench [--quick]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "actors/cudagraph/capture_sizes.hpp"
+#include "kvactor/kernels/cuda/attention_stack_cuda.h"
+#include "kvactor/kernels/cuda/stack_graph.h"
+
+using namespace kvactor;
+using namespace kvactor::kernels;
+
+namespace {
+
+#define CHECK_CUDA(call)                                                                           \
+  do {                                                                                             \
+    if (cudaError_t e_ = (call); e_ != cudaSuccess) {                                              \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));                      \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+void check(const cuda_status& s, const char* what) {
+  if (!s) {
+    std::fprintf(stderr, "%s: %s\n", what, s.message().c_str());
+    std::exit(1);
+  }
+}
+
+template <class T>
+T* device_alloc(size_t n) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, n * sizeof(T)));
+  return static_cast<T*>(p);
+}
+
+template <class T>
+void upload(T* dst, const std::vector<T>& src) {
+  CHECK_CUDA(cudaMemcpy(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+int64_t free_bytes() {
+  size_t f = 0, t = 0;
+  CHECK_CUDA(cudaMemGetInfo(&f, &t));
+  return static_cast<int64_t>(f);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no CUDA device: kvactor_graph_bench skipped\n");
+    return 0;
+  }
+  constexpr int32_t layers = 32, hidden = 4096, hq = 32, hkv = 8, head = 128, block = 16;
+  constexpr int32_t context = 512, width = context / block;
+  const auto ladder = default_capture_sizes(256, 8192, 1); // decode batches, 1 token each
+  const int32_t max_batch = ladder.empty() ? 256 : ladder.back();
+  stack_config cfg;
+  cfg.hidden_size = hidden;
+  cfg.vocab_size = 4096;
+  cfg.seed = 1;
+  cfg.total_q_heads = hq;
+  cfg.total_kv_heads = hkv;
+  stack_layer l;
+  l.kind = stack_layer_kind::full;
+  l.num_q_heads = hq;
+  l.num_kv_heads = hkv;
+  l.head_size = head;
+  cfg.layers.assign(layers, l);
+  cudaStream_t stream = nullptr;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  attention_stack_cuda_options opt;
+  opt.max_tokens = max_batch;
+  opt.stream = stream;
+  auto created = attention_stack_cuda::create(cfg, opt);
+  check(created.status, "attention_stack_cuda::create");
+  auto& stack = *created.stack;
+
+  // One KV cache per layer, every request at `context` tokens, shuffled blocks.
+  const int64_t num_blocks = int64_t{max_batch} * width + 1;
+  const int64_t per_block = int64_t{hkv} * block * 2 * head;
+  auto* cache = device_alloc<uint16_t>(static_cast<size_t>(num_blocks * per_block * layers));
+  CHECK_CUDA(cudaMemset(cache, 0x3c, static_cast<size_t>(num_blocks * per_block * layers) * 2));
+  std::vector<kv_view> views;
+  for (int32_t i = 0; i < layers; ++i)
+    views.push_back({cache + i * num_blocks * per_block, element_type::bf16, num_blocks, hkv, block,
+                     2 * head, per_block, int64_t{block} * 2 * head, 2 * head});
+  std::vector<int32_t> table(static_cast<size_t>(max_batch) * width);
+  std::iota(table.begin(), table.end(), 1);
+  std::shuffle(table.begin(), table.end(), std::mt19937(3));
+  std::vector<int32_t> qsl(static_cast<size_t>(max_batch) + 1), seq(max_batch, context),
+      pos(max_batch, context - 1), ids(max_batch);
+  std::vector<int64_t> slots(max_batch);
+  for (int32_t r = 0; r < max_batch; ++r) {
+    qsl[r + 1] = r + 1;
+    ids[r] = (r * 37) % 4096;
+    slots[r] = int64_t{table[static_cast<size_t>(r) * width + width - 1]} * block + block - 1;
+  }
+  auto* d_table = device_alloc<int32_t>(table.size());
+  auto* d_qsl = device_alloc<int32_t>(qsl.size());
+  auto* d_seq = device_alloc<int32_t>(seq.size());
+  auto* d_pos = device_alloc<int32_t>(pos.size());
+  auto* d_ids = device_alloc<int32_t>(ids.size());
+  auto* d_slots = device_alloc<int64_t>(slots.size());
+  upload(d_table, table);
+  upload(d_qsl, qsl);
+  upload(d_seq, seq);
+  upload(d_pos, pos);
+  upload(d_ids, ids);
+  upload(d_slots, slots);
+  auto* d_hidden = device_alloc<float>(static_cast<size_t>(max_batch) * hidden);
+  auto step_for = [&](int32_t b) {
+    device_step s;
+    s.token_ids = d_ids;
+    s.positions = d_pos;
+    s.num_tokens = b;
+    s.layers.assign(layers, device_layer_batch{d_qsl, d_seq, d_table, d_slots, width, b});
+    return s;
+  };
+  cudaEvent_t t0, t1;
+  CHECK_CUDA(cudaEventCreate(&t0));
+  CHECK_CUDA(cudaEventCreate(&t1));
+  auto time_us = [&](auto&& f, int iters) {
+    for (int i = 0; i < 3; ++i)
+      f();
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    CHECK_CUDA(cudaEventRecord(t0, stream));
+    for (int i = 0; i < iters; ++i)
+      f();
+    CHECK_CUDA(cudaEventRecord(t1, stream));
+    CHECK_CUDA(cudaEventSynchronize(t1));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+    return 1000.0 * ms / iters;
+  };
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s: Llama-3.1-8B shape (32 layers, hidden 4096, 32/8 heads of 128, bf16, TP 1), "
+              "decode at context %d; time per step from CUDA events over back-to-back steps "
+              "(host launch cost included, as in serving)\n",
+              prop.name, context);
+  std::printf("%8s %12s %12s %8s %10s\n", "batch", "eager us", "replay us", "speedup", "graph MiB");
+  const int iters = quick ? 10 : 50;
+  double min_small_speedup = 1e9;
+  for (int32_t b : {1, 2, 4, 8, 16, 64, 256}) {
+    if (b > max_batch) continue;
+    auto s = step_for(b);
+    const double eager =
+        time_us([&] { check(stack.forward(s, views, {}, d_hidden), "forward"); }, iters);
+    auto g = stack_graph::capture(stack, s, views, d_hidden);
+    check(g.status, "capture");
+    const double replay = time_us([&] { check(g.graph->replay(), "replay"); }, iters);
+    if (b <= 8) min_small_speedup = std::min(min_small_speedup, eager / replay);
+    std::printf("%8d %12.1f %12.1f %7.2fx %10.1f\n", b, eager, replay, eager / replay,
+                static_cast<double>(g.graph->bytes()) / (1 << 20));
+  }
+  // The default ladder, captured back to back (as start-up would).
+  std::vector<std::unique_ptr<stack_graph>> graphs;
+  const int64_t before = free_bytes();
+  const auto c0 = std::chrono::steady_clock::now();
+  for (int32_t b : ladder) {
+    auto g = stack_graph::capture(stack, step_for(b), views, d_hidden);
+    check(g.status, "ladder capture");
+    graphs.push_back(std::move(g.graph));
+  }
+  const double capture_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+  const double gib = static_cast<double>(before - free_bytes()) / (1 << 30);
+  std::printf("ladder: %zu sizes (1 .. %d) captured in %.2f s using %.3f GiB (goal <= 3 s, <= "
+              "0.5 GiB)\n",
+              ladder.size(), max_batch, capture_s, gib);
+  std::printf("graphs: replay/eager speedup at batch <= 8 at least %.2fx (goal >= 2x); ladder "
+              "%.2f s, %.3f GiB\n",
+              min_small_speedup, capture_s, gib);
+  return 0;
+}
