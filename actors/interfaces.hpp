@@ -11,6 +11,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "messages/backend.hpp"
+#include "messages/collective.hpp"
 #include "messages/cudagraph.hpp"
 #include "messages/inject.hpp"
 #include "messages/kv.hpp"
@@ -61,7 +62,14 @@ using rank_actor = caf::typed_actor<
     // Execute one step (rejected, unchanged, if out of sequence or invalid).
     caf::replies_to<step_plan>::with<step_done>,
     // Every byte this rank allocated, by owner.
-    caf::replies_to<atom::ledger>::with<std::vector<memory_entry>>>;
+    caf::replies_to<atom::ledger>::with<std::vector<memory_entry>>,
+    // NCCL rank 0, before configure: create the id of a new communicator. (world, epoch)
+    caf::replies_to<atom::unique_id, int32_t, uint64_t>::with<communicator_id>,
+    // NCCL ranks, before configure, all at once: join the communicator as rank N; replies N
+    // once it is ready. (id, N)
+    caf::replies_to<atom::join, communicator_id, int32_t>::with<int32_t>,
+    // This rank's collective ledger, oldest first: where it stands when a collective fails.
+    caf::replies_to<atom::collectives>::with<std::vector<collective_entry>>>;
 
 /// The DRIVER actor: requests, scheduling, block pools and step sequencing over all ranks.
 using driver_actor = caf::typed_actor<

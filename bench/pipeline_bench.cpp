@@ -17,6 +17,7 @@
 
 #include "actors/driver/actor.hpp"
 #include "actors/rank/actor.hpp"
+#include "actors/rank/group.hpp"
 #include "actors/runtime_config.hpp"
 #include "messages/register.hpp"
 
@@ -54,8 +55,12 @@ double median_step_us(int32_t ranks, bool record = false, bool kernels = false) 
     trace_file.open("/tmp/kvactor_bench.kvtrace", std::ios::binary | std::ios::trunc);
     recorder = std::make_shared<trace_recorder>(trace_file);
   }
-  for (int32_t r = 0; r < ranks; ++r)
-    handles.push_back(sys.spawn(rank_with, rank_runtime{nullptr, recorder, false}));
+  // As `kvactor run` spawns them: several ranks form one host communicator group (detached:
+  // they agree on the block count in a collective).
+  rank_group_options group;
+  group.world = ranks;
+  group.recorder = recorder;
+  handles = spawn_rank_group(sys, group);
   auto drv = sys.spawn(driver, driver_setup{handles, configs, 1, {}, recorder});
   std::vector<request_spec> work;
   for (uint64_t i = 0; i < 16; ++i)
@@ -66,7 +71,8 @@ double median_step_us(int32_t ranks, bool record = false, bool kernels = false) 
   caf::scoped_actor self{sys};
   double p50 = -1;
   self->request(drv, caf::infinite, atom::start_v)
-      .receive([](std::vector<rank_ready>&) {}, [](caf::error&) {});
+      .receive([](std::vector<rank_ready>&) {},
+               [&](caf::error& e) { std::fprintf(stderr, "start: %s\n", sys.render(e).c_str()); });
   self->request(drv, caf::infinite, atom::submit_v, work)
       .receive([](int64_t) {}, [](caf::error&) {});
   self->request(drv, caf::infinite, atom::run_v)

@@ -81,6 +81,13 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
   cmd.add_flag("!--no-progress", f.progress, "no progress line on the terminal");
   cmd.add_option("--inject-port", f.inject_port,
                  "listen for `kvactor inject` on 127.0.0.1:PORT (0: any free port)");
+  cmd.add_option("--communicator", f.tp.communicator,
+                 "auto|host|nccl: how tensor-parallel ranks meet (auto: nccl for GPU ranks)");
+  cmd.add_option("--collective-timeout", f.tp.collective_timeout_s,
+                 "seconds a collective (and NCCL start-up) may wait for the other ranks");
+  cmd.add_option("--debug-stall", f.tp.debug_stall,
+                 "testing: rank RANK stops answering before its collective #N (RANK:N)")
+      ->group("Testing");
 }
 
 bool wants_json(int argc, const char* const* argv) {

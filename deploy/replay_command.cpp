@@ -9,6 +9,7 @@
 
 #include "actors/cudagraph/actor.hpp"
 #include "actors/rank/actor.hpp"
+#include "actors/rank/group.hpp"
 #include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/message_diff.hpp"
@@ -84,12 +85,11 @@ int replay_ranks(const replay_context& cx, const recorded_run& run, std::vector<
   configure_step_latency(cfg);
   caf::actor_system sys{cfg};
   auto observed = std::make_shared<trace_recorder>(); // what the replayed ranks say to children
-  auto comm = world > 1 ? std::make_shared<kernels::host_communicator>(world) : nullptr;
-  std::vector<rank_actor> ranks;
-  for (int i = 0; i < world; ++i)
-    ranks.push_back(world > 1
-                        ? sys.spawn<caf::detached>(rank_with, rank_runtime{comm, observed, true})
-                        : sys.spawn(rank_with, rank_runtime{nullptr, observed, true}));
+  rank_group_options group;
+  group.world = world;
+  group.recorder = observed;
+  group.metadata_digest = true;
+  std::vector<rank_actor> ranks = spawn_rank_group(sys, group);
   caf::scoped_actor self{sys};
   struct stopper {
     caf::scoped_actor& self;
@@ -119,12 +119,24 @@ int replay_ranks(const replay_context& cx, const recorded_run& run, std::vector<
                  [&](caf::error& e) { failure = from_caf_error(e).message; });
     if (!check_startup(i, failure, diff)) return *startup_failed;
   }
-  for (int i = 0; i < world; ++i) {
+  // Every rank gets its allocate before any reply is awaited: TP ranks agree on the block count
+  // in a collective.
+  for (int i = 0; i < world; ++i)
+    self->send(ranks[static_cast<size_t>(i)], atom::allocate_v, rec(i).ready.num_blocks);
+  std::vector<bool> allocated(static_cast<size_t>(world), false);
+  for (int answered = 0; answered < world; ++answered) {
     std::string failure, diff;
-    self->request(ranks[static_cast<size_t>(i)], caf::infinite, atom::allocate_v,
-                  rec(i).ready.num_blocks)
-        .receive([&](rank_ready& x) { diff = diff_messages(rec(i).ready, x); },
-                 [&](caf::error& e) { failure = from_caf_error(e).message; });
+    // Errors carry no rank: give one to the first rank still without a reply.
+    auto i =
+        static_cast<int>(std::find(allocated.begin(), allocated.end(), false) - allocated.begin());
+    self->receive(
+        [&](rank_ready& x) {
+          i = static_cast<int>(std::find(which.begin(), which.end(), x.rank) - which.begin());
+          i = std::min(i, world - 1);
+          diff = diff_messages(rec(i).ready, x);
+        },
+        [&](caf::error& e) { failure = from_caf_error(e).message; });
+    allocated[static_cast<size_t>(i)] = true;
     if (!check_startup(i, failure, diff)) return *startup_failed;
   }
   (void)observed->take(); // the graph manager's plan is compared by rank_ready.graphs

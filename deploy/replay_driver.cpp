@@ -102,6 +102,13 @@ rank_actor::behavior_type stub_rank(rank_actor::stateful_pointer<stub_state> sel
         return diverged_error(what);
       },
       [](atom::ledger) -> std::vector<memory_entry> { return {}; },
+      [](atom::unique_id, int32_t, uint64_t) -> caf::result<communicator_id> {
+        return diverged_error("the driver asked a stub rank for an NCCL id: replay runs no NCCL");
+      },
+      [](atom::join, const communicator_id&, int32_t) -> caf::result<int32_t> {
+        return diverged_error("the driver asked a stub rank to join NCCL: replay runs no NCCL");
+      },
+      [](atom::collectives) -> std::vector<collective_entry> { return {}; },
   };
 }
 

@@ -8,7 +8,6 @@
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -16,11 +15,13 @@
 #include "actors/inject/actor.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/rank/actor.hpp"
+#include "actors/rank/group.hpp"
 #include "actors/rank/workload.hpp"
 #include "actors/runtime_config.hpp"
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
 #include "kvactor/kernels/device_runtime.h"
+#include "kvactor/kernels/nccl_communicator.h"
 #include "messages/caf_error.hpp"
 #include "messages/register.hpp"
 
@@ -113,35 +114,6 @@ std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int
   return out;
 }
 
-std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
-                         int32_t ubatches) {
-  nlohmann::ordered_json j;
-  j["schema"] = "kvactor.run/1";
-  j["requests"] = {{"finished", s.finished}, {"failed", s.failed}, {"preempted", s.preempted}};
-  j["tokens"] = {{"prompt", s.prompt_tokens}, {"generated", s.generated_tokens}};
-  j["steps"] = s.steps;
-  j["throughput_tok_s"] =
-      s.wall_s > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.wall_s : 0.0;
-  j["step_ms"] = {{"p50", s.step_ms_p50}, {"p99", s.step_ms_p99}};
-  j["kv_blocks"] = {{"total", s.kv_blocks_total}, {"peak_used", s.kv_blocks_peak_used}};
-  j["graphs"] = {{"replays", s.graph_replays}, {"eager_steps", s.eager_steps}};
-  j["output_digest"] = s.output_digest;
-  j["device"] = device;
-  j["tensor_parallel_size"] = tp;
-  j["ubatches"] = ubatches;
-  j["wall_s"] = s.wall_s;
-  nlohmann::ordered_json failures = nlohmann::ordered_json::array();
-  for (const auto& r : s.results)
-    if (!r.finished) failures.push_back({{"request_id", r.request_id}, {"reason", r.failure}});
-  j["failures"] = std::move(failures);
-  // Every request's generated tokens, so that two runs (devices, TP sizes) can be compared.
-  nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
-  for (const auto& r : s.results)
-    outputs.push_back({{"request_id", r.request_id}, {"tokens", r.output}});
-  j["outputs"] = std::move(outputs);
-  return j.dump(2);
-}
-
 int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   auto bad = [&](const std::string& message) {
     fmt::print(err, "kvactor run: error: {}\n", message);
@@ -149,24 +121,27 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   };
   const auto& p = flags.plan;
   const std::string model = p.model.empty() ? default_model : p.model;
-  // auto: the GPU when one answers (tensor parallelism on GPUs waits for NCCL), else the CPU.
+  // auto: the GPU when one answers (several GPU ranks when NCCL joins them and there are as many
+  // GPUs), else the CPU.
   std::string device = p.device == "gpu" ? "cuda" : p.device;
   std::string no_gpu;
   auto gpu = kernels::probe_gpu(0, &no_gpu);
   if (device == "auto") {
-    device = gpu && p.tensor_parallel_size == 1 ? "cuda" : "cpu";
+    std::string ignored;
+    const bool gpus_for_tp = p.tensor_parallel_size == 1
+                             || (kernels::nccl_available(&ignored)
+                                 && p.tensor_parallel_size <= kernels::gpu_count(&ignored));
+    device = gpu && gpus_for_tp ? "cuda" : "cpu";
     spdlog::info("--device auto: {}{}", device, gpu ? "" : fmt::format(" ({})", no_gpu));
   }
   if (device != "cpu" && device != "cuda")
     return bad(fmt::format("--device: unknown value '{}' (expected auto, cpu or cuda)", p.device));
   if (device == "cuda" && !gpu) return bad(fmt::format("--device cuda: no usable GPU: {}", no_gpu));
-  if (device == "cuda" && p.tensor_parallel_size > 1)
-    return bad(fmt::format("--device cuda: --tensor-parallel-size {} needs NCCL, which comes with "
-                           "the tensor-parallelism work; run TP on --device cpu",
-                           p.tensor_parallel_size));
   if (p.tensor_parallel_size < 1 || p.tensor_parallel_size > 64)
     return bad(
         fmt::format("--tensor-parallel-size: {} is outside [1, 64]", p.tensor_parallel_size));
+  auto tp = resolve_tp_flags(flags.tp, device, p.tensor_parallel_size);
+  if (!tp) return bad(tp.err().message);
   if (!p.gpu_memory.empty() || !p.weights_memory.empty())
     return bad("--gpu-memory / --weights-memory: a run measures its GPU (or sizes a CPU run with "
                "--kv-cache-memory); they are `kvactor plan` flags");
@@ -275,15 +250,13 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     for (const auto& r : workload)
       recorder->record("client", "driver", r);
   }
-  std::vector<rank_actor> ranks;
-  if (configs.size() == 1) {
-    ranks.push_back(sys.spawn(rank_with, rank_runtime{nullptr, recorder}));
-  } else {
-    // Tensor-parallel CPU ranks meet in a blocking all-reduce: one thread each.
-    auto comm = std::make_shared<kernels::host_communicator>(static_cast<int>(configs.size()));
-    for (size_t r = 0; r < configs.size(); ++r)
-      ranks.push_back(sys.spawn<caf::detached>(rank_with, rank_runtime{comm, recorder}));
-  }
+  rank_group_options group;
+  group.world = p.tensor_parallel_size;
+  group.nccl = tp->nccl;
+  group.collective_timeout = tp->collective_timeout;
+  group.stall = tp->stall;
+  group.recorder = recorder;
+  std::vector<rank_actor> ranks = spawn_rank_group(sys, group);
   const bool show = flags.progress && isatty(STDERR_FILENO) == 1;
   auto last = std::make_shared<std::chrono::steady_clock::time_point>();
   auto on_progress = [show, last, &err](const run_progress& pr) {
@@ -299,7 +272,10 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     if (pr.finished + pr.failed >= pr.total) fmt::print(err, "\n");
     err.flush();
   };
-  auto drv = sys.spawn(driver, driver_setup{ranks, configs, 1, on_progress, recorder});
+  driver_setup setup{ranks, configs, 1, on_progress, recorder};
+  setup.bootstrap_communicator = tp->nccl;
+  setup.collective_timeout = tp->collective_timeout;
+  auto drv = sys.spawn(driver, std::move(setup));
   caf::scoped_actor self{sys};
   std::optional<run_error> failure;
   std::vector<rank_ready> ready;
@@ -388,6 +364,10 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
                  flags.summary_json);
       return exit_failure;
     }
+  }
+  if (!summary.error.empty()) { // e.g. a collective failed: the summary above lists every request
+    fmt::print(err, "kvactor run: error: {}\n", summary.error);
+    return exit_failure;
   }
   return exit_ok;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "deploy/plan_command.hpp"
+#include "deploy/tp_flags.hpp"
 #include "messages/request.hpp"
 
 namespace kvactor {
@@ -24,6 +25,7 @@ struct run_flags {
   std::string record;                  // trace file (kvactor run --record FILE)
   bool progress = true;                // on a terminal
   std::optional<uint16_t> inject_port; // listen for kvactor inject on 127.0.0.1 (0: any port)
+  tp_flags tp;                         // --communicator, --collective-timeout, --debug-stall
 };
 
 /// "N" or "MIN:MAX" (inclusive, positive); errors name `flag`.

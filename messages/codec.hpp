@@ -26,7 +26,7 @@
 
 namespace kvactor {
 
-inline constexpr uint32_t schema_version = 2; // 2: metadata_ready.digest
+inline constexpr uint32_t schema_version = 3; // 2: metadata_ready.digest, 3: run_summary.error
 
 /// The envelope name of a type whose inspect() has no caf::meta::type_name annotation.
 template <class T>

@@ -16,6 +16,7 @@ std::string_view to_string(errc x) {
   case errc::unsupported: return "unsupported";
   case errc::io_error: return "io_error";
   case errc::step_failed: return "step_failed";
+  case errc::collective_failed: return "collective_failed";
   }
   return "unknown";
 }

@@ -36,6 +36,9 @@ enum class errc : uint8_t {
   /// A rank applied a step but could not execute it: the step's sequence number is consumed
   /// and its requests are lost (the driver fails them and moves on).
   step_failed,
+  /// A collective between tensor-parallel ranks failed: it timed out, the ranks entered different
+  /// collectives, or the communicator was aborted. Like step_failed, the step is consumed.
+  collective_failed,
 };
 
 std::string_view to_string(errc x);

@@ -11,6 +11,7 @@
 
 #include "messages/backend.hpp"
 #include "messages/caf_error.hpp"
+#include "messages/collective.hpp"
 #include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
 #include "messages/inject.hpp"

@@ -59,6 +59,7 @@ struct run_summary {
   int64_t eager_steps = 0;
   std::string output_digest;
   std::vector<request_result> results; // request order
+  std::string error; // why the run stopped before serving everything; empty when it did not
 
   bool operator==(const run_summary&) const = default;
 };
@@ -68,7 +69,7 @@ auto inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("kvactor::run_summary"), x.finished, x.failed, x.preempted,
            x.prompt_tokens, x.generated_tokens, x.steps, x.wall_s, x.step_ms_p50, x.step_ms_p99,
            x.kv_blocks_total, x.kv_blocks_peak_used, x.graph_replays, x.eager_steps,
-           x.output_digest, x.results);
+           x.output_digest, x.results, x.error);
 }
 
 } // namespace kvactor

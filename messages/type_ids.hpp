@@ -48,6 +48,8 @@ struct run_summary;
 struct inject_request;
 struct inject_reply;
 struct step_rejected;
+struct communicator_id;
+struct collective_entry;
 } // namespace kvactor
 
 // clang-format off
@@ -126,5 +128,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvactor, (kvactor::inject_request))
   CAF_ADD_TYPE_ID(kvactor, (kvactor::inject_reply))
   CAF_ADD_TYPE_ID(kvactor, (kvactor::step_rejected))
+  // collective.hpp
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::communicator_id))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::collective_entry))
+  CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::collective_entry>))
+  CAF_ADD_ATOM(kvactor, kvactor::atom, unique_id, "unique_id")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, join, "join")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, collectives, "collective")
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

@@ -1,4 +1,5 @@
 #include "actors/driver/actor.hpp"
+#include "actors/driver/driver_parts.hpp"
 
 #include <algorithm>
 #include <set>
@@ -54,6 +55,7 @@ run_summary summarize(const driver_state& st) {
   s.graph_replays = st.graph_replays;
   s.eager_steps = st.eager_steps;
   s.output_digest = output_digest(s.results);
+  s.error = st.error;
   return s;
 }
 
@@ -83,15 +85,6 @@ step_plan without(step_plan plan, const std::set<uint64_t>& ids) {
 
 void next_step(self_ptr self);
 
-// The start promise is answered once: by the last allocate, the first failure, or a rank's death.
-template <class T>
-void deliver_start(self_ptr self, T&& x) {
-  auto& st = self->state;
-  if (!st.start_pending) return;
-  st.start_pending = false;
-  st.starting.deliver(std::forward<T>(x));
-}
-
 void finish_run(self_ptr self) {
   auto& st = self->state;
   st.running = false;
@@ -103,14 +96,73 @@ void finish_run(self_ptr self) {
   st.done.deliver(std::move(s));
 }
 
+// Fails every request that has not finished (those not yet arrived too), with `why`.
+void fail_unfinished(driver_state& st, const std::string& why) {
+  while (st.next_arrival < st.pending.size()) {
+    auto& r = st.pending[st.next_arrival++];
+    st.prompt_tokens += static_cast<int64_t>(r.prompt.size());
+    (void)st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens);
+  }
+  for (auto id : st.sched->request_order()) {
+    const auto* r = st.sched->find(id);
+    if (r->st == request_state::status::waiting || r->st == request_state::status::running)
+      st.sched->fail_request(id, why);
+  }
+}
+
+// A collective of step `plan` failed on some rank: its communicator is aborted and the group
+// cannot take another step. Diagnose from every rank's ledger, fail the step's requests with the
+// diagnosis and everything else unfinished, and end the run with that error, which also quotes
+// the failing rank's own error (`failures`: rank -> message, as the replies arrived).
+void stop_on_collective_failure(
+    self_ptr self, const step_plan& plan,
+    std::shared_ptr<std::vector<std::pair<int32_t, std::string>>> failures) {
+  auto& st = self->state;
+  const auto within = std::max(st.setup.collective_timeout, std::chrono::milliseconds(1000));
+  driver_detail::gather_ledgers(
+      self, within, [self, plan, failures](std::vector<rank_ledger> ledgers) {
+        auto& st = self->state;
+        if (!st.running) return; // a rank died meanwhile: the run already ended with that
+        const auto diagnosis = diagnose_collectives(ledgers);
+        // The root cause: the error of a rank whose last collective timed out or failed (its peers
+        // only saw the abort), else the first error that arrived.
+        std::string root = failures->empty() ? std::string{} : failures->front().second;
+        for (const auto& [rank, message] : *failures) {
+          const auto& l = ledgers[static_cast<size_t>(rank)];
+          if (!l.entries.empty()
+              && (l.entries.back().status == "timed_out" || l.entries.back().status == "failed")) {
+            root = message;
+            break;
+          }
+        }
+        const auto why = fmt::format("step {}: a collective failed: {}", plan.seq, diagnosis);
+        st.error = root.empty() ? why : fmt::format("{} (the failing rank: {})", why, root);
+        spdlog::info("driver: {}", st.error);
+        for (const auto& s : plan.scheduled)
+          st.sched->fail_request(s.request_id, why);
+        fail_unfinished(st, fmt::format("not run: the tensor-parallel ranks stopped at step {} (a "
+                                        "collective failed)",
+                                        plan.seq));
+        st.stepping = false;
+        finish_run(self);
+      });
+}
+
 void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
   auto& st = self->state;
   struct join {
     size_t pending;
     std::vector<step_done> done;
     caf::error err;
+    bool collective_failed = false; // the run ends: late replies change nothing
+    std::shared_ptr<std::vector<std::pair<int32_t, std::string>>> failures;
   };
-  auto j = std::make_shared<join>(join{st.setup.ranks.size(), {}, {}});
+  auto j = std::make_shared<join>(
+      join{st.setup.ranks.size(),
+           {},
+           {},
+           false,
+           std::make_shared<std::vector<std::pair<int32_t, std::string>>>()});
   auto on_all = [self, j, plan, t0]() mutable {
     auto& st = self->state;
     if (j->err) {
@@ -126,7 +178,8 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
         st.sched->fail_request(id, why);
       // A rejected step changed nothing on the ranks and is re-sent under the same seq; a step
       // that failed after it was applied consumed its seq.
-      if (from_caf_error(j->err).code == errc::step_failed) {
+      if (const auto code = from_caf_error(j->err).code;
+          code == errc::step_failed || code == errc::collective_failed) {
         st.seq = plan.seq + 1;
       } else if (!ids.empty()) {
         // Re-sent even when nothing is left to schedule: it still carries finished_requests.
@@ -169,15 +222,22 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
             [self, j, on_all, name](step_done& d) mutable {
               if (self->state.setup.recorder) self->state.setup.recorder->record(name, "driver", d);
               j->done.push_back(std::move(d));
-              if (--j->pending == 0) on_all();
+              if (--j->pending == 0 && !j->collective_failed) on_all();
             },
-            [self, j, on_all, name, seq = plan.seq, i](caf::error& e) mutable {
+            [self, j, on_all, name, plan, i](caf::error& e) mutable {
               if (auto& rec = self->state.setup.recorder)
                 rec->record(name, "driver",
-                            step_rejected{seq, static_cast<int32_t>(i), from_caf_error(e),
+                            step_rejected{plan.seq, static_cast<int32_t>(i), from_caf_error(e),
                                           request_ids_of(e)});
+              // A failed collective: the peers may never answer this step (one may be stuck),
+              // so the diagnosis starts now instead of after every reply.
+              j->failures->emplace_back(static_cast<int32_t>(i), from_caf_error(e).message);
+              if (!j->collective_failed && from_caf_error(e).code == errc::collective_failed) {
+                j->collective_failed = true;
+                stop_on_collective_failure(self, plan, j->failures);
+              }
               if (!j->err) j->err = std::move(e);
-              if (--j->pending == 0) on_all();
+              if (--j->pending == 0 && !j->collective_failed) on_all();
             });
   }
 }
@@ -205,16 +265,7 @@ void next_step(self_ptr self) {
   if (!plan) {
     spdlog::error("driver: scheduling step {} failed: {}", st.seq, plan.err().message);
     // Requests that have not arrived yet are failed too: every submitted request is reported.
-    while (st.next_arrival < st.pending.size()) {
-      auto& r = st.pending[st.next_arrival++];
-      st.prompt_tokens += static_cast<int64_t>(r.prompt.size());
-      (void)st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens);
-    }
-    for (auto id : st.sched->request_order()) {
-      const auto* r = st.sched->find(id);
-      if (r->st == request_state::status::waiting || r->st == request_state::status::running)
-        st.sched->fail_request(id, plan.err().message);
-    }
+    fail_unfinished(st, plan.err().message);
     finish_run(self);
     return;
   }
@@ -272,75 +323,7 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
   });
   return {
       [self](atom::start) -> caf::result<std::vector<rank_ready>> {
-        auto& st = self->state;
-        if (st.setup.ranks.empty() || st.setup.ranks.size() != st.setup.configs.size())
-          return to_caf_error(make_error(
-              errc::invalid_argument, fmt::format("ranks: {} handles for {} configs",
-                                                  st.setup.ranks.size(), st.setup.configs.size())));
-        st.starting = self->make_response_promise<std::vector<rank_ready>>();
-        st.start_pending = true;
-        auto plans = std::make_shared<std::vector<rank_plan>>();
-        auto failed = std::make_shared<bool>(false);
-        const auto n = st.setup.ranks.size();
-        for (size_t i = 0; i < n; ++i) {
-          const auto name = "rank[" + std::to_string(i) + "]";
-          if (st.setup.recorder) st.setup.recorder->record("driver", name, st.setup.configs[i]);
-          self->request(st.setup.ranks[i], caf::infinite, atom::configure_v, st.setup.configs[i])
-              .then(
-                  [self, plans, failed, n, name](rank_plan& p) mutable {
-                    if (self->state.setup.recorder)
-                      self->state.setup.recorder->record(name, "driver", p);
-                    plans->push_back(std::move(p));
-                    if (*failed || plans->size() < n) return;
-                    auto& st = self->state;
-                    // The minimum over ranks, so that the scheduler sees one pool.
-                    int64_t min_blocks = plans->front().kv.config.num_blocks;
-                    for (const auto& x : *plans)
-                      min_blocks = std::min(min_blocks, x.kv.config.num_blocks);
-                    st.num_blocks = min_blocks;
-                    st.groups = plans->front().kv.config.groups;
-                    spdlog::info("driver: {} rank(s) planned; common block count {}", n,
-                                 min_blocks);
-                    auto readies = std::make_shared<std::vector<rank_ready>>();
-                    for (const auto& r : st.setup.ranks)
-                      self->request(r, caf::infinite, atom::allocate_v, min_blocks)
-                          .then(
-                              [self, readies, failed, n](rank_ready& ready) mutable {
-                                if (self->state.setup.recorder)
-                                  self->state.setup.recorder->record(
-                                      "rank[" + std::to_string(ready.rank) + "]", "driver", ready);
-                                readies->push_back(std::move(ready));
-                                if (*failed || readies->size() < n) return;
-                                auto& st = self->state;
-                                scheduler_config cfg;
-                                cfg.max_num_seqs = st.setup.configs[0].max_num_seqs;
-                                cfg.max_num_batched_tokens =
-                                    st.setup.configs[0].max_num_batched_tokens;
-                                cfg.max_model_len = st.setup.configs[0].max_model_len;
-                                cfg.num_ubatches = st.setup.configs[0].num_ubatches;
-                                if (auto ok = scheduler::validate(cfg, st.groups, st.num_blocks);
-                                    !ok) {
-                                  deliver_start(self, to_caf_error(ok.err()));
-                                  return;
-                                }
-                                st.sched =
-                                    std::make_unique<scheduler>(cfg, st.groups, st.num_blocks);
-                                std::sort(
-                                    readies->begin(), readies->end(),
-                                    [](const auto& a, const auto& b) { return a.rank < b.rank; });
-                                deliver_start(self, std::move(*readies));
-                              },
-                              [self, failed](caf::error& e) mutable {
-                                if (!*failed) deliver_start(self, std::move(e));
-                                *failed = true;
-                              });
-                  },
-                  [self, failed](caf::error& e) mutable {
-                    if (!*failed) deliver_start(self, std::move(e));
-                    *failed = true;
-                  });
-        }
-        return st.starting;
+        return driver_detail::start_ranks(self);
       },
       [self](atom::submit, std::vector<request_spec>& specs) -> caf::result<int64_t> {
         auto& st = self->state;

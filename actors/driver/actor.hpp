@@ -1,12 +1,16 @@
 // The driver actor: configures every rank, agrees on one block count, then runs the
 // continuous-batching loop: schedule -> step_plan to every rank -> gather step_done -> apply.
 //
-//   start ─► configure(rank i) ... ─► min(planned blocks) ─► allocate(rank i) ... ─► ready
+//   start ─► [NCCL: unique_id(rank 0) ─► join(id, i) every rank] ─►
+//            configure(rank i) ... ─► min(planned blocks) ─► allocate(rank i) ... ─► ready
 //   run ───► [admit arrivals] ─► schedule(seq) ─► step_plan ─► all ranks ─► step_done ─► apply ─┐
 //              ▲                                                                                │
 //              └────────────────────────────── step (to itself) ◄──────────────────────────────┘
 // A rank that rejects a step names the requests at fault: those fail (reported, never dropped)
-// and the step is re-sent without them under the same sequence number.
+// and the step is re-sent without them under the same sequence number. A rank whose collective
+// failed (errc::collective_failed) ends the run: the driver gathers every rank's collective
+// ledger (at most the collective timeout), fails the step's requests with the diagnosis of which
+// rank diverged and where, fails every other unfinished request, and reports the run's error.
 #pragma once
 
 #include <chrono>
@@ -36,6 +40,8 @@ struct driver_setup {
   uint64_t epoch = 1;
   std::function<void(const run_progress&)> on_progress; // may be empty
   std::shared_ptr<trace_recorder> recorder;             // null: no --record
+  bool bootstrap_communicator = false; // NCCL ranks: rank 0 creates the id, every rank joins
+  std::chrono::milliseconds collective_timeout{120'000}; // how long a ledger request may take
 };
 
 struct driver_state {
@@ -58,6 +64,7 @@ struct driver_state {
   int64_t steps = 0;
   int64_t graph_replays = 0;
   int64_t eager_steps = 0;
+  std::string error; // why the run stopped early (run_summary::error)
   static inline const char* name = "kvactor.driver";
   driver_state() = default;
 };

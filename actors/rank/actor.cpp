@@ -13,9 +13,11 @@
 #include "actors/model/loader.hpp"
 #include "actors/rank/device_memory.hpp"
 #include "actors/rank/executor.hpp"
+#include "actors/rank/tensor_parallel.hpp"
 #include "actors/rank/workload.hpp"
 #include "actors/registry/actor.hpp"
 #include "kvactor/kernels/device_runtime.h"
+#include "kvactor/kernels/host_communicator.h"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
@@ -77,9 +79,7 @@ expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_d
     if (out->seq == plan.seq && out->token_end > out->token_start)
       ubatches.push_back({out->token_start, out->token_end, &out->layers});
   auto tokens = st.executor->run(b, ubatches);
-  if (!tokens)
-    return make_error(tokens.err().code,
-                      fmt::format("step {}: {}", plan.seq, tokens.err().message));
+  if (!tokens) return tokens.err(); // the caller names the step
   for (size_t i = 0; i < tokens->size(); ++i)
     done.sampled.push_back({b.sample_ids[i], (*tokens)[i]});
   return done;
@@ -100,14 +100,14 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
   return rank_with(self, rank_runtime{});
 }
 
-rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
-                                  std::shared_ptr<kernels::host_communicator> comm) {
-  return rank_with(self, rank_runtime{std::move(comm), nullptr});
-}
-
 rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> self,
                                     rank_runtime runtime) {
   self->state.comm = std::move(runtime.comm);
+  self->state.nccl = runtime.nccl;
+  self->state.collective_timeout = runtime.collective_timeout;
+  self->state.stall_before_collective = runtime.stall_before_collective;
+  if (!self->state.comm && !self->state.nccl)
+    self->state.comm = kernels::host_communicator::create_group(1).front();
   self->state.recorder = std::move(runtime.recorder);
   self->state.metadata_digest = runtime.metadata_digest || self->state.recorder != nullptr;
   self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& ep) -> caf::error {
@@ -123,13 +123,22 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
         auto& st = self->state;
         if (st.kv)
           return fail(errc::invalid_argument, "configure: this rank is already configured");
+        if (!st.comm)
+          return fail(errc::invalid_argument,
+                      "configure: this rank has not joined its NCCL communicator (the driver "
+                      "sends unique_id and join first)");
         st.config = cfg;
-        const int world = st.comm ? st.comm->world_size() : 1;
+        const int world = st.comm->world_size();
         if (cfg.tensor_parallel_size != world)
           return fail(errc::invalid_argument,
                       fmt::format("tensor_parallel_size: {} ranks, but this rank's communicator "
                                   "joins {}",
                                   cfg.tensor_parallel_size, world));
+        if (cfg.rank != st.comm->rank())
+          return fail(errc::invalid_argument,
+                      fmt::format("rank: the driver configures rank {}, this rank's communicator "
+                                  "holds rank {}",
+                                  cfg.rank, st.comm->rank()));
         if (cfg.device == "cuda")
           if (auto info = kernels::gpu_memory_info()) st.device_free_at_start = info->first;
         auto t = clock_type::now();
@@ -149,21 +158,22 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
         if (!stack_cfg) return to_caf_error(stack_cfg.err());
         st.hidden_size = stack_cfg->hidden_size;
         if (cfg.device == "cuda") {
-          auto ex = make_cuda_executor(*stack_cfg, cfg.max_num_batched_tokens);
+          // Rank r runs on GPU r; one rank alone all-reduces nothing.
+          auto ex = make_cuda_executor(*stack_cfg, cfg.max_num_batched_tokens,
+                                       world > 1 ? st.comm : nullptr, cfg.rank);
           if (!ex) return to_caf_error(ex.err());
           st.executor = std::move(*ex);
         } else {
           try {
-            st.executor =
-                make_cpu_executor(std::make_unique<kernels::attention_stack>(std::move(*stack_cfg)),
-                                  st.comm, cfg.rank);
+            st.executor = make_cpu_executor(
+                std::make_unique<kernels::attention_stack>(std::move(*stack_cfg)), st.comm);
           } catch (const std::exception& e) {
             return fail(errc::invalid_argument, fmt::format("model {}: {}", cfg.model, e.what()));
           }
         }
         record(st, "weights", t, 0);
         st.allocator = std::make_shared<kv_cache_allocator>(
-            cfg.device == "cuda" ? device_kv_memory() : host_kv_memory());
+            cfg.device == "cuda" ? device_kv_memory(cfg.rank) : host_kv_memory());
         st.kv = self->spawn(kv_cache, st.allocator);
         st.registry = self->spawn(registry, std::vector<backend_capabilities>{});
         st.graphs = self->spawn(cudagraph);
@@ -183,6 +193,7 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                 [self, rp, t](kv_local_plan& kv) mutable {
                   auto& st = self->state;
                   record(st, "kv_cache plan", t, 0);
+                  st.planned_blocks = kv.config.num_blocks;
                   st.groups = st.allocator->groups();
                   auto t2 = clock_type::now();
                   self->request(st.registry, caf::infinite, atom::assign_v, st.model, st.groups,
@@ -205,6 +216,8 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
           return fail(errc::invalid_argument, "allocate: received before configure");
         if (st.ready)
           return fail(errc::invalid_argument, "allocate: this rank is already allocated");
+        // Every rank checks the driver's minimum against the one the ranks agree on themselves.
+        if (auto err = agree_on_blocks(st, num_blocks)) return err;
         auto rp = self->make_response_promise<rank_ready>();
         auto t = clock_type::now();
         self->request(st.kv, caf::infinite, atom::allocate_v, num_blocks,
@@ -347,11 +360,10 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
           auto& st = self->state;
           st.busy = false;
           // Past apply(), the step's sequence number is consumed: failures say so.
-          auto consumed = [&](const std::string& why) {
+          auto consumed = [&](const std::string& why, errc code = errc::step_failed) {
             // Tensor-parallel peers may be waiting in an all-reduce for this rank.
             if (st.comm) st.comm->abort(fmt::format("rank {}: {}", st.config.rank, why));
-            rp.deliver(to_caf_error(
-                make_error(errc::step_failed, fmt::format("step {}: {}", plan.seq, why))));
+            rp.deliver(to_caf_error(make_error(code, fmt::format("step {}: {}", plan.seq, why))));
           };
           if (j->err) {
             consumed(from_caf_error(j->err).message);
@@ -361,7 +373,9 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
           auto done = st.config.execute_kernels ? execute(st, plan, j->desc)
                                                 : protocol_only(st, plan, j->desc);
           if (!done) {
-            consumed(done.err().message);
+            consumed(done.err().message, done.err().code == errc::collective_failed
+                                             ? errc::collective_failed
+                                             : errc::step_failed);
             return;
           }
           done->timing.metadata_ns = j->metadata_ns;
@@ -411,6 +425,15 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
             out.push_back(std::move(e));
         out.push_back({"workspace", st.workspace ? static_cast<int64_t>(st.workspace->size()) : 0});
         return out;
+      },
+      [self](atom::unique_id, int32_t world, uint64_t epoch) -> caf::result<communicator_id> {
+        return create_communicator_id(self->state, world, epoch);
+      },
+      [self](atom::join, const communicator_id& id, int32_t rank) -> caf::result<int32_t> {
+        return join_communicator(self->state, id, rank);
+      },
+      [self](atom::collectives) -> std::vector<collective_entry> {
+        return collectives_of(self->state);
       },
   };
 }

@@ -1,11 +1,15 @@
 // The rank actor: composes registry, kv_cache, builder[u] and cudagraph; executes steps.
 //
+//   [NCCL ranks: unique_id (rank 0) ─► communicator_id; join(id, rank) ─► NCCL communicator]
 //   configure ──► load model ─► weights ─► kv_cache.plan ─► registry.assign ──► rank_plan
-//   allocate(n) ─► kv_cache.allocate ─► bind views ─► spawn builders ─► cudagraph.plan ─►
-//   rank_ready step_plan ──► validate ─► apply ─► builder[u] (concurrently) + cudagraph.dispatch
-//                                    ─► forward per ubatch ─► sample ──► step_done
+//   allocate(n) ─► agree(min planned blocks) == n ─► kv_cache.allocate ─► bind views ─►
+//   spawn builders ─► cudagraph.plan ─► rank_ready
+//   step_plan ──► validate ─► apply ─► builder[u] (concurrently) + cudagraph.dispatch
+//                          ─► forward per ubatch (all-reduce per layer) ─► sample ──► step_done
+//   collectives ──► this rank's collective ledger
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -16,7 +20,7 @@
 #include "actors/rank/step_state.hpp"
 #include "actors/trace_recorder.hpp"
 #include "kvactor/kernels/attention_stack.h"
-#include "kvactor/kernels/host_communicator.h"
+#include "kvactor/kernels/communicator.h"
 
 namespace kvactor {
 
@@ -39,8 +43,12 @@ struct rank_state {
   int32_t hidden_size = 0;
   std::vector<int32_t> layer_group; // [stack layers] KV cache group of each layer
   std::vector<phase_timing> phases;
-  std::shared_ptr<kernels::host_communicator> comm; // tensor parallel on the CPU; null for 1 rank
-  std::shared_ptr<trace_recorder> recorder;         // null: no --record
+  std::shared_ptr<kernels::communicator> comm; // this rank's end of its TP group (world 1 alone)
+  int64_t planned_blocks = 0;                  // this rank's own plan, before the minimum
+  bool nccl = false;                           // joins an NCCL communicator before configure
+  std::chrono::milliseconds collective_timeout{120'000};
+  uint64_t stall_before_collective = 0;     // fault injection (--debug-stall); 0: never
+  std::shared_ptr<trace_recorder> recorder; // null: no --record
   bool ready = false;
   bool graphs_captured = false; // false: every step eager, no dispatch needed
   bool busy = false;            // a step is in flight; steps never overlap
@@ -50,21 +58,21 @@ struct rank_state {
   rank_state() = default;
 };
 
+/// A rank alone (tensor_parallel_size 1): its communicator is a host group of one.
 rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self);
 
-/// A rank whose output projections all-reduce through `comm` with its tensor-parallel peers.
-/// Each such rank blocks in the all-reduce, so spawn it detached (its own thread).
-rank_actor::behavior_type rank_tp(rank_actor::stateful_pointer<rank_state> self,
-                                  std::shared_ptr<kernels::host_communicator> comm);
-
-/// What a rank shares with its process: the TP communicator and the trace recorder (both may
-/// be null).
+/// What a rank shares with its process. A rank whose communicator spans several ranks blocks in
+/// its collectives: spawn it detached (its own thread); spawn_rank_group (group.hpp) does.
 struct rank_runtime {
-  std::shared_ptr<kernels::host_communicator> comm;
-  std::shared_ptr<trace_recorder> recorder;
-  bool metadata_digest = false;
-  int64_t device_free_at_start = 0; // cudaMemGetInfo before configure (GPU ranks) // builders
-                                    // digest their metadata (always when recording)
+  /// This rank's end of an in-process host group; null: a host group of one, or, with `nccl`,
+  /// the NCCL communicator it joins.
+  std::shared_ptr<kernels::communicator> comm;
+  std::shared_ptr<trace_recorder> recorder; // null: no --record
+  bool metadata_digest = false;             // builders digest their metadata (always recording)
+  int64_t device_free_at_start = 0;         // cudaMemGetInfo before configure (GPU ranks)
+  bool nccl = false; // GPU ranks: the driver bootstraps an NCCL communicator (unique_id, join)
+  std::chrono::milliseconds collective_timeout{120'000}; // NCCL init and collective waits
+  uint64_t stall_before_collective = 0; // fault injection for NCCL ranks (--debug-stall)
 };
 
 rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> self,

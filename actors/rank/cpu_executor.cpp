@@ -9,8 +9,8 @@ namespace {
 class cpu_executor final : public step_executor {
 public:
   cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
-               std::shared_ptr<kernels::host_communicator> comm, int32_t rank)
-      : stack_(std::move(stack)), comm_(std::move(comm)), rank_(rank) {}
+               std::shared_ptr<kernels::communicator> comm)
+      : stack_(std::move(stack)), comm_(std::move(comm)) {}
 
   status bind(std::vector<kernels::kv_view> views, std::vector<std::string> layer_names,
               int32_t max_tokens) override {
@@ -27,7 +27,7 @@ public:
     std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
     std::function<void(float*, size_t)> reduce;
     if (comm_ && comm_->world_size() > 1)
-      reduce = [this](float* buf, size_t n) { comm_->all_reduce(rank_, buf, n); };
+      reduce = [this](float* buf, size_t n) { comm_->all_reduce(buf, n); };
     try {
       for (const auto& u : ubatches) {
         std::vector<kernels::layer_batch> per_layer(names_.size());
@@ -48,9 +48,11 @@ public:
                         hidden_.data() + start * hidden_size);
       }
       return stack_->sample(hidden_.data(), b.sample_rows);
+    } catch (const kernels::collective_error& e) {
+      return make_error(errc::collective_failed, e.what());
     } catch (const std::exception& e) {
-      // Peers waiting in an all-reduce must not wait for this rank forever.
-      if (comm_) comm_->abort(fmt::format("rank {}: {}", rank_, e.what()));
+      // Peers waiting in an all-reduce must not wait for this rank until their timeout.
+      if (comm_) comm_->abort(fmt::format("rank {}: {}", comm_->rank(), e.what()));
       return make_error(errc::invalid_argument, e.what());
     }
   }
@@ -63,8 +65,7 @@ public:
 
 private:
   std::unique_ptr<kernels::attention_stack> stack_;
-  std::shared_ptr<kernels::host_communicator> comm_;
-  int32_t rank_ = 0;
+  std::shared_ptr<kernels::communicator> comm_;
   std::vector<kernels::kv_view> views_;
   std::vector<std::string> names_;
   std::vector<float> hidden_; // [max_tokens, hidden_size]
@@ -73,9 +74,8 @@ private:
 } // namespace
 
 std::unique_ptr<step_executor> make_cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
-                                                 std::shared_ptr<kernels::host_communicator> comm,
-                                                 int32_t rank) {
-  return std::make_unique<cpu_executor>(std::move(stack), std::move(comm), rank);
+                                                 std::shared_ptr<kernels::communicator> comm) {
+  return std::make_unique<cpu_executor>(std::move(stack), std::move(comm));
 }
 
 } // namespace kvactor

@@ -1,10 +1,14 @@
 // The GPU executor: the attention stack on the current CUDA device. Per step the batch and the
 // builders' metadata are packed into one pinned staging buffer and copied to the device with one
-// cudaMemcpyAsync; the stack then runs every ubatch on the executor's stream and samples.
+// cudaMemcpyAsync; the stack then runs every ubatch on the executor's stream and samples. With
+// tensor parallelism each layer's all-reduce is enqueued on the same stream through the
+// communicator (NCCL), and the executor waits for the collectives with the communicator's
+// timeout before sampling, so a peer that never arrives is an error, never a blocked stream.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -79,8 +83,9 @@ private:
 
 class cuda_executor final : public step_executor {
 public:
-  cuda_executor(std::unique_ptr<kernels::attention_stack_cuda> stack, cudaStream_t stream)
-      : stack_(std::move(stack)), stream_(stream) {}
+  cuda_executor(std::unique_ptr<kernels::attention_stack_cuda> stack, cudaStream_t stream,
+                std::shared_ptr<kernels::communicator> comm)
+      : stack_(std::move(stack)), stream_(stream), comm_(std::move(comm)) {}
 
   ~cuda_executor() override {
     if (hidden_) cudaFree(hidden_);
@@ -153,6 +158,24 @@ public:
       return make_error(errc::io_error,
                         fmt::format("step upload: cudaMemcpyAsync: {}", cudaGetErrorString(e)));
     auto* dev = staging_.device();
+    // The all-reduce of every layer, on the stack's stream; a collective failure is kept whole.
+    std::optional<std::string> collective_failure;
+    std::function<kernels::cuda_status(float*, size_t)> reduce;
+    if (comm_ && comm_->world_size() > 1)
+      reduce = [this, &collective_failure](float* buf, size_t n) -> kernels::cuda_status {
+        try {
+          comm_->all_reduce(buf, n, kernels::reduce_op::sum, stream_);
+          return {};
+        } catch (const kernels::collective_error& e) {
+          collective_failure = e.what();
+          return kernels::cuda_status::failure(cudaErrorUnknown, e.what());
+        }
+      };
+    auto failed = [&](const kernels::cuda_status& st) -> error {
+      if (collective_failure) return make_error(errc::collective_failed, *collective_failure);
+      if (comm_) comm_->abort(fmt::format("rank {}: {}", comm_->rank(), st.message()));
+      return from_status(st);
+    };
     for (size_t u = 0; u < ubatches.size(); ++u) {
       const auto& ub = ubatches[u];
       kernels::device_step step;
@@ -168,12 +191,18 @@ public:
                                reinterpret_cast<const int64_t*>(dev + at.slots),
                                m->common.block_table_width, m->common.num_reqs});
       }
-      auto st = stack_->forward(step, views_, {},
+      auto st = stack_->forward(step, views_, reduce,
                                 hidden_ + static_cast<size_t>(ub.token_start) * hidden_size);
-      if (!st) return from_status(st);
+      if (!st) return failed(st);
     }
+    // Sampling waits on the stream: first make sure no collective on it waits for a peer.
+    if (reduce) try {
+        comm_->synchronize();
+      } catch (const kernels::collective_error& e) {
+        return make_error(errc::collective_failed, e.what());
+      }
     std::vector<int32_t> tokens;
-    if (auto st = stack_->sample(hidden_, b.sample_rows, tokens); !st) return from_status(st);
+    if (auto st = stack_->sample(hidden_, b.sample_rows, tokens); !st) return failed(st);
     return tokens;
   }
 
@@ -189,6 +218,7 @@ public:
 private:
   std::unique_ptr<kernels::attention_stack_cuda> stack_;
   cudaStream_t stream_ = nullptr;
+  std::shared_ptr<kernels::communicator> comm_; // null or world 1: no all-reduce
   std::vector<kernels::kv_view> views_;
   std::vector<std::string> names_;
   float* hidden_ = nullptr; // device [max_tokens, hidden_size]
@@ -199,13 +229,31 @@ private:
 
 } // namespace
 
-expected<std::unique_ptr<step_executor>> make_cuda_executor(const kernels::stack_config& config,
-                                                            int32_t max_tokens) {
+expected<std::unique_ptr<step_executor>>
+make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
+                   std::shared_ptr<kernels::communicator> comm, int32_t device) {
   int count = 0;
   if (auto e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0)
     return make_error(errc::unsupported,
                       fmt::format("device: cuda: no usable GPU ({})",
                                   e != cudaSuccess ? cudaGetErrorString(e) : "none visible"));
+  if (device < 0 || device >= count)
+    return make_error(
+        errc::unsupported,
+        fmt::format("device: cuda: GPU {} does not exist ({} visible)", device, count));
+  if (auto e = cudaSetDevice(device); e != cudaSuccess)
+    return make_error(errc::io_error, fmt::format("device: cuda: cudaSetDevice({}): {}", device,
+                                                  cudaGetErrorString(e)));
+  if (comm && comm->world_size() > 1 && comm->space() != kernels::memory_space::device)
+    return make_error(errc::unsupported,
+                      "communicator: a GPU rank all-reduces device memory; this communicator "
+                      "holds host memory (use NCCL for tensor parallelism on GPUs)");
+  const int world = comm ? comm->world_size() : 1;
+  if (config.tp_size != world)
+    return make_error(errc::invalid_argument,
+                      fmt::format("communicator: the model is split over {} rank(s), the "
+                                  "communicator joins {}",
+                                  config.tp_size, world));
   cudaStream_t stream = nullptr;
   if (auto e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
     return make_error(errc::io_error,
@@ -222,7 +270,7 @@ expected<std::unique_ptr<step_executor>> make_cuda_executor(const kernels::stack
                       fmt::format("device: cuda: {}", created.status.message()));
   }
   return std::unique_ptr<step_executor>(
-      std::make_unique<cuda_executor>(std::move(created.stack), stream));
+      std::make_unique<cuda_executor>(std::move(created.stack), stream, std::move(comm)));
 }
 
 } // namespace kvactor

@@ -5,8 +5,9 @@
 
 namespace kvactor {
 
-/// Device memory from kernels::device_buffer; in a build without CUDA every allocation fails
-/// with the reason.
-kv_memory_factory device_kv_memory();
+/// Device memory from kernels::device_buffer on GPU `ordinal` (made current on the allocating
+/// thread: the kv_cache actor runs on any scheduler thread); in a build without CUDA every
+/// allocation fails with the reason.
+kv_memory_factory device_kv_memory(int32_t ordinal = 0);
 
 } // namespace kvactor

@@ -10,7 +10,7 @@
 #include "actors/metadata/builder.hpp"
 #include "actors/metadata/step_batch.hpp"
 #include "kvactor/kernels/attention_stack.h"
-#include "kvactor/kernels/host_communicator.h"
+#include "kvactor/kernels/communicator.h"
 #include "messages/errc.hpp"
 #include "messages/runtime.hpp"
 
@@ -44,15 +44,24 @@ public:
   virtual const char* device() const = 0;
 };
 
-/// The CPU reference stack; `comm` (null for one rank) all-reduces the output projections.
-std::unique_ptr<step_executor> make_cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
-                                                 std::shared_ptr<kernels::host_communicator> comm,
-                                                 int32_t rank);
+// Both executors all-reduce the output projections through a communicator (communicator.h) when
+// it spans more than one rank. A collective that fails (timeout, mismatch, abort) makes run()
+// return errc::collective_failed with the communicator's message, which names this rank's last
+// ledger entries; any other failure aborts the communicator, so that peers waiting in a
+// collective for this rank fail at once instead of waiting out their timeout.
 
-/// The GPU stack on the current CUDA device: weights generated on the device, cuBLAS
-/// projections, the CUDA paged-attention kernels. An error (never a crash) when this build has
-/// no CUDA, no GPU is usable, or the model needs a kernel the GPU path lacks.
-expected<std::unique_ptr<step_executor>> make_cuda_executor(const kernels::stack_config& config,
-                                                            int32_t max_tokens);
+/// The CPU reference stack; `comm` (host memory; null or world 1 for one rank) all-reduces the
+/// output projections.
+std::unique_ptr<step_executor> make_cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
+                                                 std::shared_ptr<kernels::communicator> comm);
+
+/// The GPU stack on CUDA device `device` (made current on the calling thread): weights generated
+/// on the device, cuBLAS projections, the CUDA paged-attention kernels; `comm` (device memory,
+/// e.g. NCCL; null for one rank) all-reduces on the stack's stream. An error (never a crash)
+/// when this build has no CUDA, the GPU is not usable, `comm` holds host memory or spans another
+/// world than the model's split, or the model needs a kernel the GPU path lacks.
+expected<std::unique_ptr<step_executor>>
+make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
+                   std::shared_ptr<kernels::communicator> comm = nullptr, int32_t device = 0);
 
 } // namespace kvactor

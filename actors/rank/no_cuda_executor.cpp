@@ -3,7 +3,9 @@
 
 namespace kvactor {
 
-expected<std::unique_ptr<step_executor>> make_cuda_executor(const kernels::stack_config&, int32_t) {
+expected<std::unique_ptr<step_executor>> make_cuda_executor(const kernels::stack_config&, int32_t,
+                                                            std::shared_ptr<kernels::communicator>,
+                                                            int32_t) {
   return make_error(errc::unsupported, "device: cuda: this kvactor was built without CUDA "
                                        "(nvcc not found); use --device cpu");
 }

@@ -8,7 +8,7 @@ namespace kvactor::kernels {
 
 namespace {
 
-std::string describe(cudaError_t e, const char* call) {
+std::string describe(cudaError_t e, const std::string& call) {
   std::ostringstream os;
   os << call << ": " << cudaGetErrorString(e) << " (" << cudaGetErrorName(e) << ")";
   return os.str();
@@ -44,6 +44,24 @@ std::optional<gpu_info> probe_gpu(int32_t ordinal, std::string* why_not) {
   g.free_bytes = static_cast<int64_t>(free_b);
   g.total_bytes = static_cast<int64_t>(total_b);
   return g;
+}
+
+int32_t gpu_count(std::string* why_not) {
+  int count = 0;
+  if (auto e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    if (why_not) *why_not = describe(e, "cudaGetDeviceCount");
+    return 0;
+  }
+  if (count == 0 && why_not) *why_not = "no CUDA device is visible";
+  return count;
+}
+
+bool select_gpu(int32_t ordinal, std::string* why_not) {
+  if (auto e = cudaSetDevice(ordinal); e != cudaSuccess) {
+    if (why_not) *why_not = describe(e, "cudaSetDevice(" + std::to_string(ordinal) + ")");
+    return false;
+  }
+  return true;
 }
 
 std::optional<std::pair<int64_t, int64_t>> gpu_memory_info() {

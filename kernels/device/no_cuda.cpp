@@ -12,6 +12,16 @@ std::optional<gpu_info> probe_gpu(int32_t, std::string* why_not) {
   return std::nullopt;
 }
 
+int32_t gpu_count(std::string* why_not) {
+  if (why_not) *why_not = reason;
+  return 0;
+}
+
+bool select_gpu(int32_t, std::string* why_not) {
+  if (why_not) *why_not = reason;
+  return false;
+}
+
 std::optional<std::pair<int64_t, int64_t>> gpu_memory_info() {
   return std::nullopt;
 }

@@ -208,6 +208,50 @@ TEST_F(DriverProtocol, ARankThatDiesMidRunFailsTheRunWithAnError) {
   EXPECT_TRUE(expect_no_message(rec.actor)) << "one reply to run";
 }
 
+TEST_F(DriverProtocol, AFailedCollectiveEndsTheRunWithTheDiagnosisFromEveryRanksLedger) {
+  // Step 1: rank 0 times out in all_reduce #2, which rank 1 never entered (it stopped after #1).
+  auto s0 = canned_rank(0, 64);
+  s0.on_step = [](const step_plan& plan) {
+    if (plan.seq != 1) return step_outcome::reply(mock_done(plan, 0));
+    return step_outcome::reject(to_caf_error(
+        make_error(errc::collective_failed, "step 1: rank 0: all_reduce(sum) #2 of 8 float32 "
+                                            "timed out after 1 s: rank(s) 1 did not enter it")));
+  };
+  s0.on_collectives = [] {
+    return std::vector<collective_entry>{{1, "all_reduce(sum)", "float32", 8, 32, "completed"},
+                                         {2, "all_reduce(sum)", "float32", 8, 32, "timed_out"}};
+  };
+  auto s1 = canned_rank(1, 64);
+  s1.on_step = [](const step_plan& plan) {
+    if (plan.seq != 1) return step_outcome::reply(mock_done(plan, 1));
+    return step_outcome::reject(
+        to_caf_error(make_error(errc::collective_failed, "step 1: rank 1: aborted")));
+  };
+  s1.on_collectives = [] {
+    return std::vector<collective_entry>{{1, "all_reduce(sum)", "float32", 8, 32, "completed"}};
+  };
+  auto r0 = track(spawn_mock_rank(sys, s0));
+  auto r1 = track(spawn_mock_rank(sys, s1));
+  auto drv = spawn_driver({r0, r1});
+  ASSERT_TRUE(start(drv));
+  EXPECT_EQ(submit(drv, requests(3)), 3);
+  inject(rec.actor, drv, atom::run_v);
+  run_all_but(rec.actor);
+  auto s = expect_reply<run_summary>(drv, rec.actor);
+  ASSERT_TRUE(s) << "the run ends with its summary: every request is reported";
+  const std::string diagnosis = "rank 1 is at all_reduce(sum) #1 (8 float32, completed) and has "
+                                "not entered #2; rank 0 waits in all_reduce(sum) #2 (8 float32)";
+  EXPECT_THAT(s->error, HasSubstr("step 1: a collective failed: " + diagnosis)) << s->error;
+  EXPECT_THAT(s->error, HasSubstr("(the failing rank: step 1: rank 0: all_reduce(sum) #2"))
+      << "the timed-out rank's own error is quoted";
+  EXPECT_EQ(s->failed, 3);
+  for (const auto& r : s->results)
+    EXPECT_THAT(r.failure, HasSubstr(diagnosis)) << "request " << r.request_id;
+  EXPECT_EQ(r0.log->collectives, 1);
+  EXPECT_EQ(r1.log->collectives, 1);
+  EXPECT_EQ(r0.log->steps.size(), 2u) << "no step after the failed collective";
+}
+
 // NOTE(DriverProtocol): disabled, it exposes a driver bug. The down handler of actors/driver/
 // actor.cpp only fails a *running* run; a rank that dies while `start` waits for its configure
 // (or allocate) reply leaves the start promise pending forever (requests use caf::infinite), so

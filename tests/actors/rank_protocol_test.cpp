@@ -160,13 +160,13 @@ TEST_F(RankProtocol, RejectsAllocateBeforeConfigure) {
   EXPECT_THAT(message_of(*err), HasSubstr("before configure"));
 }
 
-TEST_F(RankProtocol, AllocateBindsTheCommonBlockCountAndPlansEagerGraphsOnCpu) {
+TEST_F(RankProtocol, AllocateBindsTheAgreedBlockCountAndPlansEagerGraphsOnCpu) {
   auto plan = configure(rk, tiny_rank_config());
   ASSERT_TRUE(plan);
-  const int64_t common = plan->kv.config.num_blocks / 2; // another rank planned fewer
-  auto ready = allocate(rk, common);
+  const int64_t planned = plan->kv.config.num_blocks;
+  auto ready = allocate(rk, planned);
   ASSERT_TRUE(ready);
-  EXPECT_EQ(ready->num_blocks, common);
+  EXPECT_EQ(ready->num_blocks, planned);
   EXPECT_GT(ready->kv_cache_bytes, 0);
   EXPECT_EQ(ready->graphs.mode, cudagraph_mode::none);
   std::vector<std::string> phases;
@@ -178,6 +178,44 @@ TEST_F(RankProtocol, AllocateBindsTheCommonBlockCountAndPlansEagerGraphsOnCpu) {
   auto ledger = expect_reply<std::vector<memory_entry>>(rk, rec.actor);
   ASSERT_TRUE(ledger);
   EXPECT_THAT(*ledger, ::testing::Contains(memory_entry{"kv_cache", ready->kv_cache_bytes}));
+}
+
+TEST_F(RankProtocol, AllocateRefusesABlockCountOtherThanTheMinimumTheRanksAgreeOn) {
+  auto plan = configure(rk, tiny_rank_config());
+  ASSERT_TRUE(plan);
+  const int64_t planned = plan->kv.config.num_blocks;
+  inject(rec.actor, rk, atom::allocate_v, planned / 2); // a driver that lost track of a rank
+  run_all_but(rec.actor);
+  auto err = expect_error(rk, rec.actor);
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is_kvactor_error(*err, errc::incompatible_specs, "allocate:"));
+  EXPECT_THAT(message_of(*err),
+              HasSubstr("num_blocks " + std::to_string(planned / 2)
+                        + " from the driver differs from " + std::to_string(planned)));
+  ASSERT_TRUE(allocate(rk, planned)) << "a refused allocate changes nothing";
+}
+
+TEST_F(RankProtocol, ReportsItsCollectiveLedgerStartingWithTheBlockCountAgreement) {
+  ASSERT_TRUE(make_ready(rk));
+  inject(rec.actor, rk, atom::collectives_v);
+  run_all_but(rec.actor);
+  auto entries = expect_reply<std::vector<collective_entry>>(rk, rec.actor);
+  ASSERT_TRUE(entries);
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ(entries->front(), (collective_entry{1, "all_reduce(min)", "int64", 1, 8, "completed"}));
+}
+
+TEST_F(RankProtocol, HostRanksCreateAndJoinNoNcclCommunicator) {
+  inject(rec.actor, rk, atom::unique_id_v, int32_t{1}, uint64_t{1});
+  run_all_but(rec.actor);
+  auto err = expect_error(rk, rec.actor);
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is_kvactor_error(*err, errc::unsupported, "unique_id:"));
+  inject(rec.actor, rk, atom::join_v, communicator_id{{'x'}, 1, 1}, int32_t{0});
+  run_all_but(rec.actor);
+  err = expect_error(rk, rec.actor);
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is_kvactor_error(*err, errc::unsupported, "join:"));
 }
 
 TEST_F(RankProtocol, RejectsAStepBeforeAllocate) {

@@ -43,7 +43,7 @@ TEST(InjectTarget, EachActorTakesItsOwnMessageTypes) {
 }
 
 TEST(InjectMessageFile, JsonEnvelopeDecodesToTheTypedMessage) {
-  auto m = parse_message_file("m.json", R"(["kvactor::request_spec", 2, [7, [1, 2, 3], 4, 0]])");
+  auto m = parse_message_file("m.json", R"(["kvactor::request_spec", 3, [7, [1, 2, 3], 4, 0]])");
   ASSERT_TRUE(m) << m.err().message;
   auto spec = decode<request_spec>(m->envelope);
   ASSERT_TRUE(spec) << spec.err().message;
@@ -78,7 +78,7 @@ TEST(InjectMessageFile, BadFilesAreErrorsNamingFileAndField) {
   auto no_payload = parse_message_file("p.json", R"({"type": "kvactor::request_spec"})");
   ASSERT_FALSE(no_payload);
   EXPECT_NE(no_payload.err().message.find("field \"payload\""), std::string::npos);
-  auto short_array = parse_message_file("s.json", R"(["kvactor::request_spec", 2])");
+  auto short_array = parse_message_file("s.json", R"(["kvactor::request_spec", 3])");
   ASSERT_FALSE(short_array);
   EXPECT_FALSE(parse_message_file("e.json", "  \n"));
   auto garbage = parse_message_file("g.bin", "\x01\x02\x03");
@@ -91,7 +91,8 @@ TEST(InjectMessageFile, WrongSchemaVersionIsCaughtBeforeSending) {
   ASSERT_TRUE(m); // the file is well-formed JSON ...
   auto type = envelope_type(m->envelope.data(), m->envelope.size());
   ASSERT_FALSE(type); // ... but carries the wrong schema version
-  EXPECT_NE(type.err().message.find("expected schema version 2, found integer 1"),
+  EXPECT_NE(type.err().message.find("expected schema version " + std::to_string(schema_version)
+                                    + ", found integer 1"),
             std::string::npos)
       << type.err().message;
 }
@@ -101,7 +102,7 @@ TEST(InjectCli, NothingListeningIsAClearError) {
   auto path = ::testing::TempDir() + "inject_none.json";
   {
     std::ofstream f(path);
-    f << R"(["kvactor::request_spec", 2, [7, [1], 4, 0]])";
+    f << R"(["kvactor::request_spec", 3, [7, [1], 4, 0]])";
   }
   std::vector<std::string> args{"kvactor", "inject", "--to", "127.0.0.1:1", "--message", path};
   std::vector<const char*> argv;

@@ -1,8 +1,10 @@
 // `kvactor run` end to end on the CPU: the summary contract, determinism and the bad flags.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "cli_support.hpp"
 #include "kvactor/kernels/device_runtime.h"
@@ -210,4 +212,62 @@ TEST(RunCliDevice, UnknownDeviceAndBadUtilizationAreRejected) {
   EXPECT_EQ(util.code, 2);
   EXPECT_NE(util.err.find("--gpu-memory-utilization: 1.5 is outside (0, 1]"), std::string::npos)
       << util.err;
+}
+
+// ---- tensor parallelism on the CPU --------------------------------------------------------
+
+TEST(RunCliTensorParallel, OneTwoAndFourRanksGenerateTheSameTokensForSeveralSeeds) {
+  // Split heads give partial sums that differ from one dot product in the last bits only: the
+  // hidden states of TP 2 and 4 agree with TP 1 within 1e-4 relative (tests/kernels/
+  // stack_tp_test.cpp), and on these workloads every greedy token is the same.
+  for (std::string seed : {"1", "2", "3"}) {
+    auto one = run_cli(small_run({"--seed", seed}));
+    auto two = run_cli(small_run({"--seed", seed, "--tensor-parallel-size", "2"}));
+    auto four = run_cli(small_run({"--seed", seed, "--tensor-parallel-size", "4"}));
+    ASSERT_EQ(one.code, 0) << one.err;
+    ASSERT_EQ(two.code, 0) << two.err;
+    ASSERT_EQ(four.code, 0) << four.err;
+    EXPECT_NE(four.out.find("6 finished, 0 failed"), std::string::npos) << four.out;
+    EXPECT_EQ(digest_of(two.out), digest_of(one.out)) << "seed " << seed;
+    EXPECT_EQ(digest_of(four.out), digest_of(one.out)) << "seed " << seed;
+  }
+}
+
+TEST(RunCliTensorParallel, AStalledRankIsDiagnosedFromEveryLedgerInSecondsNotAHang) {
+  // Collective #1 agrees on the block count, step 0 all-reduces #2 to #5 (one per layer), and
+  // rank 1 stops answering before #6, the first all-reduce of step 1.
+  const auto started = std::chrono::steady_clock::now();
+  auto r = run_cli(small_run(
+      {"--tensor-parallel-size", "4", "--collective-timeout", "0.5", "--debug-stall", "1:6"}));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("kvactor run: error: step 1: a collective failed: rank 1 is at "
+                       "all_reduce(sum) #5 ("),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("completed) and has not entered #6; ranks 0, 2, 3 wait in all_reduce(sum) "
+                       "#6 ("),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("timed out after 0.5 s: rank(s) 1 did not enter it"), std::string::npos)
+      << r.err;
+  // Nothing is lost: the summary lists every request as failed, with the reason.
+  EXPECT_NE(r.out.find("0 finished, 6 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("failed: step 1: a collective failed: rank 1 is at"), std::string::npos)
+      << r.out;
+}
+
+TEST(RunCliErrors, TensorParallelFlagsAreCheckedNamingTheFlag) {
+  for (auto [flag, value, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--collective-timeout", "0", "is not a number of seconds"},
+           {"--collective-timeout", "-2", "is not a number of seconds"},
+           {"--communicator", "mpi", "unknown value 'mpi'"},
+           {"--communicator", "nccl", "NCCL joins GPU ranks"},
+           {"--debug-stall", "1:3", "'1:3' is not RANK:N"}, // one rank: rank 1 does not exist
+           {"--debug-stall", "0:0", "'0:0' is not RANK:N"}}) {
+    auto r = run_cli(small_run({flag, value}));
+    EXPECT_EQ(r.code, 2) << flag << " " << value;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
 }

@@ -81,7 +81,7 @@ TEST(CafRoundTrip, FailsInASystemWithoutRegisterTypes) {
 /// The element types whose std::vector is in the type-ID block.
 using listed_types =
     ::testing::Types<attention_layer, kv_cache_spec, kv_cache_view, backend_capabilities,
-                     attention_group, kv_cache_group, memory_entry, request_spec>;
+                     attention_group, kv_cache_group, memory_entry, request_spec, collective_entry>;
 
 template <class T>
 class CafListRoundTrip : public CafRoundTrip<T> {};

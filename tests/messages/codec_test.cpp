@@ -174,7 +174,7 @@ TEST(Codec, KeepsIntegralAndNegativeZeroDoublesAsFloats) {
 }
 
 TEST(Codec, WritesSmallIntegersCompactly) {
-  // ["kvactor::block_size_constraint", 2, [16, true]]: 1 + (1 + 30) + 1 + (1 + 1 + 1) bytes.
+  // ["kvactor::block_size_constraint", 3, [16, true]]: 1 + (1 + 30) + 1 + (1 + 1 + 1) bytes.
   EXPECT_EQ(encode(multiple_of(16)).size(), 36u);
 }
 
@@ -191,7 +191,10 @@ TEST(Codec, RejectsWrongSchemaVersion) {
     field(root, 1) = msgpack::object{1u};
   });
   auto msg = decode_failure<kv_cache_group>(bytes);
-  EXPECT_NE(msg.find("expected schema version 2, found integer 1"), std::string::npos) << msg;
+  EXPECT_NE(
+      msg.find("expected schema version " + std::to_string(schema_version) + ", found integer 1"),
+      std::string::npos)
+      << msg;
 }
 
 TEST(Codec, RejectsMissingSchemaVersion) {
@@ -199,7 +202,9 @@ TEST(Codec, RejectsMissingSchemaVersion) {
     field(root, 1) = msgpack::object{};
   });
   auto msg = decode_failure<kv_cache_group>(bytes);
-  EXPECT_NE(msg.find("expected schema version 2, found nil"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected schema version " + std::to_string(schema_version) + ", found nil"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(Codec, RejectsAnEnvelopeThatIsNotAThreeElementArray) {

@@ -9,6 +9,7 @@
 
 #include "messages/backend.hpp"
 #include "messages/codec.hpp"
+#include "messages/collective.hpp"
 #include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
 #include "messages/inject.hpp"
@@ -34,7 +35,9 @@ using message_types = ::testing::Types<
     // request.hpp
     request_spec, request_result, run_summary,
     // inject.hpp
-    inject_request, inject_reply>;
+    inject_request, inject_reply,
+    // collective.hpp
+    communicator_id, collective_entry>;
 
 /// Names typed tests after the message type: CodecRoundTrip/kv_cache_spec.PreservesEveryField.
 struct message_type_names {
@@ -434,7 +437,30 @@ inline run_summary sample<run_summary>() {
   x.eager_steps = 112;
   x.output_digest = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
   x.results = {sample<request_result>(), request_result{7, false, {}, 0, "kv cache exhausted"}};
+  x.error = "step 9: a collective failed: rank 1 is at all_reduce(sum) #37";
   return x;
+}
+
+// ---- collective.hpp ------------------------------------------------------------------------
+
+/// An id of NCCL's size (128 bytes) with every byte value that matters for a byte blob: 0, 0x80,
+/// 0xff.
+template <>
+inline communicator_id sample<communicator_id>() {
+  communicator_id x;
+  for (int i = 0; i < 128; ++i)
+    x.bytes.push_back(static_cast<char>(i * 2 + 1));
+  x.bytes[5] = '\0';
+  x.bytes[6] = static_cast<char>(0x80);
+  x.bytes[7] = static_cast<char>(0xff);
+  x.world = 8;
+  x.epoch = 0xfedcba9876543210ULL;
+  return x;
+}
+
+template <>
+inline collective_entry sample<collective_entry>() {
+  return {0x8000000000000025ULL, "all_reduce(sum)", "float32", 8192, 32768, "timed_out"};
 }
 
 } // namespace kvactor::test

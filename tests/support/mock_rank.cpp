@@ -57,6 +57,17 @@ rank_actor::behavior_type mock_rank(mock_ptr self, std::shared_ptr<mock_rank_scr
       [log](atom::ledger) -> caf::result<std::vector<memory_entry>> {
         return unexpected(*log, "ledger");
       },
+      [log](atom::unique_id, int32_t, uint64_t) -> caf::result<communicator_id> {
+        return unexpected(*log, "unique_id");
+      },
+      [log](atom::join, const communicator_id&, int32_t) -> caf::result<int32_t> {
+        return unexpected(*log, "join");
+      },
+      [script, log](atom::collectives) -> caf::result<std::vector<collective_entry>> {
+        if (!script->on_collectives) return unexpected(*log, "collectives");
+        ++log->collectives;
+        return script->on_collectives();
+      },
   };
 }
 

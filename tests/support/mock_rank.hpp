@@ -35,6 +35,7 @@ struct mock_rank_script {
   caf::error die_on_configure; // set: quit with this reason instead of answering configure
   std::function<rank_ready(int64_t num_blocks)> on_allocate;
   std::function<step_outcome(const step_plan&)> on_step;
+  std::function<std::vector<collective_entry>()> on_collectives;
 };
 
 /// Everything the mock received, in order (read it while the mock is idle).
@@ -42,6 +43,7 @@ struct mock_rank_log {
   std::vector<rank_config> configures;
   std::vector<int64_t> allocates;
   std::vector<step_plan> steps;
+  int64_t collectives = 0; // ledger requests answered
   int64_t unexpected = 0;
 };
 

@@ -24,6 +24,13 @@ struct gpu_info {
 /// ordinal out of range).
 std::optional<gpu_info> probe_gpu(int32_t ordinal, std::string* why_not);
 
+/// How many CUDA devices are visible (0 with `why_not` set when none is, or without CUDA).
+int32_t gpu_count(std::string* why_not);
+
+/// Makes GPU `ordinal` the current device of the calling thread (cudaSetDevice); false with
+/// `why_not` set when it cannot. Tensor-parallel rank r uses GPU r.
+bool select_gpu(int32_t ordinal, std::string* why_not);
+
 /// Free and total bytes of the current device (cudaMemGetInfo); nullopt without a GPU.
 std::optional<std::pair<int64_t, int64_t>> gpu_memory_info();
 

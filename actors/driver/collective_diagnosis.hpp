@@ -1,0 +1,29 @@
+// The driver's diagnosis of a failed collective: given every rank's collective ledger (or why a
+// rank did not answer), one sentence that says which rank diverged and where, e.g.
+//   "rank 1 is at all_reduce(sum) #37 (8192 float32, completed) and has not entered #38;
+//    ranks 0, 2, 3 wait in all_reduce(sum) #38 (8192 float32)"
+// Pure C++ (no CAF): the driver actor gathers the ledgers, this core reads them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "messages/collective.hpp"
+
+namespace kvactor {
+
+/// What one rank answered when the driver asked for its collective ledger.
+struct rank_ledger {
+  int32_t rank = 0;
+  bool answered = false;
+  std::vector<collective_entry> entries; // oldest first
+  std::string no_answer;                 // why not, when !answered
+};
+
+/// Groups the ranks by their last ledger entry (the collective they wait in, or the last one
+/// they completed). The largest group (on a tie, the most advanced) is where the group stands;
+/// every other group diverged and is named first, then the silent ranks.
+std::string diagnose_collectives(const std::vector<rank_ledger>& ledgers);
+
+} // namespace kvactor

@@ -1,0 +1,40 @@
+#include "actors/rank/group.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/rank/actor.hpp"
+#include "actors/rank/tensor_parallel.hpp"
+#include "kvactor/kernels/host_communicator.h"
+
+namespace kvactor {
+
+std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_group_options& opt) {
+  auto stall_of = [&](int32_t r) -> uint64_t {
+    return opt.stall && opt.stall->rank == r ? opt.stall->collective : 0;
+  };
+  auto runtime_of = [&](int32_t r, std::shared_ptr<kernels::communicator> comm) {
+    rank_runtime rt;
+    rt.comm = with_stall(std::move(comm), opt.nccl ? 0 : stall_of(r), opt.collective_timeout);
+    rt.recorder = opt.recorder;
+    rt.metadata_digest = opt.metadata_digest;
+    rt.nccl = opt.nccl;
+    rt.collective_timeout = opt.collective_timeout;
+    rt.stall_before_collective = opt.nccl ? stall_of(r) : 0;
+    return rt;
+  };
+  std::vector<rank_actor> ranks;
+  if (opt.nccl) {
+    for (int32_t r = 0; r < opt.world; ++r)
+      ranks.push_back(sys.spawn<caf::detached>(rank_with, runtime_of(r, nullptr)));
+    return ranks;
+  }
+  auto group = kernels::host_communicator::create_group(opt.world, opt.collective_timeout);
+  for (int32_t r = 0; r < opt.world; ++r) {
+    auto rt = runtime_of(r, group[static_cast<size_t>(r)]);
+    ranks.push_back(opt.world == 1 ? sys.spawn(rank_with, std::move(rt))
+                                   : sys.spawn<caf::detached>(rank_with, std::move(rt)));
+  }
+  return ranks;
+}
+
+} // namespace kvactor

@@ -1,0 +1,39 @@
+// The ranks of one tensor-parallel group, spawned as `kvactor run` and `kvactor replay` need
+// them: how each rank meets its peers (a host communicator group, or an NCCL communicator the
+// driver bootstraps) and on which thread it runs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "actors/interfaces.hpp"
+#include "actors/trace_recorder.hpp"
+
+namespace kvactor {
+
+/// --debug-stall RANK:N: rank RANK stops answering before its collective number N.
+struct collective_stall {
+  int32_t rank = 0;
+  uint64_t collective = 1;
+};
+
+struct rank_group_options {
+  int32_t world = 1;
+  bool nccl = false; // GPU ranks joined by NCCL; the driver bootstraps it (driver_setup)
+  std::chrono::milliseconds collective_timeout{120'000};
+  std::optional<collective_stall> stall;
+  std::shared_ptr<trace_recorder> recorder; // null: no --record
+  bool metadata_digest = false;
+};
+
+/// One rank alone without NCCL: an event-based rank (its host group of one never blocks).
+/// Several ranks, or NCCL: detached ranks (each blocks in its collectives on its own thread),
+/// joined by one host communicator group, or by the NCCL communicator they join at start.
+std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_group_options& opt);
+
+} // namespace kvactor

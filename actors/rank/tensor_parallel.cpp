@@ -1,0 +1,93 @@
+#include "actors/rank/tensor_parallel.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+#include "actors/rank/collective_entries.hpp"
+#include "kvactor/kernels/collective_ledger.h"
+#include "kvactor/kernels/nccl_communicator.h"
+#include "kvactor/kernels/stalling_communicator.h"
+#include "messages/caf_error.hpp"
+
+namespace kvactor {
+
+namespace {
+
+caf::error fail(errc code, std::string message) {
+  return to_caf_error(make_error(code, std::move(message)));
+}
+
+constexpr const char* host_ranks =
+    "this rank's collectives run in-process (a host communicator); only NCCL ranks create or "
+    "join a communicator";
+
+} // namespace
+
+std::chrono::milliseconds max_stall(std::chrono::milliseconds collective_timeout) {
+  return collective_timeout * 4 + std::chrono::seconds(1);
+}
+
+std::shared_ptr<kernels::communicator> with_stall(std::shared_ptr<kernels::communicator> comm,
+                                                  uint64_t at,
+                                                  std::chrono::milliseconds collective_timeout) {
+  if (at == 0) return comm;
+  return std::make_shared<kernels::stalling_communicator>(std::move(comm), at,
+                                                          max_stall(collective_timeout));
+}
+
+caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t world, uint64_t epoch) {
+  if (!st.nccl) return fail(errc::unsupported, fmt::format("unique_id: {}", host_ranks));
+  if (world < 1)
+    return fail(errc::invalid_argument,
+                fmt::format("unique_id: world {} is not a positive rank count", world));
+  try {
+    return communicator_id{kernels::nccl_unique_id(), world, epoch};
+  } catch (const kernels::collective_error& e) {
+    return fail(errc::collective_failed, fmt::format("unique_id: {}", e.what()));
+  }
+}
+
+caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id, int32_t rank) {
+  if (!st.nccl) return fail(errc::unsupported, fmt::format("join: {}", host_ranks));
+  if (st.comm)
+    return fail(errc::invalid_argument,
+                fmt::format("join: this rank joined a communicator already (as rank {} of {})",
+                            st.comm->rank(), st.comm->world_size()));
+  if (rank < 0 || rank >= id.world)
+    return fail(errc::invalid_argument,
+                fmt::format("join: rank {} is outside [0, {})", rank, id.world));
+  try {
+    kernels::nccl_options opt;
+    opt.device = rank; // one GPU per rank, in rank order
+    opt.timeout = st.collective_timeout;
+    st.comm = with_stall(kernels::make_nccl_communicator(id.bytes, id.world, rank, opt),
+                         st.stall_before_collective, st.collective_timeout);
+    return rank;
+  } catch (const kernels::collective_error& e) {
+    return fail(errc::collective_failed, fmt::format("join: {}", e.what()));
+  }
+}
+
+caf::error agree_on_blocks(rank_state& st, int64_t num_blocks) {
+  int64_t agreed = 0;
+  try {
+    agreed = st.comm->agree(st.planned_blocks, kernels::reduce_op::min);
+  } catch (const kernels::collective_error& e) {
+    return fail(errc::collective_failed,
+                fmt::format("allocate: agreeing on the KV cache block count: {}", e.what()));
+  }
+  if (agreed == num_blocks) return {};
+  return fail(errc::incompatible_specs,
+              fmt::format("allocate: num_blocks {} from the driver differs from {}, the minimum "
+                          "of the planned block counts the {} rank(s) agreed on (rank {} planned "
+                          "{})",
+                          num_blocks, agreed, st.comm->world_size(), st.config.rank,
+                          st.planned_blocks));
+}
+
+std::vector<collective_entry> collectives_of(const rank_state& st) {
+  if (!st.comm) return {};
+  return ledger_entries(st.comm->ledger());
+}
+
+} // namespace kvactor

@@ -1,0 +1,38 @@
+// The JSON summary of `kvactor run` (schema kvactor.run/1).
+#include <nlohmann/json.hpp>
+
+#include "deploy/run_command.hpp"
+
+namespace kvactor {
+
+std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
+                         int32_t ubatches) {
+  nlohmann::ordered_json j;
+  j["schema"] = "kvactor.run/1";
+  j["requests"] = {{"finished", s.finished}, {"failed", s.failed}, {"preempted", s.preempted}};
+  j["tokens"] = {{"prompt", s.prompt_tokens}, {"generated", s.generated_tokens}};
+  j["steps"] = s.steps;
+  j["throughput_tok_s"] =
+      s.wall_s > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.wall_s : 0.0;
+  j["step_ms"] = {{"p50", s.step_ms_p50}, {"p99", s.step_ms_p99}};
+  j["kv_blocks"] = {{"total", s.kv_blocks_total}, {"peak_used", s.kv_blocks_peak_used}};
+  j["graphs"] = {{"replays", s.graph_replays}, {"eager_steps", s.eager_steps}};
+  j["output_digest"] = s.output_digest;
+  j["device"] = device;
+  j["tensor_parallel_size"] = tp;
+  j["ubatches"] = ubatches;
+  j["wall_s"] = s.wall_s;
+  nlohmann::ordered_json failures = nlohmann::ordered_json::array();
+  for (const auto& r : s.results)
+    if (!r.finished) failures.push_back({{"request_id", r.request_id}, {"reason", r.failure}});
+  j["failures"] = std::move(failures);
+  // Every request's generated tokens, so that two runs (devices, TP sizes) can be compared.
+  nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
+  for (const auto& r : s.results)
+    outputs.push_back({{"request_id", r.request_id}, {"tokens", r.output}});
+  j["outputs"] = std::move(outputs);
+  j["error"] = s.error; // why the run stopped early (a failed collective); empty when it did not
+  return j.dump(2);
+}
+
+} // namespace kvactor

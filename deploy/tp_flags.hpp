@@ -1,0 +1,34 @@
+// `kvactor run`'s tensor-parallel flags: which communicator joins the ranks, how long a collective
+// may wait, and the --debug-stall fault injection, checked against the device and the TP size.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "actors/rank/group.hpp"
+#include "messages/errc.hpp"
+
+namespace kvactor {
+
+struct tp_flags {
+  std::string communicator = "auto"; // auto | host | nccl
+  double collective_timeout_s = 120.0;
+  std::string debug_stall; // "RANK:N", empty: none
+};
+
+/// How the ranks of a run meet.
+struct tp_setup {
+  bool nccl = false;
+  std::chrono::milliseconds collective_timeout{120'000};
+  std::optional<collective_stall> stall;
+};
+
+/// Resolves the flags for `tp` ranks on `device` ("cpu" or "cuda"). auto: NCCL for several GPU
+/// ranks, the host communicator otherwise. Errors name the flag and the value: host memory for
+/// GPU ranks, NCCL for CPU ranks, NCCL missing from this build, more GPU ranks than visible GPUs,
+/// a timeout that is not a positive number of seconds, a stall outside the ranks.
+expected<tp_setup> resolve_tp_flags(const tp_flags& flags, const std::string& device, int32_t tp);
+
+} // namespace kvactor

@@ -1,0 +1,48 @@
+// Names of the collective vocabulary, as ledgers and error messages print them.
+#include "kvactor/kernels/communicator.h"
+
+namespace kvactor::kernels {
+
+std::string_view to_string(collective_kind x) {
+  switch (x) {
+  case collective_kind::all_reduce: return "all_reduce";
+  case collective_kind::all_gather: return "all_gather";
+  case collective_kind::broadcast: return "broadcast";
+  case collective_kind::barrier: return "barrier";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(reduce_op x) {
+  switch (x) {
+  case reduce_op::sum: return "sum";
+  case reduce_op::min: return "min";
+  case reduce_op::max: return "max";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(collective_dtype x) {
+  switch (x) {
+  case collective_dtype::float32: return "float32";
+  case collective_dtype::int64: return "int64";
+  }
+  return "unknown";
+}
+
+size_t size_of(collective_dtype x) {
+  return x == collective_dtype::int64 ? sizeof(int64_t) : sizeof(float);
+}
+
+std::string_view to_string(collective_failure x) {
+  switch (x) {
+  case collective_failure::timeout: return "timeout";
+  case collective_failure::aborted: return "aborted";
+  case collective_failure::mismatch: return "mismatch";
+  case collective_failure::invalid_argument: return "invalid_argument";
+  case collective_failure::transport: return "transport";
+  }
+  return "unknown";
+}
+
+} // namespace kvactor::kernels
