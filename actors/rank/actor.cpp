@@ -128,6 +128,8 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                       "configure: this rank has not joined its NCCL communicator (the driver "
                       "sends unique_id and join first)");
         st.config = cfg;
+        st.trace_name = "rank[" + std::to_string(cfg.rank) + "]";
+        st.graphs_trace_name = "cudagraph@" + st.trace_name;
         const int world = st.comm->world_size();
         if (cfg.tensor_parallel_size != world)
           return fail(errc::invalid_argument,
@@ -281,6 +283,8 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                     st.builders.push_back(
                         self->spawn(builder, builder_setup{u, st.batch, out, attn, st.geometry,
                                                            st.workspace, st.metadata_digest}));
+                    st.builder_trace_names.push_back("builder[" + std::to_string(u) + "]@"
+                                                     + st.trace_name);
                   }
                   cudagraph_request gr;
                   gr.requested = st.config.cudagraph;
@@ -293,14 +297,14 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                   // (the CUDA graph issue); until then every step runs eagerly and says so.
                   gr.gpu = false;
                   auto t2 = clock_type::now();
-                  const auto me = "rank[" + std::to_string(st.config.rank) + "]";
-                  if (st.recorder) st.recorder->record(me, "cudagraph@" + me, gr);
+                  if (st.recorder) st.recorder->record(st.trace_name, st.graphs_trace_name, gr);
                   self->request(st.graphs, caf::infinite, atom::plan_v, gr)
                       .then(
-                          [self, rp, t2, num_blocks, me,
+                          [self, rp, t2, num_blocks,
                            bytes = alloc.bytes](cudagraph_plan& plan) mutable {
                             auto& st = self->state;
-                            if (st.recorder) st.recorder->record("cudagraph@" + me, me, plan);
+                            if (st.recorder)
+                              st.recorder->record(st.graphs_trace_name, st.trace_name, plan);
                             record(st, "cudagraph plan", t2, 0);
                             st.ready = true;
                             st.graphs_captured = plan.mode != cudagraph_mode::none;
@@ -383,14 +387,14 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
           done->timing.total_ns = since(started);
           rp.deliver(std::move(*done));
         };
-        const auto me = "rank[" + std::to_string(st.config.rank) + "]";
         for (const auto& w : work) {
-          const auto builder_name = "builder[" + std::to_string(w.ubatch) + "]@" + me;
-          if (st.recorder) st.recorder->record(me, builder_name, w);
-          self->request(st.builders[static_cast<size_t>(w.ubatch)], caf::infinite, w)
+          const auto u = static_cast<size_t>(w.ubatch);
+          if (st.recorder) st.recorder->record(st.trace_name, st.builder_trace_names[u], w);
+          self->request(st.builders[u], caf::infinite, w)
               .then(
-                  [self, j, finish, me, builder_name](metadata_ready& r) mutable {
-                    if (self->state.recorder) self->state.recorder->record(builder_name, me, r);
+                  [self, j, finish, u](metadata_ready& r) mutable {
+                    auto& s = self->state;
+                    if (s.recorder) s.recorder->record(s.builder_trace_names[u], s.trace_name, r);
                     j->metadata_ns = std::max(j->metadata_ns, r.build_ns);
                     finish();
                   },
@@ -405,8 +409,9 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
         self->request(st.graphs, caf::infinite, atom::dispatch_v, b.num_reqs(), b.num_tokens(),
                       uniform)
             .then(
-                [self, j, finish, me](batch_descriptor& d) mutable {
-                  if (self->state.recorder) self->state.recorder->record("cudagraph@" + me, me, d);
+                [self, j, finish](batch_descriptor& d) mutable {
+                  auto& s = self->state;
+                  if (s.recorder) s.recorder->record(s.graphs_trace_name, s.trace_name, d);
                   j->desc = d;
                   finish();
                 },

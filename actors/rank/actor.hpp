@@ -53,6 +53,10 @@ struct rank_state {
   bool graphs_captured = false; // false: every step eager, no dispatch needed
   bool busy = false;            // a step is in flight; steps never overlap
   bool metadata_digest = false;
+  // Actor names in traces, built once (not per step): "rank[r]", "builder[u]@rank[r]".
+  std::string trace_name;
+  std::string graphs_trace_name; // "cudagraph@rank[r]"
+  std::vector<std::string> builder_trace_names;
   int64_t device_free_at_start = 0; // cudaMemGetInfo before configure (GPU ranks)
   static inline const char* name = "kvactor.rank";
   rank_state() = default;

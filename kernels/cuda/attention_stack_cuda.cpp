@@ -24,17 +24,8 @@ cuda_status cublas_call_failed(cublasStatus_t status, const char* call, const ch
   case CUBLAS_STATUS_NOT_SUPPORTED: code = cudaErrorNotSupported; break;
   default: break;
   }
-  std::string msg = call;
-  msg += " failed at ";
-  msg += file;
-  msg += ':';
-  msg += std::to_string(line);
-  msg += ": ";
-  msg += cublasGetStatusString(status);
-  msg += " (";
-  msg += cublasGetStatusName(status);
-  msg += ')';
-  return cuda_status::failure(code, std::move(msg));
+  return detail::call_failed(code, call, file, line, cublasGetStatusString(status),
+                             cublasGetStatusName(status));
 }
 
 cuda_status gemm(cublasHandle_t handle, element_type type, const void* w, const void* x, float* y,

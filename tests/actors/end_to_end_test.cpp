@@ -40,7 +40,10 @@ protected:
   run_summary serve(int32_t num_ubatches, uint64_t seed) {
     auto cfg = tiny_rank_config(num_ubatches, seed);
     auto rk = spawn(rank);
-    auto drv = spawn(driver, driver_setup{{rk}, {cfg}, 1, {}});
+    driver_setup setup;
+    setup.ranks = {rk};
+    setup.configs = {cfg};
+    auto drv = spawn(driver, std::move(setup));
     auto ready = request_within<std::vector<rank_ready>>(drv, atom::start_v);
     if (!ready) {
       ADD_FAILURE() << "start: " << message_of(ready.error());

@@ -14,14 +14,10 @@ namespace {
 TEST(GraphRunner, APaddedDecodeReplayMatchesTheEagerStepOfTheRealRequests) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const stack_config cfg = small_config();
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  attention_stack_cuda_options opt;
-  opt.max_tokens = 128;
-  opt.stream = stream;
-  auto created = attention_stack_cuda::create(cfg, opt);
-  ASSERT_TRUE(created.status.ok()) << created.status.message();
-  auto& gpu = *created.stack;
+  stack_on_stream on(cfg, 128);
+  ASSERT_TRUE(on.stack);
+  auto& gpu = *on.stack;
+  cudaStream_t stream = on.stream;
   const attention_stack cpu(cfg);
   constexpr int32_t block_size = 16;
   test::stack_cache host(cpu, 64, block_size, element_type::bf16);
@@ -86,7 +82,6 @@ TEST(GraphRunner, APaddedDecodeReplayMatchesTheEagerStepOfTheRealRequests) {
   EXPECT_GT(r.buffer_bytes(), 0);
   // More requests than the graph holds: refused, nothing staged.
   EXPECT_FALSE(r.stage(b, {meta.get()}, 2));
-  cudaStreamDestroy(stream);
 }
 
 } // namespace

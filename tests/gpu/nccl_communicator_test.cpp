@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../kernels/collective_support.hpp"
 #include "deploy/cli.hpp"
 #include "gpu_support.hpp"
 #include "kvactor/kernels/collective_ledger.h"
@@ -29,20 +30,8 @@ int visible_gpus() {
   return n;
 }
 
-struct caught {
-  bool thrown = false;
-  collective_failure kind = collective_failure::transport;
-  std::string what;
-};
-caught catch_collective(const std::function<void()>& f) {
-  caught c;
-  try {
-    f();
-  } catch (const collective_error& e) {
-    c = {true, e.kind(), e.what()};
-  }
-  return c;
-}
+using test::catch_collective;
+using test::caught;
 
 std::shared_ptr<communicator> join(const std::vector<char>& id, int world, int rank,
                                    std::chrono::milliseconds timeout = 60s) {

@@ -77,6 +77,29 @@ create_or_fail(const stack_config& cfg, int32_t max_tokens,
   return std::move(c.stack);
 }
 
+/// A stack on a stream of its own (CUDA graphs cannot capture the legacy default stream); the
+/// stack is destroyed before its stream.
+struct stack_on_stream {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<attention_stack_cuda> stack; // null (and a test failure) if create failed
+
+  stack_on_stream(const stack_config& cfg, int32_t max_tokens) {
+    cuda_or_throw(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    attention_stack_cuda_options opt;
+    opt.max_tokens = max_tokens;
+    opt.stream = stream;
+    attention_stack_cuda_created c = attention_stack_cuda::create(cfg, opt);
+    EXPECT_TRUE(c.status.ok()) << c.status.message();
+    stack = std::move(c.stack);
+  }
+  ~stack_on_stream() {
+    stack.reset();
+    cudaStreamDestroy(stream);
+  }
+  stack_on_stream(const stack_on_stream&) = delete;
+  stack_on_stream& operator=(const stack_on_stream&) = delete;
+};
+
 /// A device copy of every cache buffer of `host` (its current bytes), with the same strides.
 struct device_cache {
   std::vector<std::unique_ptr<device_array<float>>> buffers; // null for sharing layers

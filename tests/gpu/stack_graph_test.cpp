@@ -13,12 +13,6 @@
 namespace kvactor::kernels::gpu_test {
 namespace {
 
-struct owned_stream {
-  cudaStream_t s = nullptr;
-  owned_stream() { cuda_or_throw(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream"); }
-  ~owned_stream() { cudaStreamDestroy(s); }
-};
-
 double mean_us(const std::function<void()>& f, cudaStream_t s, int n) {
   f();
   cudaStreamSynchronize(s);
@@ -33,13 +27,10 @@ double mean_us(const std::function<void()>& f, cudaStream_t s, int n) {
 TEST(StackGraph, ReplayEqualsEagerBitForBitAndReadsThePersistentInputs) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const stack_config cfg = small_config();
-  owned_stream stream;
-  attention_stack_cuda_options opt;
-  opt.max_tokens = 128;
-  opt.stream = stream.s;
-  auto created = attention_stack_cuda::create(cfg, opt);
-  ASSERT_TRUE(created.status.ok()) << created.status.message();
-  auto& gpu = *created.stack;
+  stack_on_stream on(cfg, 128);
+  ASSERT_TRUE(on.stack);
+  auto& gpu = *on.stack;
+  cudaStream_t stream = on.stream;
   const attention_stack cpu(cfg);
   constexpr int32_t block_size = 16;
   test::stack_cache host(cpu, 64, block_size, element_type::bf16);
@@ -70,7 +61,7 @@ TEST(StackGraph, ReplayEqualsEagerBitForBitAndReadsThePersistentInputs) {
   ASSERT_TRUE(captured.status.ok()) << captured.status.message();
   auto& graph = *captured.graph;
   ASSERT_CUDA_OK(graph.replay());
-  ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   auto e = eager.download(), r = replayed.download();
   ASSERT_EQ(e.size(), r.size());
   EXPECT_EQ(std::memcmp(e.data(), r.data(), e.size() * sizeof(float)), 0)
@@ -85,15 +76,15 @@ TEST(StackGraph, ReplayEqualsEagerBitForBitAndReadsThePersistentInputs) {
                 "tokens");
   ASSERT_CUDA_OK(gpu.forward(db.step, dev.views, {}, eager.get()));
   ASSERT_CUDA_OK(graph.replay());
-  ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   auto e2 = eager.download(), r2 = replayed.download();
   EXPECT_EQ(std::memcmp(e2.data(), r2.data(), e2.size() * sizeof(float)), 0);
   EXPECT_NE(std::memcmp(e.data(), e2.data(), e.size() * sizeof(float)), 0)
       << "the new tokens changed nothing";
 
   const double eager_us =
-      mean_us([&] { (void)gpu.forward(db.step, dev.views, {}, eager.get()); }, stream.s, 200);
-  const double replay_us = mean_us([&] { (void)graph.replay(); }, stream.s, 200);
+      mean_us([&] { (void)gpu.forward(db.step, dev.views, {}, eager.get()); }, stream, 200);
+  const double replay_us = mean_us([&] { (void)graph.replay(); }, stream, 200);
   std::printf("[ graph    ] %zu nodes, %lld bytes; decode step of 4 x %zu layers: eager %.1f us, "
               "replay %.1f us (%.2fx)\n",
               graph.nodes(), static_cast<long long>(graph.bytes()), cfg.layers.size(), eager_us,

@@ -9,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "collective_support.hpp"
 #include "kvactor/kernels/collective_ledger.h"
 #include "kvactor/kernels/host_communicator.h"
 #include "kvactor/kernels/stalling_communicator.h"
@@ -33,21 +34,8 @@ void on_every_rank(const comms_t& comms, const std::function<void(communicator&)
     t.join();
 }
 
-// What collective_error a call throws: its kind and message (kind timeout + "no error" if none).
-struct caught {
-  bool thrown = false;
-  collective_failure kind = collective_failure::transport;
-  std::string what;
-};
-caught catch_collective(const std::function<void()>& f) {
-  caught c;
-  try {
-    f();
-  } catch (const collective_error& e) {
-    c = {true, e.kind(), e.what()};
-  }
-  return c;
-}
+using test::catch_collective;
+using test::caught;
 
 class HostCollectives : public ::testing::TestWithParam<int> {
 protected:

@@ -38,6 +38,11 @@ private:
 
 namespace detail {
 
+/// "CALL failed at FILE:LINE: REASON (NAME)" with status `code`: the one message format of every
+/// failed library call (CUDA, cuBLAS, NCCL).
+cuda_status call_failed(cudaError_t code, const char* call, const char* file, int line,
+                        const char* reason, const char* name);
+
 /// "CALL failed at FILE:LINE: <cudaGetErrorString> (<cudaGetErrorName>)".
 cuda_status cuda_call_failed(cudaError_t code, const char* call, const char* file, int line);
 
