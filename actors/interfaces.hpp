@@ -50,8 +50,13 @@ using builder_actor = caf::typed_actor<
 using cudagraph_actor = caf::typed_actor<
     // Resolve the mode against attention support and build the candidates.
     caf::replies_to<atom::plan, cudagraph_request>::with<cudagraph_plan>,
-    // Which graph (or eager) runs a batch of (num_reqs, num_tokens, uniform token count).
-    caf::replies_to<atom::dispatch, int32_t, int32_t, int32_t>::with<batch_descriptor>>;
+    // Which graph (or eager) runs a batch of (num_reqs, num_tokens, uniform token count): only
+    // captured graphs are chosen; in lazy mode the batch also counts towards what to capture.
+    caf::replies_to<atom::dispatch, int32_t, int32_t, int32_t>::with<batch_descriptor>,
+    // The graph to capture next (none: all wanted graphs captured, or the memory cap reached).
+    caf::replies_to<atom::capture>::with<std::vector<batch_descriptor>>,
+    // How a capture went; replies the bytes all captured graphs hold.
+    caf::replies_to<cudagraph_captured>::with<int64_t>>;
 
 /// The RANK actor: one per GPU (or CPU rank); composes registry, kv_cache, builders, cudagraph.
 using rank_actor = caf::typed_actor<

@@ -81,6 +81,11 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
   cmd.add_flag("!--no-progress", f.progress, "no progress line on the terminal");
   cmd.add_option("--inject-port", f.inject_port,
                  "listen for `kvactor inject` on 127.0.0.1:PORT (0: any free port)");
+  cmd.add_option("--cudagraph-capture", f.cudagraph_capture,
+                 "startup|lazy: capture every planned graph before the first step, or serve "
+                 "eagerly at once and capture the sizes seen, between steps");
+  cmd.add_option("--cudagraph-memory", f.cudagraph_memory,
+                 "device bytes all CUDA graphs may hold (1GiB; reserved off the KV cache)");
   cmd.add_option("--communicator", f.tp.communicator,
                  "auto|host|nccl: how tensor-parallel ranks meet (auto: nccl for GPU ranks)");
   cmd.add_option("--collective-timeout", f.tp.collective_timeout_s,

@@ -14,9 +14,7 @@
 
 namespace kvactor {
 
-namespace {
-
-expected<std::vector<int32_t>> parse_sizes(const std::string& text) {
+expected<std::vector<int32_t>> parse_capture_sizes(const std::string& text) {
   std::vector<int32_t> out;
   size_t start = 0;
   while (start <= text.size()) {
@@ -34,8 +32,6 @@ expected<std::vector<int32_t>> parse_sizes(const std::string& text) {
   }
   return out;
 }
-
-} // namespace
 
 expected<plan_request> to_plan_request(const plan_flags& f) {
   plan_request r;
@@ -82,7 +78,7 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
   if (!mode) return mode.err();
   r.cudagraph = *mode;
   if (!f.cudagraph_capture_sizes.empty()) {
-    auto sizes = parse_sizes(f.cudagraph_capture_sizes);
+    auto sizes = parse_capture_sizes(f.cudagraph_capture_sizes);
     if (!sizes) return sizes.err();
     r.cudagraph_capture_sizes = *sizes;
   }

@@ -38,6 +38,9 @@ struct plan_flags {
 };
 
 /// Checks and converts the string-valued flags.
+/// "--cudagraph-capture-sizes" text: comma-separated integers (checked further by the planner).
+expected<std::vector<int32_t>> parse_capture_sizes(const std::string& text);
+
 expected<plan_request> to_plan_request(const plan_flags& flags);
 
 /// Plans and prints (JSON or the human report). Errors: exit_bad_input, one line on `err`

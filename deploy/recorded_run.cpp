@@ -80,6 +80,9 @@ expected<recorded_run> read_recorded_run(const std::vector<trace_record>& record
     } else if (is<cudagraph_plan>(r) && inner >= 0) {
       KVACTOR_DECODE(cudagraph_plan, x);
       ranks[inner].out.graph_plan = std::move(*x);
+    } else if (is<cudagraph_captured>(r) && inner >= 0 && ranks[inner].out.steps.empty()) {
+      KVACTOR_DECODE(cudagraph_captured, x);
+      ranks[inner].out.startup_captures.push_back(std::move(*x));
     } else if (inner >= 0) {
       auto& steps = ranks[inner].out.steps;
       if (steps.empty())

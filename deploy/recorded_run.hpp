@@ -28,6 +28,7 @@ struct recorded_rank {
   rank_ready ready;
   std::optional<cudagraph_request> graph_request;
   std::optional<cudagraph_plan> graph_plan;
+  std::vector<cudagraph_captured> startup_captures; // graphs captured before the first step
   std::vector<recorded_step> steps;
 };
 

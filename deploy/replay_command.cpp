@@ -204,8 +204,9 @@ int replay_ranks(const replay_context& cx, const recorded_run& run, std::vector<
   return exit_ok;
 }
 
-// The graph manager alone: its plan from the recorded request, then every recorded dispatch,
-// asked again with the batch shape of the step's plan.
+// The graph manager alone: its plan from the recorded request, the captures the rank reported,
+// then every recorded dispatch, asked again with the batch shape of the step's plan, and every
+// lazy capture reported between steps, in recording order.
 int replay_cudagraph(const replay_context& cx, const recorded_rank& rank, int index) {
   if (!rank.graph_request || !rank.graph_plan)
     return cx.bad(fmt::format("cudagraph@rank[{}]: the trace has no cudagraph_request and "
@@ -229,6 +230,13 @@ int replay_cudagraph(const replay_context& cx, const recorded_rank& rank, int in
   if (!failure.empty()) return cx.bad(fmt::format("{}: plan: {}", name, failure));
   if (cx.flags.verify && !diff.empty())
     return cx.diverged(0, 0, fmt::format("start-up, {}: {}", name, diff));
+  auto report = [&](const cudagraph_captured& c) {
+    self->request(graphs, caf::infinite, c)
+        .receive([](int64_t) {}, [&](caf::error& e) { failure = from_caf_error(e).message; });
+    return failure.empty();
+  };
+  for (const auto& c : rank.startup_captures)
+    if (!report(c)) return cx.bad(fmt::format("{}: cudagraph_captured: {}", name, failure));
   size_t dispatches = 0;
   for (const auto& step : rank.steps) {
     if (cx.flags.until_step && step.plan.seq > *cx.flags.until_step) break;
@@ -240,6 +248,14 @@ int replay_cudagraph(const replay_context& cx, const recorded_rank& rank, int in
     }
     const int32_t uniform = max_q == 1 && reqs > 0 && tokens == reqs ? 1 : 0;
     for (const auto& r : step.inner) {
+      if (r.receiver == name && r.type == "kvactor::cudagraph_captured") {
+        auto c = decode_record<cudagraph_captured>(r);
+        if (!c) return cx.bad(c.err().message);
+        if (!report(*c))
+          return cx.diverged(step.plan.seq, r.index,
+                             fmt::format("{}: cudagraph_captured: {}", name, failure));
+        continue;
+      }
       if (r.sender != name || r.type != "kvactor::batch_descriptor") continue;
       std::vector<char> got;
       self->request(graphs, caf::infinite, atom::dispatch_v, reqs, tokens, uniform)

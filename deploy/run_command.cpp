@@ -1,5 +1,6 @@
 #include "deploy/run_command.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include "actors/cudagraph/capture_sizes.hpp"
 #include "actors/driver/actor.hpp"
 #include "actors/inject/actor.hpp"
 #include "actors/model/loader.hpp"
@@ -179,18 +181,37 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   if (max_model_len > layout.max_position_embeddings)
     return bad(fmt::format("--max-model-len: {} exceeds the model's maximum of {} tokens",
                            max_model_len, layout.max_position_embeddings));
+  auto mode = parse_cudagraph_mode(p.cudagraph_mode);
+  if (!mode) return bad(mode.err().message);
+  if (flags.cudagraph_capture != "startup" && flags.cudagraph_capture != "lazy")
+    return bad(fmt::format("--cudagraph-capture: unknown value '{}' (expected startup or lazy)",
+                           flags.cudagraph_capture));
+  auto graph_memory = parse_byte_size(flags.cudagraph_memory, "--cudagraph-memory");
+  if (!graph_memory) return bad(graph_memory.err().message);
+  std::vector<int32_t> capture_sizes;
+  if (!p.cudagraph_capture_sizes.empty()) {
+    auto sizes = parse_capture_sizes(p.cudagraph_capture_sizes);
+    if (!sizes) return bad(sizes.err().message);
+    auto normalized = normalize_capture_sizes(*sizes, p.max_num_batched_tokens);
+    if (!normalized) return bad(normalized.err().message);
+    capture_sizes = *sizes;
+  }
+  // Graphs are captured by GPU ranks alone (TP 1 for now); their cap comes off the KV cache.
+  const bool graphs =
+      device == "cuda" && *mode != cudagraph_mode::none && p.tensor_parallel_size == 1;
   std::vector<int64_t> budget{default_cpu_kv_cache};
   if (device == "cuda" && p.kv_cache_memory.empty()) {
     // vLLM's rule on the measured GPU: utilization x total, less what is in use already, less
     // the stack's weights and activations (and cuBLAS' workspace) that come after this point.
     auto stack = stack_config_for(layout, flags.seed);
-    const int64_t later = gpu_stack_bytes(*stack, p.max_num_batched_tokens) + gpu_reserve_bytes;
+    const int64_t later = gpu_stack_bytes(*stack, p.max_num_batched_tokens) + gpu_reserve_bytes
+                          + (graphs ? *graph_memory : 0);
     const auto limit =
         static_cast<int64_t>(static_cast<double>(gpu->total_bytes) * p.gpu_memory_utilization);
     const int64_t in_use = gpu->total_bytes - gpu->free_bytes;
     budget = {limit - in_use - later};
     spdlog::info("GPU {} ({}): {} of {} bytes free; KV cache budget {} bytes ({} x total, {} in "
-                 "use, {} for weights and activations)",
+                 "use, {} for weights, activations and CUDA graphs)",
                  gpu->ordinal, gpu->name, gpu->free_bytes, gpu->total_bytes, budget[0],
                  p.gpu_memory_utilization, in_use, later);
     if (budget[0] <= 0)
@@ -208,8 +229,6 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
                              "per rank)",
                              budget.size(), p.tensor_parallel_size));
   }
-  auto mode = parse_cudagraph_mode(p.cudagraph_mode);
-  if (!mode) return bad(mode.err().message);
   // One config per rank.
   std::vector<rank_config> configs;
   for (int32_t r = 0; r < p.tensor_parallel_size; ++r) {
@@ -228,6 +247,9 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     c.kv_cache_memory = budget.size() == 1 ? budget[0] : budget.at(static_cast<size_t>(r));
     c.num_gpu_blocks_override = p.num_gpu_blocks_override;
     c.cudagraph = *mode;
+    c.cudagraph_capture_sizes = capture_sizes;
+    c.cudagraph_lazy = flags.cudagraph_capture == "lazy";
+    c.cudagraph_memory = *graph_memory;
     c.num_ubatches = flags.ubatches;
     c.seed = flags.seed;
     configs.push_back(c);
@@ -280,11 +302,14 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   std::optional<run_error> failure;
   std::vector<rank_ready> ready;
   injector_actor gateway;
+  const auto start = std::chrono::steady_clock::now();
   self->request(drv, caf::infinite, atom::start_v)
       .receive([&](std::vector<rank_ready>& r) { ready = std::move(r); },
                [&](caf::error& e) {
                  failure = run_error{exit_bad_input, from_caf_error(e).message};
                });
+  const double ready_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Live injection, once the ranks are ready: loopback only, so that nothing off this machine
   // can reach the actors.
   if (!failure && flags.inject_port) {
@@ -348,6 +373,14 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
              summary.kv_blocks_total);
   fmt::print(out, "graphs     {} replays, {} eager steps\n", summary.graph_replays,
              summary.eager_steps);
+  fmt::print(out, "ready in   {:.2f} s (model, weights, KV cache{})\n", ready_s,
+             ready.front().graphs.mode == cudagraph_mode::none ? ""
+             : configs.front().cudagraph_lazy                  ? ", graphs captured lazily later"
+                                                               : ", graph capture");
+  for (const auto& ph : ready.front().phases)
+    if (ph.phase == "cudagraph capture")
+      fmt::print(out, "           graph capture {:.2f} s, {} in graphs\n",
+                 static_cast<double>(ph.duration_ns) / 1e9, format_bytes(ph.memory_bytes));
   fmt::print(out, "digest     {}\n", summary.output_digest);
   if (recorder) {
     if (auto why = recorder->failure(); !why.empty()) {
@@ -358,7 +391,7 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   }
   if (!flags.summary_json.empty()) {
     std::ofstream f(flags.summary_json);
-    f << summary_json(summary, device, p.tensor_parallel_size, flags.ubatches) << '\n';
+    f << summary_json(summary, device, p.tensor_parallel_size, flags.ubatches, ready_s) << '\n';
     if (!f) {
       fmt::print(err, "kvactor run: error: --summary-json: cannot write '{}'\n",
                  flags.summary_json);

@@ -22,10 +22,12 @@ struct run_flags {
   std::string arrival_rate = "inf";
   uint64_t seed = 0;
   std::string summary_json;
-  std::string record;                  // trace file (kvactor run --record FILE)
-  bool progress = true;                // on a terminal
-  std::optional<uint16_t> inject_port; // listen for kvactor inject on 127.0.0.1 (0: any port)
-  tp_flags tp;                         // --communicator, --collective-timeout, --debug-stall
+  std::string record;                        // trace file (kvactor run --record FILE)
+  bool progress = true;                      // on a terminal
+  std::optional<uint16_t> inject_port;       // listen for kvactor inject on 127.0.0.1 (0: any port)
+  tp_flags tp;                               // --communicator, --collective-timeout, --debug-stall
+  std::string cudagraph_capture = "startup"; // startup | lazy
+  std::string cudagraph_memory = "1GiB";     // cap on the bytes all graphs hold
 };
 
 /// "N" or "MIN:MAX" (inclusive, positive); errors name `flag`.
@@ -38,8 +40,9 @@ std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int
                                         int32_t vocab, uint64_t seed);
 
 /// The JSON object of --summary-json (schema kvactor.run/1).
+/// `ready_s`: seconds from start to every rank ready (model, weights, KV cache, graphs).
 std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
-                         int32_t ubatches);
+                         int32_t ubatches, double ready_s = 0);
 
 int run_local(const run_flags& flags, std::ostream& out, std::ostream& err);
 

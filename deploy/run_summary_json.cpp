@@ -6,7 +6,7 @@
 namespace kvactor {
 
 std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
-                         int32_t ubatches) {
+                         int32_t ubatches, double ready_s) {
   nlohmann::ordered_json j;
   j["schema"] = "kvactor.run/1";
   j["requests"] = {{"finished", s.finished}, {"failed", s.failed}, {"preempted", s.preempted}};
@@ -22,6 +22,7 @@ std::string summary_json(const run_summary& s, const std::string& device, int32_
   j["tensor_parallel_size"] = tp;
   j["ubatches"] = ubatches;
   j["wall_s"] = s.wall_s;
+  j["ready_s"] = ready_s;
   nlohmann::ordered_json failures = nlohmann::ordered_json::array();
   for (const auto& r : s.results)
     if (!r.finished) failures.push_back({{"request_id", r.request_id}, {"reason", r.failure}});

@@ -159,6 +159,18 @@ described describe(const trace_record& r) {
                              std::nullopt};
           },
           d)
+      || try_describe<cudagraph_captured>(
+          r,
+          [](const cudagraph_captured& x) {
+            return described{
+                x.error.empty() ? fmt::format("captured {} graph of {} tokens: {} bytes, {:.1f} ms",
+                                              to_string(x.graph.mode), x.graph.num_tokens, x.bytes,
+                                              static_cast<double>(x.duration_ns) / 1e6)
+                                : fmt::format("{} graph of {} tokens stays eager: {}",
+                                              to_string(x.graph.mode), x.graph.num_tokens, x.error),
+                std::nullopt};
+          },
+          d)
       || try_describe<batch_descriptor>(
           r,
           [](const batch_descriptor& b) {

@@ -26,7 +26,8 @@
 
 namespace kvactor {
 
-inline constexpr uint32_t schema_version = 3; // 2: metadata_ready.digest, 3: run_summary.error
+inline constexpr uint32_t schema_version = 4; // 2: metadata_ready.digest, 3: run_summary.error,
+// 4: rank_config and cudagraph_request capture fields, cudagraph_captured
 
 /// The envelope name of a type whose inspect() has no caf::meta::type_name annotation.
 template <class T>

@@ -72,4 +72,21 @@ auto inspect(Inspector& f, cudagraph_plan& x) {
            x.uniform_decode_query_len, x.capture_sizes, x.full_graphs, x.piecewise_graphs, x.notes);
 }
 
+/// Rank -> cudagraph: how one capture went. The graph manager replays a graph only once told it
+/// is captured.
+struct cudagraph_captured {
+  batch_descriptor graph;
+  int64_t bytes = 0; // device memory the graph holds
+  int64_t duration_ns = 0;
+  std::string error; // empty: captured; else why the graph stays eager
+
+  bool operator==(const cudagraph_captured&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, cudagraph_captured& x) {
+  return f(caf::meta::type_name("kvactor::cudagraph_captured"), x.graph, x.bytes, x.duration_ns,
+           x.error);
+}
+
 } // namespace kvactor

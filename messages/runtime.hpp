@@ -33,6 +33,8 @@ struct rank_config {
   int64_t num_gpu_blocks_override = 0;
   cudagraph_mode cudagraph = cudagraph_mode::full_and_piecewise;
   std::vector<int32_t> cudagraph_capture_sizes;
+  bool cudagraph_lazy = false;                 // capture between steps, as batches are seen
+  int64_t cudagraph_memory = int64_t{1} << 30; // bytes all graphs may hold together
   int32_t num_ubatches = 1;
   uint64_t seed = 0;
   bool execute_kernels = true; // false: the step protocol alone (pipeline benchmarks)
@@ -45,7 +47,8 @@ auto inspect(Inspector& f, rank_config& x) {
   return f(caf::meta::type_name("kvactor::rank_config"), x.rank, x.tensor_parallel_size, x.model,
            x.dtype, x.kv_cache_dtype, x.device, x.attention_backend, x.block_size, x.max_model_len,
            x.max_num_seqs, x.max_num_batched_tokens, x.kv_cache_memory, x.num_gpu_blocks_override,
-           x.cudagraph, x.cudagraph_capture_sizes, x.num_ubatches, x.seed, x.execute_kernels);
+           x.cudagraph, x.cudagraph_capture_sizes, x.cudagraph_lazy, x.cudagraph_memory,
+           x.num_ubatches, x.seed, x.execute_kernels);
 }
 
 /// How long one start-up phase took and the memory it holds afterwards.
@@ -106,7 +109,10 @@ struct cudagraph_request {
   std::vector<int32_t> capture_sizes;
   bool has_mamba = false;
   int64_t num_blocks = 0;
-  bool gpu = false; // graphs need a GPU; a CPU rank runs every step eagerly
+  bool gpu = false;  // graphs need a GPU; a CPU rank runs every step eagerly
+  bool lazy = false; // capture as batches are seen (most wanted first), not all at start-up
+  int64_t memory_cap = int64_t{1} << 30; // bytes all captured graphs may hold together
+  std::string not_capturable;            // non-empty: why this rank captures nothing (a note)
 
   bool operator==(const cudagraph_request&) const = default;
 };
@@ -115,7 +121,7 @@ template <class Inspector>
 auto inspect(Inspector& f, cudagraph_request& x) {
   return f(caf::meta::type_name("kvactor::cudagraph_request"), x.requested, x.support,
            x.uniform_decode_query_len, x.max_num_seqs, x.max_num_batched_tokens, x.capture_sizes,
-           x.has_mamba, x.num_blocks, x.gpu);
+           x.has_mamba, x.num_blocks, x.gpu, x.lazy, x.memory_cap, x.not_capturable);
 }
 
 /// What one owner holds in the memory ledger.

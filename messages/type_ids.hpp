@@ -22,6 +22,7 @@ struct attention_group;
 struct graph_support_info;
 struct batch_descriptor;
 struct cudagraph_plan;
+struct cudagraph_captured;
 struct error;
 struct new_request;
 struct block_table_update;
@@ -135,5 +136,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvactor, kvactor::atom, unique_id, "unique_id")
   CAF_ADD_ATOM(kvactor, kvactor::atom, join, "join")
   CAF_ADD_ATOM(kvactor, kvactor::atom, collectives, "collective")
+  // cudagraph.hpp: capture
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::cudagraph_captured))
+  CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::batch_descriptor>))
+  CAF_ADD_ATOM(kvactor, kvactor::atom, capture, "capture")
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

@@ -1,5 +1,7 @@
 #include "actors/cudagraph/actor.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
@@ -8,11 +10,21 @@
 
 namespace kvactor {
 
+namespace {
+
+caf::error before_plan(const char* what) {
+  return to_caf_error(
+      make_error(errc::invalid_argument, fmt::format("{}: received before plan", what)));
+}
+
+} // namespace
+
 cudagraph_actor::behavior_type cudagraph(cudagraph_actor::stateful_pointer<cudagraph_state> self) {
   return {
       [self](atom::plan, const cudagraph_request& req) -> caf::result<cudagraph_plan> {
+        const bool capturable = req.gpu && req.not_capturable.empty();
         cudagraph_options opt;
-        opt.requested = req.gpu ? req.requested : cudagraph_mode::none;
+        opt.requested = capturable ? req.requested : cudagraph_mode::none;
         opt.support = req.support;
         opt.uniform_decode_query_len = req.uniform_decode_query_len;
         opt.max_num_seqs = req.max_num_seqs;
@@ -20,27 +32,70 @@ cudagraph_actor::behavior_type cudagraph(cudagraph_actor::stateful_pointer<cudag
         opt.capture_sizes = req.capture_sizes;
         opt.has_mamba = req.has_mamba;
         opt.num_blocks = req.num_blocks;
+        if (req.memory_cap < 0)
+          return to_caf_error(make_error(
+              errc::invalid_argument,
+              fmt::format("cudagraph memory cap: {} bytes is negative", req.memory_cap)));
         auto plan = plan_cudagraphs(opt);
         if (!plan) return to_caf_error(plan.err());
         plan->requested = req.requested;
-        if (!req.gpu && req.requested != cudagraph_mode::none)
-          plan->notes.insert(plan->notes.begin(),
-                             "cpu device: CUDA graphs need a GPU, every step runs eagerly");
+        if (req.requested != cudagraph_mode::none) {
+          if (!req.gpu)
+            plan->notes.insert(plan->notes.begin(),
+                               "cpu device: CUDA graphs need a GPU, every step runs eagerly");
+          else if (!req.not_capturable.empty())
+            plan->notes.insert(plan->notes.begin(), req.not_capturable);
+          else if (req.lazy && plan->mode != cudagraph_mode::none)
+            plan->notes.push_back(fmt::format(
+                "lazy capture: every step runs eagerly until its graph is captured, between "
+                "steps, most wanted first, within {} bytes",
+                req.memory_cap));
+        }
         self->state.plan = *plan;
+        self->state.lazy = req.lazy;
         self->state.max_num_seqs = req.max_num_seqs;
-        self->state.dispatcher = std::make_unique<graph_dispatcher>(*plan, req.max_num_seqs);
+        self->state.capture = std::make_unique<lazy_capture>(
+            *plan, req.max_num_seqs, req.memory_cap,
+            req.lazy ? capture_order::as_seen : capture_order::planned);
         return std::move(*plan);
       },
       [self](atom::dispatch, int32_t num_reqs, int32_t num_tokens,
              int32_t uniform) -> caf::result<batch_descriptor> {
-        if (!self->state.dispatcher)
-          return to_caf_error(make_error(errc::invalid_argument, "dispatch: received before plan"));
-        if (num_reqs < 0 || num_tokens < 0 || num_reqs > self->state.max_num_seqs)
+        auto& st = self->state;
+        if (!st.capture) return before_plan("dispatch");
+        if (num_reqs < 0 || num_tokens < 0 || num_reqs > st.max_num_seqs)
           return to_caf_error(make_error(
               errc::invalid_argument,
               fmt::format("dispatch: num_reqs {} / num_tokens {} outside [0, max_num_seqs {}]",
-                          num_reqs, num_tokens, self->state.max_num_seqs)));
-        return self->state.dispatcher->dispatch(num_reqs, num_tokens, uniform);
+                          num_reqs, num_tokens, st.max_num_seqs)));
+        if (st.lazy) st.capture->observe(num_reqs, num_tokens, uniform);
+        return st.capture->dispatch(num_reqs, num_tokens, uniform);
+      },
+      [self](atom::capture) -> caf::result<std::vector<batch_descriptor>> {
+        auto& st = self->state;
+        if (!st.capture) return before_plan("capture");
+        std::vector<batch_descriptor> out;
+        if (auto next = st.capture->next()) out.push_back(*next);
+        return out;
+      },
+      [self](const cudagraph_captured& c) -> caf::result<int64_t> {
+        auto& st = self->state;
+        if (!st.capture) return before_plan("cudagraph_captured");
+        const auto& all = st.plan;
+        auto planned = [&](const auto& list) {
+          return std::find(list.begin(), list.end(), c.graph) != list.end();
+        };
+        if (!planned(all.full_graphs) && !planned(all.piecewise_graphs))
+          return to_caf_error(make_error(
+              errc::invalid_argument,
+              fmt::format("cudagraph_captured: the {} graph of {} tokens / {} requests is not in "
+                          "the plan",
+                          to_string(c.graph.mode), c.graph.num_tokens, c.graph.num_reqs)));
+        if (c.error.empty())
+          st.capture->captured(c.graph, c.bytes);
+        else
+          st.capture->skip(c.graph);
+        return st.capture->memory_used();
       },
   };
 }

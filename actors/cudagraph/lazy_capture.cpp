@@ -22,9 +22,10 @@ bool contains(const std::vector<batch_descriptor>& xs, const batch_descriptor& d
 
 } // namespace
 
-lazy_capture::lazy_capture(cudagraph_plan plan, int32_t max_num_seqs, int64_t memory_cap)
+lazy_capture::lazy_capture(cudagraph_plan plan, int32_t max_num_seqs, int64_t memory_cap,
+                           capture_order order)
     : plan_(std::move(plan)), max_num_seqs_(max_num_seqs), cap_(std::max<int64_t>(memory_cap, 0)),
-      all_(plan_, max_num_seqs), current_(only(plan_, {}), max_num_seqs) {}
+      order_(order), all_(plan_, max_num_seqs), current_(only(plan_, {}), max_num_seqs) {}
 
 void lazy_capture::observe(int32_t num_reqs, int32_t num_tokens, int32_t uniform_token_count,
                            int32_t max_query_len, int32_t num_ubatches) {
@@ -40,18 +41,29 @@ void lazy_capture::observe(int32_t num_reqs, int32_t num_tokens, int32_t uniform
 }
 
 std::optional<batch_descriptor> lazy_capture::next() const {
-  const wanted* best = nullptr;
-  for (const auto& w : wanted_) {
-    if (contains(captured_, w.graph) || contains(skipped_, w.graph)) continue;
-    if (!best || w.count > best->count
-        || (w.count == best->count && w.first_seen < best->first_seen))
-      best = &w;
+  auto open = [&](const batch_descriptor& d) {
+    return !contains(captured_, d) && !contains(skipped_, d);
+  };
+  std::optional<batch_descriptor> pick;
+  if (order_ == capture_order::planned) {
+    for (const auto* list : {&plan_.full_graphs, &plan_.piecewise_graphs})
+      for (const auto& d : *list)
+        if (!pick && open(d)) pick = d;
+  } else {
+    const wanted* best = nullptr;
+    for (const auto& w : wanted_) {
+      if (!open(w.graph)) continue;
+      if (!best || w.count > best->count
+          || (w.count == best->count && w.first_seen < best->first_seen))
+        best = &w;
+    }
+    if (best) pick = best->graph;
   }
-  if (!best) return std::nullopt;
+  if (!pick) return std::nullopt;
   // Unknown before the first capture: the first one is tried whenever any memory is allowed.
   const int64_t estimate = largest_;
   if (cap_ == 0 || used_ + estimate > cap_) return std::nullopt;
-  return best->graph;
+  return pick;
 }
 
 void lazy_capture::captured(const batch_descriptor& graph, int64_t bytes) {

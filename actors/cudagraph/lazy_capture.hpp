@@ -13,12 +13,17 @@
 
 namespace kvactor {
 
+/// Which graph next() offers: the most wanted one (lazy), or the plan's next (at start-up: its
+/// FULL graphs, then its PIECEWISE ones, each largest first).
+enum class capture_order : uint8_t { as_seen, planned };
+
 class lazy_capture {
 public:
   /// `plan`: every graph the eager-capture mode would capture (full and piecewise);
   /// `memory_cap`: bytes all captured graphs may hold together (0 = none may be captured).
   /// REQUIRES: max_num_seqs > 0.
-  lazy_capture(cudagraph_plan plan, int32_t max_num_seqs, int64_t memory_cap);
+  lazy_capture(cudagraph_plan plan, int32_t max_num_seqs, int64_t memory_cap,
+               capture_order order = capture_order::as_seen);
 
   /// Records one step's batch: the graph the full plan would replay it with (the dispatcher
   /// over every planned graph) is wanted once more. Batches no graph serves count for nothing.
@@ -26,8 +31,9 @@ public:
                int32_t max_query_len = 0, int32_t num_ubatches = 1);
 
   /// The wanted, not yet captured graph to capture next: most observations first, then the
-  /// earliest seen; nothing when all wanted graphs are captured or the next one would not fit
-  /// (its estimate: the largest capture so far, as graphs of one plan cost alike).
+  /// earliest seen (planned order: the plan's next); nothing when all wanted graphs are captured
+  /// or the next one would not fit (its estimate: the largest capture so far, as graphs of one
+  /// plan cost alike).
   std::optional<batch_descriptor> next() const;
 
   /// A capture finished and holds `bytes`; the dispatcher now replays it.
@@ -40,6 +46,8 @@ public:
   batch_descriptor dispatch(int32_t num_reqs, int32_t num_tokens, int32_t uniform_token_count,
                             int32_t max_query_len = 0, int32_t num_ubatches = 1) const;
 
+  /// Graphs of the plan (FULL and PIECEWISE).
+  size_t planned() const { return plan_.full_graphs.size() + plan_.piecewise_graphs.size(); }
   int64_t memory_used() const { return used_; }
   int64_t memory_cap() const { return cap_; }
   const std::vector<batch_descriptor>& captured_graphs() const { return captured_; }
@@ -56,6 +64,7 @@ private:
   cudagraph_plan plan_;
   int32_t max_num_seqs_;
   int64_t cap_;
+  capture_order order_;
   graph_dispatcher all_;     // every planned graph: what each batch wants
   graph_dispatcher current_; // the captured ones
   std::vector<wanted> wanted_;

@@ -1,6 +1,7 @@
 #include "actors/rank/actor.hpp"
 
 #include <chrono>
+#include <functional>
 #include <limits>
 
 #include <caf/all.hpp>
@@ -78,7 +79,7 @@ expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_d
   for (const auto& out : st.outputs)
     if (out->seq == plan.seq && out->token_end > out->token_start)
       ubatches.push_back({out->token_start, out->token_end, &out->layers});
-  auto tokens = st.executor->run(b, ubatches);
+  auto tokens = st.executor->run_dispatched(b, ubatches, desc, done.executed);
   if (!tokens) return tokens.err(); // the caller names the step
   for (size_t i = 0; i < tokens->size(); ++i)
     done.sampled.push_back({b.sample_ids[i], (*tokens)[i]});
@@ -92,6 +93,78 @@ expected<step_done> protocol_only(rank_state& st, const step_plan& plan,
   for (auto id : st.batch->sample_ids)
     done.sampled.push_back({id, 0});
   return done;
+}
+
+using rank_self = rank_actor::stateful_pointer<rank_state>;
+
+// The executor's persistent graph inputs, sized for the plan; false (with a note in the plan)
+// when this executor cannot replay graphs.
+bool prepare_graphs(rank_state& st, cudagraph_plan& plan) {
+  if (plan.mode == cudagraph_mode::none || plan.capture_sizes.empty()) return false;
+  graph_setup setup;
+  setup.layer_group = st.layer_group;
+  setup.max_reqs = st.config.max_num_seqs;
+  setup.max_tokens = plan.capture_sizes.back();
+  for (int32_t w : st.steps.widths())
+    setup.max_width = std::max(setup.max_width, w);
+  if (auto ok = st.executor->prepare_graphs(setup); !ok) {
+    spdlog::warn("rank {}: {}", st.config.rank, ok.err().message);
+    plan.notes.push_back(ok.err().message);
+    return false;
+  }
+  st.graphs_planned = plan.full_graphs.size() + plan.piecewise_graphs.size();
+  return true;
+}
+
+// Captures the graph the graph manager offers next and reports how it went; with `until_done`
+// goes on until nothing is offered (start-up), else stops after one (lazy: one per step).
+void capture_graphs(rank_self self, bool until_done, clock_type::time_point started,
+                    std::function<void(caf::error)> done) {
+  auto& st = self->state;
+  self->request(st.graphs, caf::infinite, atom::capture_v)
+      .then(
+          [self, until_done, started, done](std::vector<batch_descriptor>& next) mutable {
+            auto& st = self->state;
+            if (next.empty()) {
+              done({});
+              return;
+            }
+            cudagraph_captured c;
+            c.graph = next.front();
+            if (auto r = st.executor->capture(c.graph)) {
+              c.bytes = r->bytes;
+              c.duration_ns = r->duration_ns;
+            } else {
+              c.error = r.err().message;
+              ++st.graphs_failed;
+              spdlog::warn("rank {}: {} graph of {} tokens stays eager: {}", st.config.rank,
+                           to_string(c.graph.mode), c.graph.num_tokens, c.error);
+            }
+            ++st.graphs_tried;
+            if (st.recorder) st.recorder->record(st.trace_name, st.graphs_trace_name, c);
+            self->request(st.graphs, caf::infinite, c)
+                .then(
+                    [self, until_done, started, done, c](int64_t used) mutable {
+                      auto& st = self->state;
+                      st.graph_bytes = used;
+                      const auto n = st.graphs_tried;
+                      if (!until_done || n % 16 == 0 || n == st.graphs_planned)
+                        spdlog::info("rank {}: CUDA graphs {}/{} {} ({} {} tokens, {:.1f} ms); "
+                                     "{:.1f} MiB in graphs, {:.2f} s",
+                                     st.config.rank, n, st.graphs_planned,
+                                     until_done ? "captured" : "captured lazily",
+                                     to_string(c.graph.mode), c.graph.num_tokens,
+                                     static_cast<double>(c.duration_ns) / 1e6,
+                                     static_cast<double>(used) / (1 << 20),
+                                     static_cast<double>(since(started)) / 1e9);
+                      if (until_done)
+                        capture_graphs(self, true, started, std::move(done));
+                      else
+                        done({});
+                    },
+                    [done](caf::error& e) mutable { done(std::move(e)); });
+          },
+          [done](caf::error& e) mutable { done(std::move(e)); });
 }
 
 } // namespace
@@ -293,9 +366,13 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                   gr.max_num_batched_tokens = st.config.max_num_batched_tokens;
                   gr.capture_sizes = st.config.cudagraph_capture_sizes;
                   gr.num_blocks = num_blocks;
-                  // Graphs are planned for a GPU rank once the graph manager captures them
-                  // (the CUDA graph issue); until then every step runs eagerly and says so.
-                  gr.gpu = false;
+                  gr.gpu = st.config.device == "cuda";
+                  gr.lazy = st.config.cudagraph_lazy;
+                  gr.memory_cap = st.config.cudagraph_memory;
+                  if (gr.gpu && st.config.tensor_parallel_size > 1)
+                    gr.not_capturable =
+                        "tensor parallelism: the NCCL all-reduce is not captured in graphs yet, "
+                        "every step runs eagerly";
                   auto t2 = clock_type::now();
                   if (st.recorder) st.recorder->record(st.trace_name, st.graphs_trace_name, gr);
                   self->request(st.graphs, caf::infinite, atom::plan_v, gr)
@@ -306,10 +383,36 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                             if (st.recorder)
                               st.recorder->record(st.graphs_trace_name, st.trace_name, plan);
                             record(st, "cudagraph plan", t2, 0);
-                            st.ready = true;
-                            st.graphs_captured = plan.mode != cudagraph_mode::none;
-                            rp.deliver(rank_ready{st.config.rank, num_blocks, bytes,
-                                                  std::move(plan), st.phases});
+                            st.graphs_enabled = prepare_graphs(st, plan);
+                            auto ready = [self, rp, num_blocks, bytes,
+                                          plan](caf::error err) mutable {
+                              auto& st = self->state;
+                              if (err) {
+                                rp.deliver(std::move(err));
+                                return;
+                              }
+                              st.ready = true;
+                              rp.deliver(rank_ready{st.config.rank, num_blocks, bytes,
+                                                    std::move(plan), st.phases});
+                            };
+                            if (!st.graphs_enabled || st.config.cudagraph_lazy) {
+                              st.lazy_capture = st.graphs_enabled;
+                              ready({});
+                              return;
+                            }
+                            const auto t3 = clock_type::now();
+                            capture_graphs(
+                                self, true, t3, [self, t3, ready](caf::error err) mutable {
+                                  auto& st = self->state;
+                                  record(st, "cudagraph capture", t3, st.graph_bytes);
+                                  if (st.graphs_tried < st.graphs_planned)
+                                    spdlog::warn("rank {}: {} of {} CUDA graphs captured "
+                                                 "within --cudagraph-memory; the rest run "
+                                                 "eagerly",
+                                                 st.config.rank, st.graphs_tried - st.graphs_failed,
+                                                 st.graphs_planned);
+                                  ready(std::move(err));
+                                });
                           },
                           [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
                 },
@@ -355,9 +458,8 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
           caf::error err;
         };
         // Without graphs every batch runs eagerly: no dispatch round trip to ask that.
-        auto j =
-            std::make_shared<join>(join{work.size() + (st.graphs_captured ? 1 : 0), 0, {}, {}});
-        if (!st.graphs_captured)
+        auto j = std::make_shared<join>(join{work.size() + (st.graphs_enabled ? 1 : 0), 0, {}, {}});
+        if (!st.graphs_enabled)
           j->desc = {cudagraph_mode::none, b.num_tokens(), b.num_reqs(), 0, 0, 0, false, 1};
         auto finish = [self, rp, j, plan, started]() mutable {
           if (--j->pending > 0) return;
@@ -386,6 +488,16 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
           done->timing.compute_ns = since(compute_start);
           done->timing.total_ns = since(started);
           rp.deliver(std::move(*done));
+          // Lazy capture: one graph between this step and the next, if one is wanted.
+          if (st.lazy_capture && !st.capturing) {
+            st.capturing = true;
+            capture_graphs(self, false, clock_type::now(), [self](caf::error err) {
+              self->state.capturing = false;
+              if (err)
+                spdlog::warn("rank {}: lazy CUDA graph capture: {}", self->state.config.rank,
+                             from_caf_error(err).message);
+            });
+          }
         };
         for (const auto& w : work) {
           const auto u = static_cast<size_t>(w.ubatch);
@@ -403,7 +515,7 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                     finish();
                   });
         }
-        if (!st.graphs_captured) return rp;
+        if (!st.graphs_enabled) return rp;
         const int32_t uniform =
             b.max_query_len == 1 && b.num_reqs() > 0 && b.num_tokens() == b.num_reqs() ? 1 : 0;
         self->request(st.graphs, caf::infinite, atom::dispatch_v, b.num_reqs(), b.num_tokens(),

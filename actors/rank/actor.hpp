@@ -3,7 +3,9 @@
 //   [NCCL ranks: unique_id (rank 0) ─► communicator_id; join(id, rank) ─► NCCL communicator]
 //   configure ──► load model ─► weights ─► kv_cache.plan ─► registry.assign ──► rank_plan
 //   allocate(n) ─► agree(min planned blocks) == n ─► kv_cache.allocate ─► bind views ─►
-//   spawn builders ─► cudagraph.plan ─► rank_ready
+//   spawn builders ─► cudagraph.plan ─► [capture: cudagraph.capture ─► executor ─►
+//   cudagraph_captured, until none is left] ─► rank_ready
+//   (lazy capture: one cudagraph.capture round after each step instead)
 //   step_plan ──► validate ─► apply ─► builder[u] (concurrently) + cudagraph.dispatch
 //                          ─► forward per ubatch (all-reduce per layer) ─► sample ──► step_done
 //   collectives ──► this rank's collective ledger
@@ -50,8 +52,12 @@ struct rank_state {
   uint64_t stall_before_collective = 0;     // fault injection (--debug-stall); 0: never
   std::shared_ptr<trace_recorder> recorder; // null: no --record
   bool ready = false;
-  bool graphs_captured = false; // false: every step eager, no dispatch needed
-  bool busy = false;            // a step is in flight; steps never overlap
+  bool graphs_enabled = false; // false: every step eager, no dispatch needed
+  bool lazy_capture = false;   // capture between steps (--cudagraph-capture lazy)
+  bool capturing = false;      // a lazy capture is under way
+  size_t graphs_planned = 0, graphs_tried = 0, graphs_failed = 0;
+  int64_t graph_bytes = 0; // device bytes of the captured graphs, as the graph manager counts
+  bool busy = false;       // a step is in flight; steps never overlap
   bool metadata_digest = false;
   // Actor names in traces, built once (not per step): "rank[r]", "builder[u]@rank[r]".
   std::string trace_name;

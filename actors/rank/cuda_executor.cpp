@@ -6,6 +6,7 @@
 // timeout before sampling, so a peer that never arrives is an error, never a blocked stream.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "actors/rank/executor.hpp"
+#include "actors/rank/graph_runner.hpp"
 #include "kvactor/kernels/cuda/attention_stack_cuda.h"
 
 namespace kvactor {
@@ -88,6 +90,7 @@ public:
       : stack_(std::move(stack)), stream_(stream), comm_(std::move(comm)) {}
 
   ~cuda_executor() override {
+    graphs_.reset(); // graphs reference the stack, the stream and hidden_
     if (hidden_) cudaFree(hidden_);
     stack_.reset();
     if (stream_) cudaStreamDestroy(stream_);
@@ -206,16 +209,103 @@ public:
     return tokens;
   }
 
+  status prepare_graphs(const graph_setup& setup) override {
+    if (comm_ && comm_->world_size() > 1)
+      return make_error(errc::unsupported,
+                        "CUDA graphs: tensor-parallel ranks all-reduce through a communicator that "
+                        "is not graph-capturable yet; every step runs eagerly");
+    if (!hidden_)
+      return make_error(errc::invalid_argument, "CUDA graphs: prepare_graphs before bind");
+    if (setup.layer_group.size() != names_.size())
+      return make_error(errc::invalid_argument,
+                        fmt::format("CUDA graphs: layer_group has {} entries for {} layers",
+                                    setup.layer_group.size(), names_.size()));
+    graphs_.reset();
+    int32_t groups = 0;
+    for (int32_t g : setup.layer_group)
+      groups = std::max(groups, g + 1);
+    auto r = graph_runner::create(*stack_, views_, setup.layer_group, groups,
+                                  {setup.max_reqs, setup.max_tokens, setup.max_width}, hidden_);
+    if (!r) return r.err();
+    graphs_ = std::move(*r);
+    layer_group_ = setup.layer_group;
+    return ok();
+  }
+
+  expected<graph_capture> capture(const batch_descriptor& graph) override {
+    if (!graphs_)
+      return make_error(errc::invalid_argument, "CUDA graphs: capture before prepare_graphs");
+    const auto t0 = std::chrono::steady_clock::now();
+    if (auto st = graphs_->capture(graph); !st) return st.err();
+    return graph_capture{
+        graphs_->graph_bytes(graph),
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count()};
+  }
+
+  expected<std::vector<int32_t>> run_dispatched(const step_batch& b,
+                                                const std::vector<executed_ubatch>& ubatches,
+                                                const batch_descriptor& wanted,
+                                                batch_descriptor& executed) override {
+    auto groups = replayable(b, ubatches, wanted);
+    if (groups.empty()) {
+      executed = eager_descriptor(b, ubatches);
+      return run(b, ubatches);
+    }
+    const bool full = wanted.mode == cudagraph_mode::full;
+    const int32_t reqs = full ? wanted.num_reqs : b.num_reqs();
+    if (auto st = graphs_->stage(b, groups, wanted.num_tokens, reqs); !st) return st.err();
+    if (auto st = graphs_->replay(wanted, reqs); !st) return st.err();
+    std::vector<int32_t> tokens;
+    if (auto st = stack_->sample(hidden_, b.sample_rows, tokens); !st) return from_status(st);
+    executed = wanted;
+    return tokens;
+  }
+
   std::vector<memory_entry> ledger() const override {
-    return {
+    std::vector<memory_entry> out{
         {"weights (device)", static_cast<int64_t>(stack_->weights_bytes())},
         {"activations (device)", static_cast<int64_t>(stack_->activation_bytes() + hidden_bytes_)},
         {"step staging (device + pinned host)", static_cast<int64_t>(staging_.capacity())}};
+    if (graphs_) {
+      out.push_back({"cudagraph inputs (device + pinned host)", graphs_->buffer_bytes()});
+      out.push_back({fmt::format("cudagraphs ({} captured, device)", graphs_->num_graphs()),
+                     graphs_->graph_bytes()});
+    }
+    return out;
   }
 
   const char* device() const override { return "cuda"; }
 
 private:
+  // The metadata of each group when `wanted` names a captured graph this batch fits (one
+  // ubatch; FULL: uniform one-token decode; every layer of a group on one metadata object);
+  // empty: run eagerly.
+  std::vector<const backend_metadata*> replayable(const step_batch& b,
+                                                  const std::vector<executed_ubatch>& ubatches,
+                                                  const batch_descriptor& wanted) const {
+    if (!graphs_ || wanted.mode == cudagraph_mode::none || ubatches.size() != 1
+        || !graphs_->captured(wanted) || wanted.num_tokens < b.num_tokens())
+      return {};
+    if (wanted.mode == cudagraph_mode::full
+        && (b.num_tokens() != b.num_reqs() || wanted.num_reqs < b.num_reqs()))
+      return {};
+    int32_t groups = 0;
+    for (int32_t g : layer_group_)
+      groups = std::max(groups, g + 1);
+    std::vector<const backend_metadata*> out(static_cast<size_t>(groups), nullptr);
+    for (size_t l = 0; l < names_.size(); ++l) {
+      auto it = ubatches[0].layers->find(names_[l]);
+      if (it == ubatches[0].layers->end()) return {};
+      auto& slot = out[static_cast<size_t>(layer_group_[l])];
+      if (slot != nullptr && slot != it->second.get()) return {};
+      slot = it->second.get();
+    }
+    for (const auto* m : out)
+      if (m == nullptr) return {};
+    return out;
+  }
+
   std::unique_ptr<kernels::attention_stack_cuda> stack_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<kernels::communicator> comm_; // null or world 1: no all-reduce
@@ -225,6 +315,8 @@ private:
   size_t hidden_bytes_ = 0;
   staging staging_;
   std::vector<int32_t> positions_;
+  std::unique_ptr<graph_runner> graphs_; // null: every step eager
+  std::vector<int32_t> layer_group_;
 };
 
 } // namespace

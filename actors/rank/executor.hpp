@@ -2,15 +2,19 @@
 // with the batch and the builders' metadata. Pure C++ (no CAF); the rank actor owns one.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "actors/metadata/builder.hpp"
 #include "actors/metadata/step_batch.hpp"
 #include "kvactor/kernels/attention_stack.h"
 #include "kvactor/kernels/communicator.h"
+#include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
 #include "messages/runtime.hpp"
 
@@ -21,6 +25,20 @@ struct executed_ubatch {
   int32_t token_start = 0;
   int32_t token_end = 0;
   const layer_metadata* layers = nullptr;
+};
+
+/// What a GPU executor needs before it captures CUDA graphs (issue 6).
+struct graph_setup {
+  std::vector<int32_t> layer_group; // [stack layers] metadata group of each layer (0, 1, ...)
+  int32_t max_reqs = 0;             // requests of one step (max_num_seqs)
+  int32_t max_tokens = 0;           // tokens of the largest graph
+  int32_t max_width = 0;            // block-table entries of the longest request
+};
+
+/// One finished capture.
+struct graph_capture {
+  int64_t bytes = 0; // device memory the graph holds
+  int64_t duration_ns = 0;
 };
 
 class step_executor {
@@ -36,6 +54,40 @@ public:
   /// Errors name the step; a kernel argument error means a bug between metadata and kernels.
   virtual expected<std::vector<int32_t>> run(const step_batch& b,
                                              const std::vector<executed_ubatch>& ubatches) = 0;
+
+  /// Runs the step as `wanted` says (a graph the dispatcher chose, or eager) when it can, else
+  /// eagerly; `executed` receives what ran: the graph, or {none, tokens, reqs} of the batch.
+  /// An executor without graphs runs every step eagerly.
+  virtual expected<std::vector<int32_t>>
+  run_dispatched(const step_batch& b, const std::vector<executed_ubatch>& ubatches,
+                 const batch_descriptor& wanted, batch_descriptor& executed) {
+    (void)wanted;
+    executed = eager_descriptor(b, ubatches);
+    return run(b, ubatches);
+  }
+
+  /// Sets up the persistent buffers graphs replay from. Executors without graphs refuse.
+  virtual status prepare_graphs(const graph_setup& setup) {
+    (void)setup;
+    return make_error(
+        errc::unsupported,
+        fmt::format("CUDA graphs: the {} executor runs every step eagerly", device()));
+  }
+  /// Captures one graph of the plan (prepare_graphs first); errors leave the step eager.
+  virtual expected<graph_capture> capture(const batch_descriptor& graph) {
+    (void)graph;
+    return make_error(errc::unsupported,
+                      fmt::format("CUDA graphs: the {} executor captures none", device()));
+  }
+
+  static batch_descriptor eager_descriptor(const step_batch& b,
+                                           const std::vector<executed_ubatch>& ubatches) {
+    batch_descriptor d;
+    d.num_tokens = b.num_tokens();
+    d.num_reqs = b.num_reqs();
+    d.num_ubatches = static_cast<int32_t>(std::max<size_t>(ubatches.size(), 1));
+    return d;
+  }
 
   /// What this executor holds in memory (weights, activations, staging), for the ledger.
   virtual std::vector<memory_entry> ledger() const = 0;

@@ -1,71 +1,93 @@
-// FULL CUDA graphs for a GPU rank's uniform decode steps (issue 6): persistent input buffers at
-// fixed addresses, one captured forward per padded batch size, and the staging of each step's
-// batch into those buffers. Padded requests get token 0, position 0, seq_len 0 (their attention
-// is skipped), slot -1 (no KV write) and null-block rows; real rows compute what an eager step of
-// the padded batch computes, bit for bit. CUDA build only; no CAF.
+// CUDA graphs of a GPU rank (issue 6): persistent input buffers at fixed addresses, the graphs
+// captured over them (FULL: the whole forward of a uniform decode batch; PIECEWISE: the forward
+// between its attention ops, attention eager), and the staging of each step's batch into those
+// buffers. Padded tokens get token 0, position 0 and slot -1 (no KV write); padded requests (FULL
+// only) one padded token each, seq_len 0 (attention skipped) and a null-block row. Real rows then
+// compute what an eager forward of the padded step computes, bit for bit. CUDA build; no CAF.
 #pragma once
 
 #include <map>
 #include <memory>
-#include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/metadata/builder.hpp"
 #include "actors/metadata/step_batch.hpp"
 #include "kvactor/kernels/cuda/attention_stack_cuda.h"
 #include "kvactor/kernels/cuda/stack_graph.h"
+#include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
 
 namespace kvactor {
 
+/// The shapes the persistent buffers hold.
+struct graph_runner_limits {
+  int32_t max_reqs = 0;   // requests of one step (max_num_seqs)
+  int32_t max_tokens = 0; // tokens of the largest graph (the largest capture size)
+  int32_t max_width = 0;  // block-table entries of the longest request
+};
+
 class graph_runner {
 public:
-  /// Persistent buffers for up to max_reqs one-token requests whose block-table rows hold up to
-  /// max_width entries, for `num_groups` metadata groups (layers sharing one metadata object
-  /// share a group; layer_group[l] names layer l's). `hidden` receives the step's rows.
+  /// Buffers for `num_groups` metadata groups (layers sharing one metadata object share a
+  /// group; layer_group[l] names layer l's). `hidden` receives the step's rows.
   static expected<std::unique_ptr<graph_runner>> create(kernels::attention_stack_cuda& stack,
                                                         std::vector<kernels::kv_view> views,
                                                         std::vector<int32_t> layer_group,
-                                                        int32_t num_groups, int32_t max_reqs,
-                                                        int32_t max_width, float* hidden);
+                                                        int32_t num_groups,
+                                                        graph_runner_limits limits, float* hidden);
   ~graph_runner();
 
-  /// Writes a uniform decode batch (n requests of 1 token; group g's metadata in groups[g])
-  /// into the persistent buffers, padded to `padded` requests, on the stack's stream.
+  /// Writes the batch (group g's metadata in groups[g]) into the persistent buffers on the
+  /// stack's stream, padded to `tokens` tokens and `reqs` requests (reqs == b.num_reqs() for
+  /// PIECEWISE; FULL pads requests too, one token each).
   status stage(const step_batch& b, const std::vector<const backend_metadata*>& groups,
-               int32_t padded);
-  /// Captures the graph for `padded` requests (once); its device bytes are measured.
-  status capture(int32_t padded);
-  bool captured(int32_t padded) const { return graphs_.count(padded) > 0; }
-  status replay(int32_t padded);
-  /// Device bytes of the persistent buffers and of every graph.
+               int32_t tokens, int32_t reqs);
+  /// Captures the graph of `graph` (mode full: graph.num_reqs one-token requests; piecewise:
+  /// graph.num_tokens tokens), once; its device bytes are measured.
+  status capture(const batch_descriptor& graph);
+  bool captured(const batch_descriptor& graph) const;
+  /// Replays the graph of `graph` over what stage() wrote; `reqs` is the staged request count
+  /// (the eager attention of PIECEWISE reads it).
+  status replay(const batch_descriptor& graph, int32_t reqs);
+  /// What the replay computes, eagerly: the same forward over the same staged buffers (the
+  /// reference of tests and benchmarks).
+  status forward_eager(const batch_descriptor& graph, int32_t reqs);
+
+  /// Device bytes of the persistent buffers, of one graph, and of every graph.
   int64_t buffer_bytes() const { return buffer_bytes_; }
+  int64_t graph_bytes(const batch_descriptor& graph) const;
   int64_t graph_bytes() const;
-  int32_t max_reqs() const { return max_reqs_; }
+  size_t num_graphs() const { return full_.size() + piecewise_.size(); }
+  const graph_runner_limits& limits() const { return limits_; }
 
 private:
   graph_runner() = default;
-  kernels::device_step step_for(int32_t padded) const;
+  kernels::device_step step_for(int32_t tokens, int32_t reqs) const;
 
   kernels::attention_stack_cuda* stack_ = nullptr;
   std::vector<kernels::kv_view> views_;
   std::vector<int32_t> layer_group_;
-  int32_t max_reqs_ = 0, max_width_ = 0;
+  graph_runner_limits limits_;
   float* hidden_ = nullptr;
-  // One device allocation holds every persistent array; pinned host staging mirrors it.
+  // One device allocation holds every persistent array, with a pinned host mirror: the small
+  // arrays lie together (one copy per step), each group's block table apart (a 2-D copy of the
+  // rows and columns in use).
   void* device_ = nullptr;
   void* host_ = nullptr;
   int64_t buffer_bytes_ = 0;
+  size_t small_bytes_ = 0; // ids, positions and every group's qsl, seq_lens, slots
   int32_t* ids_ = nullptr;
   int32_t* positions_ = nullptr;
   struct group_buffers {
     int32_t* qsl = nullptr;
     int32_t* seq_lens = nullptr;
-    int32_t* table = nullptr;
     int64_t* slots = nullptr;
+    int32_t* table = nullptr;
   };
   std::vector<group_buffers> groups_;
-  std::map<int32_t, std::unique_ptr<kernels::stack_graph>> graphs_;
+  std::map<int32_t, std::unique_ptr<kernels::stack_graph>> full_;          // by num_reqs
+  std::map<int32_t, std::unique_ptr<kernels::piecewise_graph>> piecewise_; // by num_tokens
 };
 
 } // namespace kvactor

@@ -41,6 +41,9 @@ public:
   size_t num_active() const { return requests_.size(); }
   bool has_request(uint64_t id) const { return requests_.count(id) > 0; }
 
+  /// Kernel block-table entries per request, per group (the rows the builders see).
+  const std::vector<int32_t>& widths() const { return widths_; }
+
 private:
   struct request {
     int32_t prompt_len = 0;

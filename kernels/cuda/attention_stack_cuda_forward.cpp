@@ -64,63 +64,29 @@ cuda_status check_step(const attention_stack_cuda& stack, const attention_stack_
   return {};
 }
 
-// The layers, once the step is known to be valid.
-cuda_status run_layers(const attention_stack_cuda& stack, attention_stack_cuda::impl& s,
-                       const device_step& step, const std::vector<kv_view>& kv,
-                       const std::function<cuda_status(float*, size_t)>& all_reduce,
-                       float* hidden) {
+// Piece k of the step (k in [0, num_layers]): the dense work between two attention ops.
+//   k == 0:        embedding; layer 0 up to its attention input
+//   0 < k < L:     layer k-1's output projection (+ all-reduce) and residual add; layer k up to
+//                  its attention input
+//   k == L:        the last output projection (+ all-reduce) and the last residual add
+// forward() is exactly piece 0, attention 0, piece 1, ..., attention L-1, piece L.
+cuda_status run_piece(attention_stack_cuda::impl& s, const device_step& step, size_t k,
+                      const std::function<cuda_status(float*, size_t)>& all_reduce, float* hidden) {
   const int32_t t = step.num_tokens;
   const int32_t h = s.cfg.hidden_size;
   const cudaStream_t stream = s.opt.stream;
-  if (cuda_status st =
-          cuda_detail::launch_embedding(hidden, step.token_ids, t, h, s.cfg.seed, stream);
-      !st)
-    return st;
+  const size_t num_layers = s.geo.size();
   // x += o (the previous layer's output; none before layer 0), then xn = rms_norm(x).
   cuda_detail::add_norm_args norm{hidden, nullptr, nullptr, s.xn, s.bf16(), t, h, rms_eps};
-  for (size_t l = 0; l < s.geo.size(); ++l) {
-    const layer_geometry& g = s.geo[l];
-    const attention_stack_cuda::impl::layer& w = s.layers[l];
-    const device_layer_batch& b = step.layers[l];
-    const kv_view& view = kv[static_cast<size_t>(g.kv_source)];
-    if (cuda_status st = cuda_detail::launch_add_norm(norm, stream); !st) return st;
+  if (k == 0) {
     if (cuda_status st =
-            cuda_detail::gemm(s.blas, s.opt.dtype, w.qkv, s.xn, s.qkv, t, h, w.qkv_rows());
+            cuda_detail::launch_embedding(hidden, step.token_ids, t, h, s.cfg.seed, stream);
         !st)
       return st;
-    cuda_detail::rope_split_args r{};
-    r.qkv = s.qkv;
-    r.ld = w.qkv_rows();
-    r.q = s.q;
-    r.k = w.k_rows > 0 ? s.k : nullptr;
-    r.v = w.v_rows > 0 ? s.v : nullptr;
-    r.bf16 = s.bf16();
-    r.positions = step.positions;
-    r.num_tokens = t;
-    r.q_heads = g.q_heads;
-    r.kv_heads = w.k_rows > 0 ? g.kv_heads : 0;
-    r.head_size = g.head_size;
-    r.v_size = w.v_rows > 0 ? g.v_size : 0;
-    r.rope_offset = g.rope_offset;
-    r.rope_dim = g.rope_dim;
-    r.theta = rope_theta;
-    if (cuda_status st = cuda_detail::launch_rope_split(r, stream); !st) return st;
-    if (g.kv_source == static_cast<int32_t>(l)) {
-      if (cuda_status st = kv_write_cuda(view, s.k, g.mla ? nullptr : s.v, s.opt.dtype, g.head_size,
-                                         g.mla ? 0 : g.v_size, b.slot_mapping, t, stream);
-          !st)
-        return st;
-    }
-    // Padding rows are not written by the attention: zero them so that they stay deterministic.
-    const size_t attn_cols = static_cast<size_t>(g.q_heads) * static_cast<size_t>(g.v_size);
-    KVACTOR_CUDA_CALL(
-        cudaMemsetAsync(s.attn, 0, static_cast<size_t>(t) * attn_cols * s.esize(), stream));
-    if (cuda_status st = paged_attention_cuda(stack.layer_attention(l), view, s.q,
-                                              b.query_start_loc, b.seq_lens, b.block_table, b.width,
-                                              b.num_reqs, t, s.attn, s.attention_ws, stream);
-        !st)
-      return st;
-    if (cuda_status st = cuda_detail::gemm(s.blas, s.opt.dtype, w.o, s.attn, s.o, t,
+  } else {
+    const layer_geometry& pg = s.geo[k - 1];
+    const size_t attn_cols = static_cast<size_t>(pg.q_heads) * static_cast<size_t>(pg.v_size);
+    if (cuda_status st = cuda_detail::gemm(s.blas, s.opt.dtype, s.layers[k - 1].o, s.attn, s.o, t,
                                            static_cast<int32_t>(attn_cols), h);
         !st)
       return st;
@@ -130,8 +96,69 @@ cuda_status run_layers(const attention_stack_cuda& stack, attention_stack_cuda::
     }
     norm.add = s.o;
   }
-  norm.out = nullptr; // the last residual add alone
-  return cuda_detail::launch_add_norm(norm, stream);
+  if (k == num_layers) {
+    norm.out = nullptr; // the last residual add alone
+    return cuda_detail::launch_add_norm(norm, stream);
+  }
+  const layer_geometry& g = s.geo[k];
+  const attention_stack_cuda::impl::layer& w = s.layers[k];
+  if (cuda_status st = cuda_detail::launch_add_norm(norm, stream); !st) return st;
+  if (cuda_status st =
+          cuda_detail::gemm(s.blas, s.opt.dtype, w.qkv, s.xn, s.qkv, t, h, w.qkv_rows());
+      !st)
+    return st;
+  cuda_detail::rope_split_args r{};
+  r.qkv = s.qkv;
+  r.ld = w.qkv_rows();
+  r.q = s.q;
+  r.k = w.k_rows > 0 ? s.k : nullptr;
+  r.v = w.v_rows > 0 ? s.v : nullptr;
+  r.bf16 = s.bf16();
+  r.positions = step.positions;
+  r.num_tokens = t;
+  r.q_heads = g.q_heads;
+  r.kv_heads = w.k_rows > 0 ? g.kv_heads : 0;
+  r.head_size = g.head_size;
+  r.v_size = w.v_rows > 0 ? g.v_size : 0;
+  r.rope_offset = g.rope_offset;
+  r.rope_dim = g.rope_dim;
+  r.theta = rope_theta;
+  return cuda_detail::launch_rope_split(r, stream);
+}
+
+// Layer l's attention op: the KV write of its own cache, then paged attention into s.attn.
+cuda_status run_attention(const attention_stack_cuda& stack, attention_stack_cuda::impl& s,
+                          const device_step& step, const std::vector<kv_view>& kv, size_t l) {
+  const int32_t t = step.num_tokens;
+  const cudaStream_t stream = s.opt.stream;
+  const layer_geometry& g = s.geo[l];
+  const device_layer_batch& b = step.layers[l];
+  const kv_view& view = kv[static_cast<size_t>(g.kv_source)];
+  if (g.kv_source == static_cast<int32_t>(l)) {
+    if (cuda_status st = kv_write_cuda(view, s.k, g.mla ? nullptr : s.v, s.opt.dtype, g.head_size,
+                                       g.mla ? 0 : g.v_size, b.slot_mapping, t, stream);
+        !st)
+      return st;
+  }
+  // Padding rows are not written by the attention: zero them so that they stay deterministic.
+  const size_t attn_cols = static_cast<size_t>(g.q_heads) * static_cast<size_t>(g.v_size);
+  KVACTOR_CUDA_CALL(
+      cudaMemsetAsync(s.attn, 0, static_cast<size_t>(t) * attn_cols * s.esize(), stream));
+  return paged_attention_cuda(stack.layer_attention(l), view, s.q, b.query_start_loc, b.seq_lens,
+                              b.block_table, b.width, b.num_reqs, t, s.attn, s.attention_ws,
+                              stream);
+}
+
+// The layers, once the step is known to be valid.
+cuda_status run_layers(const attention_stack_cuda& stack, attention_stack_cuda::impl& s,
+                       const device_step& step, const std::vector<kv_view>& kv,
+                       const std::function<cuda_status(float*, size_t)>& all_reduce,
+                       float* hidden) {
+  for (size_t l = 0; l < s.geo.size(); ++l) {
+    if (cuda_status st = run_piece(s, step, l, all_reduce, hidden); !st) return st;
+    if (cuda_status st = run_attention(stack, s, step, kv, l); !st) return st;
+  }
+  return run_piece(s, step, s.geo.size(), all_reduce, hidden);
 }
 
 } // namespace
@@ -147,6 +174,34 @@ attention_stack_cuda::forward(const device_step& step, const std::vector<kv_view
   } catch (const std::exception& e) {
     return cuda_status::failure(cudaErrorUnknown, std::string(forward_prefix) + e.what());
   }
+}
+
+cuda_status attention_stack_cuda::check_forward(const device_step& step,
+                                                const std::vector<kv_view>& kv,
+                                                const float* hidden) const {
+  try {
+    return check_step(*this, *impl_, step, kv, {}, hidden);
+  } catch (const std::exception& e) {
+    return cuda_status::failure(cudaErrorUnknown, std::string(forward_prefix) + e.what());
+  }
+}
+
+cuda_status attention_stack_cuda::forward_piece(const device_step& step, size_t piece,
+                                                float* hidden) {
+  KVACTOR_CUDA_CHECK_ARG(piece <= impl_->geo.size(), forward_prefix, "piece: ", piece,
+                         " outside [0, ", impl_->geo.size(), "]");
+  KVACTOR_CUDA_CHECK_ARG(impl_->cfg.tp_size == 1, forward_prefix,
+                         "forward_piece: tp_size: ", impl_->cfg.tp_size, " (pieces run tp_size 1)");
+  if (step.num_tokens == 0) return {};
+  return run_piece(*impl_, step, piece, {}, hidden);
+}
+
+cuda_status attention_stack_cuda::forward_attention(const device_step& step,
+                                                    const std::vector<kv_view>& kv, size_t layer) {
+  KVACTOR_CUDA_CHECK_ARG(layer < impl_->geo.size(), forward_prefix, "layer: ", layer,
+                         " outside [0, ", impl_->geo.size(), ")");
+  if (step.num_tokens == 0) return {};
+  return run_attention(*this, *impl_, step, kv, layer);
 }
 
 cuda_status attention_stack_cuda::sample(const float* hidden, const std::vector<int32_t>& rows,

@@ -91,5 +91,40 @@ TEST(LazyCapture, BatchesNoGraphServesAreNotWanted) {
   EXPECT_FALSE(lazy.next());
 }
 
+TEST(LazyCapture, PlannedOrderOffersEveryFullGraphLargestFirstThenThePiecewiseOnes) {
+  const auto plan = full_and_piecewise();
+  lazy_capture startup(plan, 256, 512 * mib, capture_order::planned);
+  EXPECT_EQ(startup.planned(), plan.full_graphs.size() + plan.piecewise_graphs.size());
+  std::vector<batch_descriptor> order;
+  while (auto next = startup.next()) {
+    order.push_back(*next);
+    startup.captured(*next, 1024);
+  }
+  std::vector<batch_descriptor> want = plan.full_graphs;
+  want.insert(want.end(), plan.piecewise_graphs.begin(), plan.piecewise_graphs.end());
+  EXPECT_EQ(order, want) << "no traffic needed: the plan is the order";
+  EXPECT_EQ(startup.memory_used(), static_cast<int64_t>(want.size()) * 1024);
+  EXPECT_EQ(startup.dispatch(3, 3, 1).mode, cudagraph_mode::full);
+  EXPECT_EQ(startup.dispatch(2, 40, 0).mode, cudagraph_mode::piecewise);
+}
+
+TEST(LazyCapture, PlannedOrderStopsAtTheCapAndTheRestDispatchesEagerly) {
+  const auto plan = full_and_piecewise();
+  lazy_capture startup(plan, 256, 10 * mib, capture_order::planned);
+  size_t captured = 0;
+  while (auto next = startup.next()) {
+    startup.captured(*next, 3 * mib);
+    ++captured;
+  }
+  EXPECT_EQ(captured, 3u) << "3 x 3 MiB fit 10 MiB; a fourth (estimated alike) would not";
+  EXPECT_LE(startup.memory_used(), 10 * mib);
+  // The three largest FULL graphs are captured: one decode pads to the smallest of them, and a
+  // mixed batch (its PIECEWISE graphs were cut) runs eagerly.
+  const auto one = startup.dispatch(1, 1, 1);
+  EXPECT_EQ(one.mode, cudagraph_mode::full);
+  EXPECT_EQ(one.num_tokens, plan.full_graphs[2].num_tokens);
+  EXPECT_EQ(startup.dispatch(2, 40, 0).mode, cudagraph_mode::none);
+}
+
 } // namespace
 } // namespace kvactor

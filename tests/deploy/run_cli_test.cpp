@@ -92,11 +92,24 @@ TEST(RunCliErrors, BadFlagsAreExitTwoNamingTheFlag) {
                                                         {"--arrival-rate", "-1"},
                                                         {"--device", "tpu"},
                                                         {"--kv-cache-memory", "lots"},
-                                                        {"--kv-cache-memory", "1MiB,2MiB,3MiB"}}) {
+                                                        {"--kv-cache-memory", "1MiB,2MiB,3MiB"},
+                                                        {"--cudagraph-capture", "sometimes"},
+                                                        {"--cudagraph-memory", "plenty"},
+                                                        {"--cudagraph-capture-sizes", "4,x"},
+                                                        {"--cudagraph-capture-sizes", "0"},
+                                                        {"--cudagraph-mode", "always"}}) {
     auto r = run_cli(small_run({flag, value}));
     EXPECT_EQ(r.code, 2) << flag;
     EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
   }
+}
+
+TEST(RunCli, ACpuRunWithGraphFlagsRunsEveryStepEagerlyAndSaysReadyIn) {
+  auto r = run_cli(small_run({"--cudagraph-capture", "lazy", "--cudagraph-memory", "64MiB",
+                              "--cudagraph-capture-sizes", "1,2,4"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("graphs     0 replays"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ready in"), std::string::npos) << r.out;
 }
 
 TEST(RunCliErrors, ModelsTheCpuWorkloadCannotRunSayWhich) {

@@ -92,6 +92,62 @@ TEST(StackGraph, ReplayEqualsEagerBitForBitAndReadsThePersistentInputs) {
   EXPECT_GT(graph.nodes(), cfg.layers.size());
 }
 
+TEST(PiecewiseGraph, ReplayWithEagerAttentionEqualsEagerBitForBit) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  const stack_config cfg = small_config();
+  stack_on_stream on(cfg, 128);
+  ASSERT_TRUE(on.stack);
+  auto& gpu = *on.stack;
+  cudaStream_t stream = on.stream;
+  const attention_stack cpu(cfg);
+  constexpr int32_t block_size = 16;
+  test::stack_cache host(cpu, 64, block_size, element_type::bf16);
+  const device_cache dev(cpu, host);
+  test::block_pool pool(64, 5);
+  std::mt19937 rng(7);
+  std::vector<test::sequence> seqs(3);
+  for (auto& s : seqs)
+    for (int i = 0; i < 40; ++i)
+      s.tokens.push_back(static_cast<int32_t>(rng() % 1024));
+  const std::vector<test::sequence*> all = {&seqs[0], &seqs[1], &seqs[2]};
+  const auto first = test::schedule(all, {40, 30, 9}, pool, block_size, 0);
+  const device_batch fb(first, cfg.layers.size());
+  device_array<float> fh(static_cast<size_t>(first.num_tokens()) * cfg.hidden_size);
+  ASSERT_CUDA_OK(gpu.forward(fb.step, dev.views, {}, fh.get()));
+  seqs[0].tokens.push_back(5);
+  // A mixed step (a decode, two chunks of prefill) with 3 padding tokens.
+  const auto mixed = test::schedule(all, {1, 10, 12}, pool, block_size, 3);
+  const device_batch mb(mixed, cfg.layers.size());
+  const size_t n = static_cast<size_t>(mixed.num_tokens()) * cfg.hidden_size;
+  device_array<float> eager(n), replayed(n);
+  eager.fill_bytes(0xff);
+  replayed.fill_bytes(0xff);
+  // The KV writes of the eager step are repeated by the replay (same slots, same values).
+  ASSERT_CUDA_OK(gpu.forward(mb.step, dev.views, {}, eager.get()));
+  auto captured = piecewise_graph::capture(gpu, mb.step, replayed.get());
+  ASSERT_TRUE(captured.status.ok()) << captured.status.message();
+  auto& graph = *captured.graph;
+  EXPECT_EQ(graph.pieces(), cfg.layers.size() + 1);
+  ASSERT_CUDA_OK(graph.replay(mb.step, dev.views));
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  auto e = eager.download(), r = replayed.download();
+  EXPECT_EQ(std::memcmp(e.data(), r.data(), e.size() * sizeof(float)), 0)
+      << "piecewise replay differs from eager";
+  // Another token count than the captured one is refused by name.
+  device_step other = mb.step;
+  other.num_tokens -= 1;
+  auto refused = graph.replay(other, dev.views);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("not the one captured"), std::string::npos);
+  const double eager_us =
+      mean_us([&] { (void)gpu.forward(mb.step, dev.views, {}, eager.get()); }, stream, 200);
+  const double replay_us = mean_us([&] { (void)graph.replay(mb.step, dev.views); }, stream, 200);
+  std::printf("[ piecewise] %zu pieces, %zu nodes, %lld bytes; mixed step of %d tokens: eager "
+              "%.1f us, replay %.1f us (%.2fx)\n",
+              graph.pieces(), graph.nodes(), static_cast<long long>(graph.bytes()),
+              mixed.num_tokens(), eager_us, replay_us, eager_us / replay_us);
+}
+
 TEST(StackGraph, RefusesTheDefaultStreamAndEmptySteps) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   attention_stack_cuda_options opt;

@@ -22,22 +22,24 @@
 namespace kvactor::test {
 
 /// Every type of the kvactor type-ID block (messages/type_ids.hpp), in block order.
-using message_types = ::testing::Types<
-    attention_layer, model_layout, kv_cache_spec, memory_limits, kv_cache_group, kv_cache_tensor,
-    kv_cache_config, kv_cache_view, kv_cache_capacity, block_size_constraint, backend_capabilities,
-    attention_group, graph_support_info, batch_descriptor, cudagraph_plan, error,
-    // step.hpp
-    new_request, block_table_update, scheduled_request, step_plan, sampled_token, step_timing,
-    step_done, step_rejected,
-    // runtime.hpp
-    rank_config, phase_timing, backend_assignment, kv_plan_request, cudagraph_request, memory_entry,
-    kv_local_plan, kv_allocation, rank_plan, rank_ready, ubatch_work, metadata_ready,
-    // request.hpp
-    request_spec, request_result, run_summary,
-    // inject.hpp
-    inject_request, inject_reply,
-    // collective.hpp
-    communicator_id, collective_entry>;
+using message_types =
+    ::testing::Types<attention_layer, model_layout, kv_cache_spec, memory_limits, kv_cache_group,
+                     kv_cache_tensor, kv_cache_config, kv_cache_view, kv_cache_capacity,
+                     block_size_constraint, backend_capabilities, attention_group,
+                     graph_support_info, batch_descriptor, cudagraph_plan, error,
+                     // step.hpp
+                     new_request, block_table_update, scheduled_request, step_plan, sampled_token,
+                     step_timing, step_done, step_rejected,
+                     // runtime.hpp
+                     rank_config, phase_timing, backend_assignment, kv_plan_request,
+                     cudagraph_request, memory_entry, cudagraph_captured, kv_local_plan,
+                     kv_allocation, rank_plan, rank_ready, ubatch_work, metadata_ready,
+                     // request.hpp
+                     request_spec, request_result, run_summary,
+                     // inject.hpp
+                     inject_request, inject_reply,
+                     // collective.hpp
+                     communicator_id, collective_entry>;
 
 /// Names typed tests after the message type: CodecRoundTrip/kv_cache_spec.PreservesEveryField.
 struct message_type_names {
@@ -227,6 +229,11 @@ inline cudagraph_plan sample<cudagraph_plan>() {
 }
 
 template <>
+inline cudagraph_captured sample<cudagraph_captured>() {
+  return {sample<batch_descriptor>(), 3 << 20, 4'500'000, "cudaErrorMemoryAllocation"};
+}
+
+template <>
 inline error sample<error>() {
   return {errc::invalid_split, "num_kv_heads 8 is not divisible by tensor_parallel_size 3"};
 }
@@ -309,6 +316,8 @@ inline rank_config sample<rank_config>() {
   x.num_ubatches = 2;
   x.seed = 0xffffffffffffffffULL;
   x.execute_kernels = false;
+  x.cudagraph_lazy = true;
+  x.cudagraph_memory = int64_t{5} << 20;
   return x;
 }
 
@@ -345,6 +354,9 @@ inline cudagraph_request sample<cudagraph_request>() {
   x.has_mamba = true;
   x.num_blocks = 9000;
   x.gpu = true;
+  x.lazy = true;
+  x.memory_cap = int64_t{3} << 20;
+  x.not_capturable = "tensor parallelism";
   return x;
 }
 

@@ -97,6 +97,20 @@ public:
   cuda_status forward(const device_step& step, const std::vector<kv_view>& kv,
                       const std::function<cuda_status(float*, size_t)>& all_reduce, float* hidden);
 
+  /// The argument checks of forward() alone (tp_size 1: no all-reduce), for callers that run
+  /// the step in pieces.
+  cuda_status check_forward(const device_step& step, const std::vector<kv_view>& kv,
+                            const float* hidden) const;
+
+  /// forward() split at its attention ops, for PIECEWISE graphs (tp_size 1): forward(step) is
+  /// exactly forward_piece(0), forward_attention(0), forward_piece(1), ..., forward_piece(L)
+  /// for L layers. Piece k < L ends with layer k's attention inputs (q, k, v); piece k > 0
+  /// begins with layer k-1's output projection and residual add. Only `piece` / `layer` is
+  /// checked: call check_forward() once per step first.
+  cuda_status forward_piece(const device_step& step, size_t piece, float* hidden);
+  cuda_status forward_attention(const device_step& step, const std::vector<kv_view>& kv,
+                                size_t layer);
+
   /// Greedy next token of each of `rows` of hidden (device [*, hidden_size] float): argmax over
   /// the vocab projection of rms_norm(row), the lowest index winning ties. Sets tokens to
   /// [rows.size()] and waits for them. A negative row or a null hidden is rejected by name.

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,12 +45,53 @@ public:
   size_t nodes() const { return nodes_; }
 
 private:
+  friend class piecewise_graph;
+  // Captures what `enqueue` puts on `stream` into an instantiated, uploaded graph.
+  static stack_graph_created capture_on(cudaStream_t stream,
+                                        const std::function<cuda_status()>& enqueue);
   stack_graph(cudaGraph_t g, cudaGraphExec_t e, cudaStream_t s) : graph_(g), exec_(e), stream_(s) {}
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   cudaStream_t stream_ = nullptr;
   int64_t bytes_ = 0;
   size_t nodes_ = 0;
+};
+
+class piecewise_graph;
+
+struct piecewise_graph_created {
+  std::unique_ptr<piecewise_graph> graph; // null exactly when !status.ok()
+  cuda_status status;
+};
+
+/// PIECEWISE graphs of one step size: the num_layers + 1 pieces of the stack between its
+/// attention ops (attention_stack_cuda::forward_piece), each captured as a graph; the attention
+/// ops (KV write and paged attention) run eagerly between the replays, so they see each step's
+/// request count and metadata. Token ids, positions, num_tokens and hidden are baked in.
+class piecewise_graph {
+public:
+  /// Captures every piece of `step` (tp_size 1) on stack.stream(); nothing runs.
+  static piecewise_graph_created capture(attention_stack_cuda& stack, const device_step& step,
+                                         float* hidden);
+
+  /// Replays the pieces with the eager attention of `step` between them. `step` must carry the
+  /// captured token_ids, positions and num_tokens (checked), its layers the step's metadata.
+  cuda_status replay(const device_step& step, const std::vector<kv_view>& kv);
+
+  /// Device bytes of all pieces (cudaMemGetInfo around the capture).
+  int64_t bytes() const { return bytes_; }
+  size_t nodes() const;
+  size_t pieces() const { return pieces_.size(); }
+
+private:
+  explicit piecewise_graph(attention_stack_cuda& stack) : stack_(&stack) {}
+  attention_stack_cuda* stack_;
+  const int32_t* token_ids_ = nullptr;
+  const int32_t* positions_ = nullptr;
+  int32_t num_tokens_ = 0;
+  float* hidden_ = nullptr;
+  std::vector<std::unique_ptr<stack_graph>> pieces_;
+  int64_t bytes_ = 0;
 };
 
 } // namespace kvactor::kernels
