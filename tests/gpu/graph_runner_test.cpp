@@ -75,6 +75,32 @@ std::vector<float> rows_of(const device_array<float>& a, size_t rows, int32_t hi
   return v;
 }
 
+// The batch staged and run eagerly, then staged again and replayed: both outputs (`rows` rows).
+struct eager_and_replayed {
+  std::vector<float> eager, replayed;
+};
+
+eager_and_replayed eager_then_replay(graph_runner& r, const kvactor::step_batch& b,
+                                     const backend_metadata& meta, const batch_descriptor& graph,
+                                     int32_t reqs, device_array<float>& hidden, size_t rows,
+                                     const warm_cache& w) {
+  eager_and_replayed out;
+  auto st = r.stage(b, {&meta}, graph.num_tokens, reqs);
+  EXPECT_TRUE(st) << st.err().message;
+  st = r.forward_eager(graph, reqs);
+  EXPECT_TRUE(st) << st.err().message;
+  EXPECT_EQ(cudaStreamSynchronize(w.on.stream), cudaSuccess);
+  out.eager = rows_of(hidden, rows, w.cfg.hidden_size);
+  hidden.fill_bytes(0xff);
+  st = r.stage(b, {&meta}, graph.num_tokens, reqs);
+  EXPECT_TRUE(st) << st.err().message;
+  st = r.replay(graph, reqs);
+  EXPECT_TRUE(st) << st.err().message;
+  EXPECT_EQ(cudaStreamSynchronize(w.on.stream), cudaSuccess);
+  out.replayed = rows_of(hidden, rows, w.cfg.hidden_size);
+  return out;
+}
+
 TEST(GraphRunner, AFullGraphReplaysTheEagerStepOfThePaddedDecodeBitForBit) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   warm_cache w;
@@ -98,17 +124,8 @@ TEST(GraphRunner, AFullGraphReplaysTheEagerStepOfThePaddedDecodeBitForBit) {
   ASSERT_TRUE(st) << st.err().message;
   EXPECT_GT(r.graph_bytes(), -1);
   // Eager over the staged, padded batch; then the replay over the same staging.
-  ASSERT_TRUE(r.stage(b, {meta.get()}, 4, 4));
-  ASSERT_TRUE(r.forward_eager(graph, 4));
-  ASSERT_EQ(cudaStreamSynchronize(w.on.stream), cudaSuccess);
-  const auto eager = rows_of(hidden, 4, w.cfg.hidden_size);
-  hidden.fill_bytes(0xff);
-  ASSERT_TRUE(r.stage(b, {meta.get()}, 4, 4));
-  st = r.replay(graph, 4);
-  ASSERT_TRUE(st) << st.err().message;
-  ASSERT_EQ(cudaStreamSynchronize(w.on.stream), cudaSuccess);
-  const auto replayed = rows_of(hidden, 4, w.cfg.hidden_size);
-  EXPECT_EQ(std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)), 0)
+  const auto out = eager_then_replay(r, b, *meta, graph, 4, hidden, 4, w);
+  EXPECT_EQ(std::memcmp(out.eager.data(), out.replayed.data(), out.eager.size() * sizeof(float)), 0)
       << "FULL replay differs from the eager step of the same padded batch";
   // The real rows against the three requests alone: the same tokens.
   EXPECT_LE(rel_l2(rows_of(hidden, 3, w.cfg.hidden_size), alone.download()), 1e-3);
@@ -141,17 +158,8 @@ TEST(GraphRunner, APiecewiseGraphReplaysTheEagerStepOfAPaddedMixedBatchBitForBit
   ASSERT_TRUE(st) << st.err().message;
   const auto meta = metadata_of(mixed);
   const auto b = batch_of(mixed);
-  ASSERT_TRUE(r.stage(b, {meta.get()}, 24, 3));
-  ASSERT_TRUE(r.forward_eager(graph, 3));
-  ASSERT_EQ(cudaStreamSynchronize(w.on.stream), cudaSuccess);
-  const auto eager = rows_of(hidden, 24, w.cfg.hidden_size);
-  hidden.fill_bytes(0xff);
-  ASSERT_TRUE(r.stage(b, {meta.get()}, 24, 3));
-  st = r.replay(graph, 3);
-  ASSERT_TRUE(st) << st.err().message;
-  ASSERT_EQ(cudaStreamSynchronize(w.on.stream), cudaSuccess);
-  const auto replayed = rows_of(hidden, 24, w.cfg.hidden_size);
-  EXPECT_EQ(std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)), 0)
+  const auto out = eager_then_replay(r, b, *meta, graph, 3, hidden, 24, w);
+  EXPECT_EQ(std::memcmp(out.eager.data(), out.replayed.data(), out.eager.size() * sizeof(float)), 0)
       << "PIECEWISE replay differs from the eager step of the same padded batch";
   EXPECT_LE(rel_l2(rows_of(hidden, 20, w.cfg.hidden_size), alone.download()), 1e-3);
   std::vector<int32_t> rows{0, 1, 19}, t_alone, t_graph;
