@@ -1,5 +1,7 @@
 #include "kvactor/kernels/host_communicator.h"
 
+#include "rank_order_reduce.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -32,33 +34,6 @@ std::string shape(const collective_record& r) {
 bool same_collective(const collective_record& a, const collective_record& b) {
   return a.seq == b.seq && a.kind == b.kind && a.op == b.op && a.dtype == b.dtype
          && a.count == b.count && a.root == b.root;
-}
-
-template <class T>
-T combine(T a, T b, reduce_op op) {
-  switch (op) {
-  case reduce_op::min: return std::min(a, b);
-  case reduce_op::max: return std::max(a, b);
-  case reduce_op::sum: break;
-  }
-  if constexpr (std::is_same_v<T, int64_t>) // wraps like NCCL's int64 sum, without UB
-    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else
-    return a + b;
-}
-
-// out [count] = ((in[0] op in[1]) op in[2]) ...: one order, so every rank gets the same bits.
-template <class T>
-void reduce_in_rank_order(const std::vector<const void*>& in, size_t count, reduce_op op,
-                          std::byte* out_bytes) {
-  auto* out = reinterpret_cast<T*>(out_bytes);
-  const auto* first = static_cast<const T*>(in[0]);
-  std::copy(first, first + count, out);
-  for (size_t r = 1; r < in.size(); ++r) {
-    const auto* x = static_cast<const T*>(in[r]);
-    for (size_t i = 0; i < count; ++i)
-      out[i] = combine(out[i], x[i], op);
-  }
 }
 
 } // namespace
@@ -225,9 +200,9 @@ void host_communicator::run(const call& c) {
     if (c.kind == collective_kind::all_reduce) {
       g.result.resize(c.count * esize);
       if (c.dtype == collective_dtype::float32)
-        reduce_in_rank_order<float>(g.inputs, c.count, c.op, g.result.data());
+        detail::reduce_in_rank_order<float>(g.inputs, c.count, c.op, g.result.data());
       else
-        reduce_in_rank_order<int64_t>(g.inputs, c.count, c.op, g.result.data());
+        detail::reduce_in_rank_order<int64_t>(g.inputs, c.count, c.op, g.result.data());
     } else if (c.kind == collective_kind::all_gather) {
       g.result.resize(static_cast<size_t>(g.world) * c.count * esize);
       for (size_t r = 0; r < g.inputs.size(); ++r)
