@@ -16,6 +16,7 @@
 #include "messages/inject.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
+#include "messages/node.hpp"
 #include "messages/request.hpp"
 #include "messages/runtime.hpp"
 #include "messages/step.hpp"
@@ -86,6 +87,16 @@ using driver_actor = caf::typed_actor<
     caf::replies_to<atom::run>::with<run_summary>,
     // Take the next step (the driver's own clock: sent to itself, e.g. when a request arrives).
     caf::reacts_to<atom::step>>;
+
+/// The NODE actor (cluster mode): one per node process; spawns ranks for a driver.
+using node_actor = caf::typed_actor<
+    // The driver's (protocol, schema, build): the node's node_info, or an error naming the
+    // mismatch.
+    caf::replies_to<atom::hello, uint32_t, uint32_t, std::string>::with<node_info>,
+    // Spawn one rank on a free slot; replies the rank's handle (a rank_actor).
+    caf::replies_to<atom::spawn, rank_spawn>::with<caf::strong_actor_ptr>,
+    // Stop every rank this node spawned; replies how many it stopped.
+    caf::replies_to<atom::release>::with<int32_t>>;
 
 /// The INJECTOR actor: live injection of one message into a named actor (kvactor inject).
 using injector_actor = caf::typed_actor<

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "deploy/inject_command.hpp"
+#include "deploy/node_command.hpp"
 #include "deploy/plan_command.hpp"
 #include "deploy/replay_command.hpp"
 #include "deploy/run_command.hpp"
@@ -86,10 +87,15 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
                  "eagerly at once and capture the sizes seen, between steps");
   cmd.add_option("--cudagraph-memory", f.cudagraph_memory,
                  "device bytes all CUDA graphs may hold (1GiB; reserved off the KV cache)");
+  cmd.add_option("--nodes", f.nodes,
+                 "cluster mode: HOST:PORT,... of `kvactor node` processes that host the ranks");
   cmd.add_option("--communicator", f.tp.communicator,
                  "auto|host|nccl: how tensor-parallel ranks meet (auto: nccl for GPU ranks)");
   cmd.add_option("--collective-timeout", f.tp.collective_timeout_s,
                  "seconds a collective (and NCCL start-up) may wait for the other ranks");
+  cmd.add_flag("--no-kernels", f.no_kernels,
+               "benchmarks: run the step protocol alone (no attention stack; tokens are 0)")
+      ->group("Testing");
   cmd.add_option("--debug-stall", f.tp.debug_stall,
                  "testing: rank RANK stops answering before its collective #N (RANK:N)")
       ->group("Testing");
@@ -132,6 +138,19 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   replay_cmd->add_option("--actor", replay.actor,
                          "replay one actor alone, the others stubbed from the trace: driver, "
                          "rank[N] or cudagraph@rank[N]");
+  node_flags node;
+  auto* node_cmd = app.add_subcommand(
+      "node", "cluster mode: one node process; hosts the ranks a driver (run --nodes) asks for");
+  node_cmd->add_option("--listen", node.listen,
+                       "HOST:PORT to listen on (loopback unless TLS is given; port 0: any)");
+  node_cmd->add_option("--cpu-ranks", node.cpu_ranks, "CPU rank slots (default 1 without GPUs)");
+  node_cmd->add_option("--gpus", node.gpus, "GPU indices, one rank slot each (default: all)");
+  node_cmd->add_option("--tls-cert", node.tls_cert, "this node's certificate (PEM)");
+  node_cmd->add_option("--tls-key", node.tls_key, "its private key (PEM)");
+  node_cmd->add_option("--tls-ca", node.tls_ca, "the CA that signs every peer (PEM)");
+  node_cmd->add_option("--debug-build-id", node.debug_build_id, "testing: claim another build")
+      ->group("Testing");
+  node_cmd->fallthrough();
   inject_flags inject;
   auto* inject_cmd = app.add_subcommand(
       "inject", "deliver one typed message to a running kvactor (run --inject-port)");
@@ -176,6 +195,7 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (*show_cmd) return run_trace_show(show, out, err);
   if (*replay_cmd) return run_replay(replay, out, err);
   if (*inject_cmd) return run_inject(inject, out, err);
+  if (*node_cmd) return run_node(node, out, err);
   return run_local(run, out, err); // `kvactor` alone runs the default local workload
 }
 

@@ -22,6 +22,7 @@
 #include "actors/runtime_config.hpp"
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
+#include "deploy/cluster.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "kvactor/kernels/nccl_communicator.h"
 #include "messages/caf_error.hpp"
@@ -124,10 +125,77 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   const auto& p = flags.plan;
   const std::string model = p.model.empty() ? default_model : p.model;
   // auto: the GPU when one answers (several GPU ranks when NCCL joins them and there are as many
-  // GPUs), else the CPU.
+  // GPUs), else the CPU. In cluster mode: the nodes' device, and their GPU.
   std::string device = p.device == "gpu" ? "cuda" : p.device;
   std::string no_gpu;
-  auto gpu = kernels::probe_gpu(0, &no_gpu);
+  const bool cluster_mode = !flags.nodes.empty();
+  if (cluster_mode) {
+    if (flags.tp.communicator != "auto")
+      return bad(fmt::format("--communicator {}: cluster ranks meet through the nodes' transport "
+                             "(sockets between CPU nodes, NCCL between GPU nodes)",
+                             flags.tp.communicator));
+    if (!flags.tp.debug_stall.empty())
+      return bad("--debug-stall: a local fault injection; not for --nodes");
+    if (flags.inject_port) return bad("--inject-port: not with --nodes (yet)");
+    if (device != "auto" && device != "cpu" && device != "cuda")
+      return bad(
+          fmt::format("--device: unknown value '{}' (expected auto, cpu or cuda)", p.device));
+    if (p.tensor_parallel_size < 1 || p.tensor_parallel_size > 64)
+      return bad(
+          fmt::format("--tensor-parallel-size: {} is outside [1, 64]", p.tensor_parallel_size));
+  }
+  // The actor system comes first in cluster mode: the nodes say which device the ranks have.
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  configure_step_latency(cfg);
+  if (cluster_mode)
+    configure_cluster_middleman(cfg);
+  else if (flags.inject_port)
+    cfg.load<caf::io::middleman>();
+  auto sys_ptr = std::make_unique<caf::actor_system>(cfg);
+  std::optional<cluster> nodes;
+  std::optional<kernels::gpu_info> gpu;
+  if (cluster_mode) {
+    if (!(flags.tp.collective_timeout_s > 0))
+      return bad(fmt::format("--collective-timeout: {} is not a positive number of seconds",
+                             flags.tp.collective_timeout_s));
+    std::vector<std::string> addresses;
+    for (size_t start = 0; start <= flags.nodes.size();) {
+      const auto comma = flags.nodes.find(',', start);
+      addresses.push_back(flags.nodes.substr(start, comma == std::string::npos ? std::string::npos
+                                                                               : comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    auto c = connect_cluster(
+        *sys_ptr, addresses, p.tensor_parallel_size, device,
+        std::chrono::milliseconds(static_cast<int64_t>(flags.tp.collective_timeout_s * 1000)));
+    if (!c) return bad(c.err().message);
+    nodes = std::move(*c);
+    device = nodes->infos.front().device;
+    if (device == "cuda") {
+      kernels::gpu_info g;
+      g.name = "node " + nodes->infos.front().address;
+      g.total_bytes = nodes->infos.front().gpu_total_bytes;
+      g.free_bytes = nodes->infos.front().gpu_free_bytes;
+      gpu = g;
+    }
+    spdlog::info("cluster: {} rank(s) on {} node(s), {}", p.tensor_parallel_size,
+                 nodes->nodes.size(), device);
+  } else {
+    gpu = kernels::probe_gpu(0, &no_gpu);
+  }
+  // Leaving early: the nodes' ranks stop, the nodes stay for the next run.
+  struct cluster_release {
+    caf::actor_system& sys;
+    std::optional<cluster>& nodes;
+    ~cluster_release() {
+      if (!nodes) return;
+      for (auto& r : nodes->ranks)
+        caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+      release_cluster(sys, *nodes);
+    }
+  } release_nodes{*sys_ptr, nodes};
   if (device == "auto") {
     std::string ignored;
     const bool gpus_for_tp = p.tensor_parallel_size == 1
@@ -142,7 +210,12 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   if (p.tensor_parallel_size < 1 || p.tensor_parallel_size > 64)
     return bad(
         fmt::format("--tensor-parallel-size: {} is outside [1, 64]", p.tensor_parallel_size));
-  auto tp = resolve_tp_flags(flags.tp, device, p.tensor_parallel_size);
+  auto tp =
+      cluster_mode ? expected<tp_setup>(tp_setup{
+          true,
+          std::chrono::milliseconds(static_cast<int64_t>(flags.tp.collective_timeout_s * 1000)),
+          std::nullopt})
+                   : resolve_tp_flags(flags.tp, device, p.tensor_parallel_size);
   if (!tp) return bad(tp.err().message);
   if (!p.gpu_memory.empty() || !p.weights_memory.empty())
     return bad("--gpu-memory / --weights-memory: a run measures its GPU (or sizes a CPU run with "
@@ -252,17 +325,14 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     c.cudagraph_memory = *graph_memory;
     c.num_ubatches = flags.ubatches;
     c.seed = flags.seed;
+    c.execute_kernels = !flags.no_kernels;
     configs.push_back(c);
   }
   auto workload =
       make_workload(flags.requests, *prompt, *output, rate,
                     std::min(std::max(layout.vocab_size, 2), max_workload_vocab), flags.seed);
 
-  caf::actor_system_config cfg;
-  register_types(cfg);
-  configure_step_latency(cfg);
-  if (flags.inject_port) cfg.load<caf::io::middleman>();
-  caf::actor_system sys{cfg};
+  caf::actor_system& sys = *sys_ptr;
   std::ofstream trace_file;
   std::shared_ptr<trace_recorder> recorder;
   if (!flags.record.empty()) {
@@ -278,7 +348,7 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   group.collective_timeout = tp->collective_timeout;
   group.stall = tp->stall;
   group.recorder = recorder;
-  std::vector<rank_actor> ranks = spawn_rank_group(sys, group);
+  std::vector<rank_actor> ranks = nodes ? nodes->ranks : spawn_rank_group(sys, group);
   const bool show = flags.progress && isatty(STDERR_FILENO) == 1;
   auto last = std::make_shared<std::chrono::steady_clock::time_point>();
   auto on_progress = [show, last, &err](const run_progress& pr) {
@@ -295,8 +365,9 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     err.flush();
   };
   driver_setup setup{ranks, configs, 1, on_progress, recorder};
-  setup.bootstrap_communicator = tp->nccl;
+  setup.bootstrap_communicator = tp->nccl; // cluster mode: sockets or NCCL, bootstrapped alike
   setup.collective_timeout = tp->collective_timeout;
+  if (nodes) setup.rank_locations = nodes->locations;
   auto drv = sys.spawn(driver, std::move(setup));
   caf::scoped_actor self{sys};
   std::optional<run_error> failure;

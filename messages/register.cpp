@@ -17,6 +17,7 @@
 #include "messages/inject.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
+#include "messages/node.hpp"
 #include "messages/request.hpp"
 #include "messages/runtime.hpp"
 #include "messages/step.hpp"

@@ -23,6 +23,8 @@ struct graph_support_info;
 struct batch_descriptor;
 struct cudagraph_plan;
 struct cudagraph_captured;
+struct node_info;
+struct rank_spawn;
 struct error;
 struct new_request;
 struct block_table_update;
@@ -140,5 +142,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvactor, (kvactor::cudagraph_captured))
   CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::batch_descriptor>))
   CAF_ADD_ATOM(kvactor, kvactor::atom, capture, "capture")
+  // node.hpp
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::node_info))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::rank_spawn))
+  CAF_ADD_ATOM(kvactor, kvactor::atom, hello, "hello")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, spawn, "spawn")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, release, "release")
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

@@ -165,6 +165,7 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
            std::make_shared<std::vector<std::pair<int32_t, std::string>>>()});
   auto on_all = [self, j, plan, t0]() mutable {
     auto& st = self->state;
+    if (!st.running) return; // the run ended meanwhile (a rank stopped): nothing more to do
     if (j->err) {
       auto ids = request_ids_of(j->err);
       auto why = from_caf_error(j->err).message;
@@ -311,14 +312,29 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
   self->state.setup = std::move(setup);
   for (const auto& r : self->state.setup.ranks)
     self->monitor(r);
+  // A rank that stops (its node died or its link was cut) ends the run: every request not
+  // finished is reported failed with the reason, none is lost, nothing waits for it.
   self->set_down_handler([self](const caf::down_msg& msg) {
     auto& st = self->state;
-    auto why = fmt::format("a rank stopped: {}", to_string(msg.reason));
+    std::string who = "a rank";
+    for (size_t i = 0; i < st.setup.ranks.size(); ++i)
+      if (msg.source == caf::actor_cast<caf::actor_addr>(st.setup.ranks[i])) {
+        who = fmt::format("rank {}", i);
+        if (i < st.setup.rank_locations.size() && !st.setup.rank_locations[i].empty())
+          who += " on " + st.setup.rank_locations[i];
+      }
+    auto why = msg.reason == caf::exit_reason::remote_link_unreachable
+                   ? fmt::format("{} is unreachable: its node died or the link to it was cut", who)
+                   : fmt::format("{} stopped: {}", who, to_string(msg.reason));
     spdlog::error("driver: {}", why);
     if (st.starting.pending()) st.starting.deliver(to_caf_error(make_error(errc::io_error, why)));
     if (st.running) {
-      st.running = false;
-      st.done.deliver(to_caf_error(make_error(errc::io_error, why)));
+      st.error = why;
+      fail_unfinished(st, fmt::format("not run: {}", why));
+      st.stepping = false;
+      finish_run(self);
+    } else if (st.error.empty()) {
+      st.error = why; // between start and run: the run ends at once
     }
   });
   return {
@@ -364,6 +380,11 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
         st.running = true;
         st.started = clock_type::now();
         st.done = self->make_response_promise<run_summary>();
+        if (!st.error.empty()) { // a rank stopped before the run began
+          fail_unfinished(st, fmt::format("not run: {}", st.error));
+          finish_run(self);
+          return st.done;
+        }
         next_step(self);
         return st.done;
       },

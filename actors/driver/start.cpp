@@ -110,7 +110,7 @@ void bootstrap_communicator(driver_self self, std::shared_ptr<bool> failed) {
                   .then(
                       [self, failed, joined, n](int32_t) mutable {
                         if (*failed || ++*joined < n) return;
-                        spdlog::info("driver: {} rank(s) joined their NCCL communicator", n);
+                        spdlog::info("driver: {} rank(s) joined their communicator", n);
                         configure_all(self, failed);
                       },
                       [self, failed](caf::error& e) mutable {

@@ -177,9 +177,11 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
                                     rank_runtime runtime) {
   self->state.comm = std::move(runtime.comm);
   self->state.nccl = runtime.nccl;
+  self->state.socket_host = runtime.socket_host;
+  self->state.device_index = runtime.device_index;
   self->state.collective_timeout = runtime.collective_timeout;
   self->state.stall_before_collective = runtime.stall_before_collective;
-  if (!self->state.comm && !self->state.nccl)
+  if (!self->state.comm && !self->state.nccl && self->state.socket_host.empty())
     self->state.comm = kernels::host_communicator::create_group(1).front();
   self->state.recorder = std::move(runtime.recorder);
   self->state.metadata_digest = runtime.metadata_digest || self->state.recorder != nullptr;
@@ -233,9 +235,11 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
         if (!stack_cfg) return to_caf_error(stack_cfg.err());
         st.hidden_size = stack_cfg->hidden_size;
         if (cfg.device == "cuda") {
-          // Rank r runs on GPU r; one rank alone all-reduces nothing.
+          // Rank r runs on GPU r (on a cluster node: its slot's); one rank alone all-reduces
+          // nothing.
           auto ex = make_cuda_executor(*stack_cfg, cfg.max_num_batched_tokens,
-                                       world > 1 ? st.comm : nullptr, cfg.rank);
+                                       world > 1 ? st.comm : nullptr,
+                                       st.device_index >= 0 ? st.device_index : cfg.rank);
           if (!ex) return to_caf_error(ex.err());
           st.executor = std::move(*ex);
         } else {

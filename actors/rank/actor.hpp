@@ -23,6 +23,7 @@
 #include "actors/trace_recorder.hpp"
 #include "kvactor/kernels/attention_stack.h"
 #include "kvactor/kernels/communicator.h"
+#include "kvactor/kernels/socket_communicator.h"
 
 namespace kvactor {
 
@@ -48,6 +49,9 @@ struct rank_state {
   std::shared_ptr<kernels::communicator> comm; // this rank's end of its TP group (world 1 alone)
   int64_t planned_blocks = 0;                  // this rank's own plan, before the minimum
   bool nccl = false;                           // joins an NCCL communicator before configure
+  std::string socket_host; // non-empty: joins a socket communicator (rank 0 listens here)
+  std::unique_ptr<kernels::socket_listener> listener; // rank 0 of a socket group, until join
+  int32_t device_index = -1; // the GPU of a CUDA rank; -1: the rank's number
   std::chrono::milliseconds collective_timeout{120'000};
   uint64_t stall_before_collective = 0;     // fault injection (--debug-stall); 0: never
   std::shared_ptr<trace_recorder> recorder; // null: no --record
@@ -81,6 +85,11 @@ struct rank_runtime {
   bool metadata_digest = false;             // builders digest their metadata (always recording)
   int64_t device_free_at_start = 0;         // cudaMemGetInfo before configure (GPU ranks)
   bool nccl = false; // GPU ranks: the driver bootstraps an NCCL communicator (unique_id, join)
+  /// CPU ranks of a cluster (one process per node): the driver bootstraps a socket communicator
+  /// the same way; rank 0 listens on this host. Empty: not a socket rank.
+  std::string socket_host;
+  /// The GPU of a CUDA rank (cluster nodes: the slot); -1: the GPU numbered like the rank.
+  int32_t device_index = -1;
   std::chrono::milliseconds collective_timeout{120'000}; // NCCL init and collective waits
   uint64_t stall_before_collective = 0; // fault injection for NCCL ranks (--debug-stall)
 };

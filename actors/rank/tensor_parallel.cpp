@@ -18,8 +18,8 @@ caf::error fail(errc code, std::string message) {
 }
 
 constexpr const char* host_ranks =
-    "this rank's collectives run in-process (a host communicator); only NCCL ranks create or "
-    "join a communicator";
+    "this rank's collectives run in-process (a host communicator); only NCCL and socket (cluster) "
+    "ranks create or join a communicator";
 
 } // namespace
 
@@ -36,11 +36,18 @@ std::shared_ptr<kernels::communicator> with_stall(std::shared_ptr<kernels::commu
 }
 
 caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t world, uint64_t epoch) {
-  if (!st.nccl) return fail(errc::unsupported, fmt::format("unique_id: {}", host_ranks));
+  if (!st.nccl && st.socket_host.empty())
+    return fail(errc::unsupported, fmt::format("unique_id: {}", host_ranks));
   if (world < 1)
     return fail(errc::invalid_argument,
                 fmt::format("unique_id: world {} is not a positive rank count", world));
   try {
+    if (!st.nccl) {
+      // Rank 0 listens until the group has joined; the id is its address.
+      st.listener = kernels::socket_listener::open(st.socket_host);
+      const auto address = st.listener->address();
+      return communicator_id{std::vector<char>(address.begin(), address.end()), world, epoch};
+    }
     return communicator_id{kernels::nccl_unique_id(), world, epoch};
   } catch (const kernels::collective_error& e) {
     return fail(errc::collective_failed, fmt::format("unique_id: {}", e.what()));
@@ -48,7 +55,8 @@ caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t worl
 }
 
 caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id, int32_t rank) {
-  if (!st.nccl) return fail(errc::unsupported, fmt::format("join: {}", host_ranks));
+  if (!st.nccl && st.socket_host.empty())
+    return fail(errc::unsupported, fmt::format("join: {}", host_ranks));
   if (st.comm)
     return fail(errc::invalid_argument,
                 fmt::format("join: this rank joined a communicator already (as rank {} of {})",
@@ -57,8 +65,20 @@ caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id
     return fail(errc::invalid_argument,
                 fmt::format("join: rank {} is outside [0, {})", rank, id.world));
   try {
+    if (!st.nccl) {
+      if (rank == 0 && !st.listener)
+        return fail(errc::invalid_argument,
+                    "join: rank 0 of a socket group joins with the id it created (unique_id)");
+      kernels::socket_options opt;
+      opt.timeout = st.collective_timeout;
+      st.comm = with_stall(kernels::make_socket_communicator(
+                               std::string(id.bytes.begin(), id.bytes.end()), id.world, rank,
+                               rank == 0 ? std::move(st.listener) : nullptr, opt),
+                           st.stall_before_collective, st.collective_timeout);
+      return rank;
+    }
     kernels::nccl_options opt;
-    opt.device = rank; // one GPU per rank, in rank order
+    opt.device = st.device_index >= 0 ? st.device_index : rank; // one GPU per rank
     opt.timeout = st.collective_timeout;
     st.comm = with_stall(kernels::make_nccl_communicator(id.bytes, id.world, rank, opt),
                          st.stall_before_collective, st.collective_timeout);

@@ -26,11 +26,12 @@ std::shared_ptr<kernels::communicator> with_stall(std::shared_ptr<kernels::commu
                                                   uint64_t at,
                                                   std::chrono::milliseconds collective_timeout);
 
-/// Rank 0 of an NCCL group: a new communicator id for `world` ranks of the driver's `epoch`.
+/// Rank 0 of an NCCL or socket group: a new communicator id for `world` ranks of the driver's
+/// `epoch` (NCCL: its unique id; socket: the address rank 0 now listens on).
 caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t world, uint64_t epoch);
 
-/// Joins the NCCL communicator `id` as rank `rank` on GPU `rank`; replies the rank once the
-/// communicator is ready (every rank must join concurrently), or the error that says why not.
+/// Joins the NCCL (on GPU `rank`) or socket communicator `id` as rank `rank`; replies the rank once
+/// the communicator is ready (every rank must join concurrently), or the error that says why not.
 caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id, int32_t rank);
 
 /// The block count the ranks agree on (all_reduce(min) over their planned counts) against the

@@ -188,7 +188,7 @@ TEST_F(DriverProtocol, FailsTheRequestARankRejectsAndResendsTheStepWithoutIt) {
       << "request 3 is never scheduled again";
 }
 
-TEST_F(DriverProtocol, ARankThatDiesMidRunFailsTheRunWithAnError) {
+TEST_F(DriverProtocol, ARankThatDiesMidRunEndsTheRunWithEveryUnfinishedRequestFailedNamingIt) {
   auto r0 = track(spawn_mock_rank(sys, canned_rank(0, 64)));
   auto script = canned_rank(1, 64);
   script.on_step = [](const step_plan& plan) {
@@ -201,9 +201,13 @@ TEST_F(DriverProtocol, ARankThatDiesMidRunFailsTheRunWithAnError) {
   EXPECT_EQ(submit(drv, requests(2)), 2);
   inject(rec.actor, drv, atom::run_v);
   run_all_but(rec.actor); // never hangs: the deterministic run ends when nothing is left to do
-  auto err = expect_error(drv, rec.actor);
-  ASSERT_TRUE(err);
-  EXPECT_TRUE(is_kvactor_error(*err, errc::io_error, "a rank stopped"));
+  auto summary = expect_reply<run_summary>(drv, rec.actor);
+  ASSERT_TRUE(summary);
+  EXPECT_THAT(summary->error, HasSubstr("rank 1 stopped"));
+  EXPECT_EQ(summary->finished + summary->failed, 2) << "none lost";
+  EXPECT_EQ(summary->failed, 2);
+  for (const auto& r : summary->results)
+    if (!r.finished) EXPECT_THAT(r.failure, HasSubstr("not run: rank 1 stopped"));
   EXPECT_EQ(r1.log->steps.size(), 2u);
   EXPECT_TRUE(expect_no_message(rec.actor)) << "one reply to run";
 }

@@ -1,0 +1,82 @@
+#include "actors/node/actor.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/rank/actor.hpp"
+#include "kvactor/kernels/device_runtime.h"
+#include "messages/caf_error.hpp"
+
+namespace kvactor {
+
+node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_setup setup) {
+  auto& st = self->state;
+  st.setup = std::move(setup);
+  if (!st.setup.build_override.empty()) st.setup.info.build = st.setup.build_override;
+  st.slots = std::make_unique<node_slots>(st.setup.info.slots);
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& st = self->state;
+    auto it = st.ranks.find(msg.source);
+    if (it == st.ranks.end()) return;
+    spdlog::info("node: rank on slot {} stopped ({})", it->second, to_string(msg.reason));
+    st.slots->free(it->second);
+    st.ranks.erase(it);
+  });
+  return {
+      [self](atom::hello, uint32_t protocol, uint32_t schema,
+             const std::string& build) -> caf::result<node_info> {
+        auto& st = self->state;
+        if (auto ok = check_peer(st.setup.info, protocol, schema, build); !ok) {
+          spdlog::warn("node: refused a driver: {}", ok.err().message);
+          return to_caf_error(ok.err());
+        }
+        auto info = st.setup.info;
+        info.busy = st.slots->busy();
+        if (info.device == "cuda")
+          if (auto mem = kernels::gpu_memory_info()) {
+            info.gpu_free_bytes = mem->first;
+            info.gpu_total_bytes = mem->second;
+          }
+        return info;
+      },
+      [self](atom::spawn, const rank_spawn& req) -> caf::result<caf::strong_actor_ptr> {
+        auto& st = self->state;
+        if (req.world < 1 || req.rank < 0 || req.rank >= req.world)
+          return to_caf_error(
+              make_error(errc::invalid_argument,
+                         fmt::format("spawn: rank {} of world {} is not a rank of the group",
+                                     req.rank, req.world)));
+        if (req.collective_timeout_ms <= 0)
+          return to_caf_error(make_error(
+              errc::invalid_argument, fmt::format("spawn: collective_timeout_ms {} is not positive",
+                                                  req.collective_timeout_ms)));
+        if (auto ok = st.slots->claim(req.slot); !ok) return to_caf_error(ok.err());
+        rank_runtime rt;
+        rt.collective_timeout = std::chrono::milliseconds(req.collective_timeout_ms);
+        rt.device_index = req.slot < static_cast<int32_t>(st.setup.gpus.size())
+                              ? st.setup.gpus[static_cast<size_t>(req.slot)]
+                              : req.slot;
+        if (st.setup.info.device == "cuda")
+          rt.nccl = true;
+        else
+          rt.socket_host = st.setup.socket_host;
+        auto r = self->system().spawn<caf::detached>(rank_with, rt);
+        self->monitor(r);
+        st.ranks[caf::actor_cast<caf::actor_addr>(r)] = req.slot;
+        spdlog::info("node: rank {} of {} on slot {}", req.rank, req.world, req.slot);
+        return caf::actor_cast<caf::strong_actor_ptr>(r);
+      },
+      [self](atom::release) -> int32_t {
+        auto& st = self->state;
+        const auto n = static_cast<int32_t>(st.ranks.size());
+        for (const auto& [addr, slot] : st.ranks)
+          if (auto h = caf::actor_cast<caf::actor>(addr))
+            self->send_exit(h, caf::exit_reason::user_shutdown);
+        // Slots free as their ranks' down messages arrive.
+        return n;
+      },
+  };
+}
+
+} // namespace kvactor

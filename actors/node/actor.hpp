@@ -1,0 +1,37 @@
+// The node actor (cluster mode): one per node process, published with CAF's middleman. A driver
+// says hello (protocol, schema, build: a mismatch is refused by name), then asks it to spawn the
+// ranks of its tensor-parallel group on free slots; the node monitors its ranks and frees a
+// slot when its rank stops. Ranks are detached (they block in their collectives) and join the
+// communicator the driver bootstraps: NCCL on GPU nodes, sockets on CPU nodes.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/interfaces.hpp"
+#include "actors/node/node_core.hpp"
+
+namespace kvactor {
+
+struct node_setup {
+  node_info info;            // protocol, schema, build, address, device, slots (busy is kept live)
+  std::string socket_host;   // CPU ranks: where rank 0 listens for its peers (the node's host)
+  std::vector<int32_t> gpus; // cuda nodes: the GPU of each slot
+  /// Testing: a node that claims another build (--debug-build-id).
+  std::string build_override;
+};
+
+struct node_state {
+  node_setup setup;
+  std::unique_ptr<node_slots> slots;
+  std::map<caf::actor_addr, int32_t> ranks; // rank handle -> slot
+  static inline const char* name = "kvactor.node";
+  node_state() = default;
+};
+
+node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_setup setup);
+
+} // namespace kvactor

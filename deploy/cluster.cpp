@@ -1,0 +1,96 @@
+#include "deploy/cluster.hpp"
+
+#include <optional>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/node/node_core.hpp"
+#include "messages/caf_error.hpp"
+#include "messages/codec.hpp"
+
+namespace kvactor {
+
+namespace {
+
+constexpr auto hello_timeout = std::chrono::seconds(10);
+
+} // namespace
+
+void configure_cluster_middleman(caf::actor_system_config& cfg) {
+  cfg.load<caf::io::middleman>();
+  cfg.set("middleman.heartbeat-interval", caf::timespan{cluster_heartbeat});
+  cfg.set("middleman.connection-timeout", caf::timespan{cluster_connection_timeout});
+}
+
+expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std::string>& addresses,
+                                  int32_t world, const std::string& device,
+                                  std::chrono::milliseconds collective_timeout) {
+  cluster c;
+  caf::scoped_actor self{sys};
+  for (const auto& a : addresses) {
+    auto hp = parse_host_port(a, "--nodes");
+    if (!hp) return hp.err();
+    auto node = sys.middleman().remote_actor<node_actor>(hp->first, hp->second);
+    if (!node)
+      return make_error(errc::io_error, fmt::format("--nodes: node {} is unreachable: {}", a,
+                                                    sys.render(node.error())));
+    std::optional<error> failed;
+    self->request(*node, hello_timeout, atom::hello_v, cluster_protocol, schema_version,
+                  kvactor_build_id())
+        .receive([&](node_info& info) { c.infos.push_back(std::move(info)); },
+                 [&](caf::error& e) {
+                   failed = make_error(errc::incompatible_specs,
+                                       fmt::format("--nodes: node {} refused this driver: {}", a,
+                                                   from_caf_error(e).message));
+                 });
+    if (failed) return *failed;
+    // The node checked us; check it too (a node of another build may answer all the same).
+    node_info mine{cluster_protocol, schema_version, kvactor_build_id(), "", "", 0, 0, 0, 0, 0};
+    const auto& theirs = c.infos.back();
+    if (auto ok = check_peer(mine, theirs.protocol, theirs.schema, theirs.build); !ok)
+      return make_error(errc::incompatible_specs,
+                        fmt::format("--nodes: node {}: {}", a, ok.err().message));
+    c.infos.back().address = a;
+    c.nodes.push_back(*node);
+  }
+  if (device != "auto" && !c.infos.empty() && c.infos.front().device != device)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--device {}: node {} hosts {} ranks", device,
+                                  c.infos.front().address, c.infos.front().device));
+  auto placed = place_ranks(c.infos, world);
+  if (!placed) return placed.err();
+  for (int32_t r = 0; r < world; ++r) {
+    const auto& p = (*placed)[static_cast<size_t>(r)];
+    const auto& addr = c.infos[static_cast<size_t>(p.node)].address;
+    std::optional<error> failed;
+    self->request(c.nodes[static_cast<size_t>(p.node)], hello_timeout, atom::spawn_v,
+                  rank_spawn{r, world, p.slot, collective_timeout.count()})
+        .receive(
+            [&](caf::strong_actor_ptr& h) {
+              c.ranks.push_back(caf::actor_cast<rank_actor>(std::move(h)));
+              c.locations.push_back(fmt::format("node {} slot {}", addr, p.slot));
+            },
+            [&](caf::error& e) {
+              failed = make_error(errc::io_error,
+                                  fmt::format("--nodes: node {} could not spawn rank {}: {}", addr,
+                                              r, from_caf_error(e).message));
+            });
+    if (failed) {
+      release_cluster(sys, c);
+      return *failed;
+    }
+    spdlog::info("cluster: rank {} on {}", r, c.locations.back());
+  }
+  return c;
+}
+
+void release_cluster(caf::actor_system&, const cluster& c) {
+  // Fire and forget: a dead node must not hold the driver up.
+  for (const auto& n : c.nodes)
+    caf::anon_send(n, atom::release_v);
+}
+
+} // namespace kvactor

@@ -1,0 +1,136 @@
+#include "deploy/node_command.hpp"
+
+#include <unistd.h>
+
+#include <csignal>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/node/actor.hpp"
+#include "deploy/cli.hpp"
+#include "deploy/cluster.hpp"
+#include "kvactor/kernels/device_runtime.h"
+#include "messages/codec.hpp"
+#include "messages/register.hpp"
+
+namespace kvactor {
+
+namespace {
+
+expected<std::vector<int32_t>> parse_gpus(const std::string& text) {
+  std::vector<int32_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const auto comma = text.find(',', start);
+    const auto part =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int v = -1;
+    try {
+      size_t used = 0;
+      v = std::stoi(part, &used);
+      if (used != part.size()) v = -1;
+    } catch (const std::exception&) {
+      v = -1;
+    }
+    if (v < 0)
+      return make_error(errc::invalid_argument,
+                        fmt::format("--gpus: '{}' is not a GPU index in '{}'", part, text));
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+} // namespace
+
+int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
+  auto bad = [&](const std::string& why) {
+    fmt::print(err, "kvactor node: error: {}\n", why);
+    return exit_bad_input;
+  };
+  auto hp = parse_host_port(flags.listen, "--listen", true);
+  if (!hp) return bad(hp.err().message);
+  const auto& [host, port] = *hp;
+  const bool tls = !flags.tls_cert.empty() || !flags.tls_key.empty() || !flags.tls_ca.empty();
+  if (tls && (flags.tls_cert.empty() || flags.tls_key.empty() || flags.tls_ca.empty()))
+    return bad("--tls-cert, --tls-key and --tls-ca go together (mutual TLS needs all three)");
+  if (!is_loopback(host) && !tls)
+    return bad(fmt::format("--listen {}: a node reachable from other machines must authenticate "
+                           "them: give --tls-cert, --tls-key and --tls-ca, or listen on "
+                           "127.0.0.1",
+                           flags.listen));
+  if (tls)
+    return bad("--tls-cert/--tls-key/--tls-ca: mutual TLS is not in this build yet; listen on "
+               "127.0.0.1");
+  if (flags.cpu_ranks && !flags.gpus.empty())
+    return bad("--cpu-ranks and --gpus: a node hosts one kind of rank");
+  node_setup setup;
+  setup.info.protocol = cluster_protocol;
+  setup.info.schema = schema_version;
+  setup.info.build = kvactor_build_id();
+  setup.info.pid = static_cast<int64_t>(::getpid());
+  // Where rank 0 of a CPU group listens for its peers: this node's address as others reach it
+  // (a wildcard listen address names no host: the machine's name then).
+  setup.socket_host = host == "localhost" ? "127.0.0.1" : host;
+  if (host == "0.0.0.0" || host == "::" || host.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) == 0) setup.socket_host = name;
+  }
+  setup.build_override = flags.debug_build_id;
+  std::string why_no_gpu;
+  const int visible = kernels::gpu_count(&why_no_gpu);
+  if (!flags.gpus.empty() || (!flags.cpu_ranks && visible > 0)) {
+    if (!flags.gpus.empty()) {
+      auto g = parse_gpus(flags.gpus);
+      if (!g) return bad(g.err().message);
+      setup.gpus = *g;
+    } else {
+      for (int i = 0; i < visible; ++i)
+        setup.gpus.push_back(i);
+    }
+    for (int32_t g : setup.gpus)
+      if (g >= visible)
+        return bad(fmt::format("--gpus: GPU {} does not exist ({} visible{})", g, visible,
+                               why_no_gpu.empty() ? "" : ": " + why_no_gpu));
+    setup.info.device = "cuda";
+    setup.info.slots = static_cast<int32_t>(setup.gpus.size());
+  } else {
+    const int32_t n = flags.cpu_ranks.value_or(1);
+    if (n < 1 || n > 64) return bad(fmt::format("--cpu-ranks: {} is outside [1, 64]", n));
+    setup.info.device = "cpu";
+    setup.info.slots = n;
+  }
+  // SIGINT/SIGTERM end the node: blocked before CAF starts its threads, awaited below.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  configure_cluster_middleman(cfg);
+  caf::actor_system sys{cfg};
+  auto n = sys.spawn(node, setup);
+  auto bound = sys.middleman().publish(n, port, host.c_str(), true);
+  if (!bound) {
+    caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
+    return bad(
+        fmt::format("--listen {}: cannot listen: {}", flags.listen, sys.render(bound.error())));
+  }
+  fmt::print(out, "kvactor node: listening on {}:{} ({} {} rank slot(s), build {}, pid {})\n", host,
+             *bound, setup.info.slots, setup.info.device, setup.info.build, setup.info.pid);
+  out.flush();
+  int sig = 0;
+  sigwait(&stop, &sig);
+  spdlog::info("node: signal {}: stopping", sig);
+  caf::anon_send(n, atom::release_v);
+  caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
+  return exit_ok;
+}
+
+} // namespace kvactor

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Cluster mode on loopback, as CI can run it: two `kvactor node` processes with two CPU ranks each
+# serve a tensor-parallel run of 4 ranks with the digest of local mode; a node of another build,
+# too few slots, an unreachable node and a non-loopback address without TLS are clear errors; a
+# node killed with -9 and a node that stops answering (SIGSTOP: a cut link) mid-run are detected
+# within 5 s, and every request is reported (finished or failed), none lost.
+#   usage: cluster_local.sh KVACTOR_BINARY WORKDIR
+set -euo pipefail
+kvactor=$1
+dir=$2
+mkdir -p "$dir"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+fail() {
+  echo "cluster_local: FAIL: $*"
+  exit 1
+}
+
+# Starts a node; sets $node_pid and $node_addr.
+start_node() {
+  local log=$1
+  shift
+  "$kvactor" node --listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
+  node_pid=$!
+  pids+=("$node_pid")
+  node_addr=""
+  for _ in $(seq 1 200); do
+    node_addr=$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$log" | awk '{print $3}' || true)
+    [[ -n $node_addr ]] && return 0
+    sleep 0.05
+  done
+  cat "$log"
+  fail "node did not announce its address"
+}
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+start_node "$dir/a.log" --cpu-ranks 2
+a=$node_addr
+start_node "$dir/b.log" --cpu-ranks 2
+b=$node_addr
+pid_b=$node_pid
+
+# 1. Same workload, same seed: the digest of local mode.
+"$kvactor" run --nodes "$a,$b" --tensor-parallel-size 4 --seed 3 --no-progress \
+  --summary-json "$dir/cluster.json" >"$dir/cluster.out" 2>"$dir/cluster.err" ||
+  { cat "$dir/cluster.err"; fail "the cluster run failed"; }
+"$kvactor" run --tensor-parallel-size 4 --seed 3 --no-progress >"$dir/local.out" 2>&1
+cluster_digest=$(awk '/^digest/ {print $2}' "$dir/cluster.out")
+local_digest=$(awk '/^digest/ {print $2}' "$dir/local.out")
+[[ -n $cluster_digest && $cluster_digest == "$local_digest" ]] ||
+  fail "digest $cluster_digest on 2 nodes, $local_digest locally"
+echo "cluster_local: 2 nodes x 2 CPU ranks: digest $cluster_digest, as local mode"
+
+# 2. Clear errors, exit status 2.
+expect_error() {
+  local what=$1 pattern=$2
+  shift 2
+  if "$kvactor" "$@" >"$dir/err.out" 2>"$dir/err.err"; then fail "$what: accepted"; fi
+  grep -q -- "$pattern" "$dir/err.err" || { cat "$dir/err.err"; fail "$what: no '$pattern'"; }
+  echo "cluster_local: $what: $(tail -1 "$dir/err.err")"
+}
+start_node "$dir/other.log" --cpu-ranks 2 --debug-build-id 9.9.9+gother
+other=$node_addr
+expect_error "another build" "build" run --nodes "$other" --tensor-parallel-size 1 --no-progress
+expect_error "too few slots" "offer 4 slot" run --nodes "$a,$b" --tensor-parallel-size 6 --no-progress
+expect_error "unreachable node" "unreachable" run --nodes 127.0.0.1:1 --no-progress
+expect_error "no TLS off loopback" "tls" node --listen 0.0.0.0:0 --cpu-ranks 1
+
+# 3. A node killed mid-run, then a node that stops answering (its link is as good as cut).
+fault_run() {
+  local name=$1 signal=$2 victim_log=$3
+  start_node "$dir/$name-a.log" --cpu-ranks 2
+  local fa=$node_addr
+  start_node "$victim_log" --cpu-ranks 2
+  local victim=$node_pid fb=$node_addr
+  "$kvactor" run --nodes "$fa,$fb" --tensor-parallel-size 4 --requests 48 --output-len 200:300 \
+    --no-progress --log-level info --summary-json "$dir/$name.json" \
+    >"$dir/$name.out" 2>"$dir/$name.err" &
+  local run=$!
+  pids+=("$run")
+  # Strike once the run is serving (the ranks are planned; the log is unbuffered).
+  for _ in $(seq 1 400); do
+    grep -q "common block count" "$dir/$name.err" && break
+    sleep 0.05
+  done
+  sleep 1
+  local struck
+  struck=$(now)
+  kill "-$signal" "$victim"
+  local status=0
+  wait "$run" || status=$?
+  local ended
+  ended=$(now)
+  [[ $status -ne 0 ]] || fail "$name: the run did not report the failure"
+  grep -q "unreachable" "$dir/$name.err" || { cat "$dir/$name.err"; fail "$name: not reported"; }
+  python3 - "$dir/$name.json" <<'PY' || fail "$name: requests lost"
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = s["requests"]
+assert r["finished"] + r["failed"] == 48, r
+assert len(s["failures"]) == r["failed"], s["failures"][:2]
+assert "unreachable" in s["error"], s["error"]
+print(f"cluster_local: {r['finished']} finished + {r['failed']} failed = 48 requests: none lost")
+PY
+  local took
+  took=$(elapsed "$struck" "$ended")
+  awk -v t="$took" 'BEGIN { exit !(t < 5.0) }' || fail "$name: took $took s to end the run"
+  echo "cluster_local: $name: detected and the run ended $took s after the fault"
+  kill -9 "$victim" 2>/dev/null || true
+}
+fault_run kill9 KILL "$dir/kill9-b.log"
+fault_run stopped STOP "$dir/stopped-b.log"
+
+# 4. A node stops cleanly on SIGTERM.
+kill -TERM "$pid_b"
+for _ in $(seq 1 100); do kill -0 "$pid_b" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$pid_b" 2>/dev/null; then fail "a node ignored SIGTERM"; fi
+echo "cluster_local: ok"
