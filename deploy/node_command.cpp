@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/node/actor.hpp"
+#include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/cluster.hpp"
 #include "kvactor/kernels/device_runtime.h"
@@ -113,6 +114,7 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   caf::actor_system_config cfg;
   register_types(cfg);
+  configure_step_latency(cfg);
   configure_cluster_middleman(cfg);
   caf::actor_system sys{cfg};
   auto n = sys.spawn(node, setup);

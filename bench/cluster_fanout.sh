@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Step fan-out latency of cluster mode (issue 9): driver -> 2 node processes (one rank each) ->
+# step_done, with the step protocol alone (--no-kernels: builders and the graph manager run, no
+# attention stack), on loopback; next to local mode (the same 2 ranks in the driver's process).
+# Each run's p50 and p99 step times come from its summary; the script reports the median over
+# REPEATS runs of each.
+#   usage: bench/cluster_fanout.sh KVACTOR_BINARY [REPEATS]
+set -euo pipefail
+kvactor=${1:?usage: cluster_fanout.sh KVACTOR_BINARY [REPEATS]}
+repeats=${2:-5}
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+addr=()
+for i in 1 2; do
+  "$kvactor" node --listen 127.0.0.1:0 --cpu-ranks 1 >"$dir/node$i.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 200); do
+    a=$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$dir/node$i.log" | awk '{print $3}' || true)
+    [[ -n $a ]] && break
+    sleep 0.05
+  done
+  addr+=("$a")
+done
+workload=(--tensor-parallel-size 2 --no-kernels --no-progress --requests 64 --prompt-len 16:16
+  --output-len 128:128)
+for mode in cluster local; do
+  : >"$dir/$mode.txt"
+  for _ in $(seq 1 "$repeats"); do
+    extra=()
+    [[ $mode == cluster ]] && extra=(--nodes "${addr[0]},${addr[1]}")
+    "$kvactor" run "${workload[@]}" "${extra[@]}" --summary-json "$dir/s.json" >/dev/null
+    python3 -c "import json; s = json.load(open('$dir/s.json')); print(s['step_ms']['p50'] * 1000, s['step_ms']['p99'] * 1000, s['steps'])" >>"$dir/$mode.txt"
+  done
+done
+python3 - "$dir" "$repeats" <<'PY'
+import statistics, sys
+d, n = sys.argv[1], sys.argv[2]
+rows = {}
+for mode in ("local", "cluster"):
+    xs = [tuple(map(float, l.split())) for l in open(f"{d}/{mode}.txt")]
+    rows[mode] = (statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs), int(xs[0][2]))
+    print(f"{mode:8s} step fan-out: median p50 {rows[mode][0]:7.1f} us, median p99 {rows[mode][1]:7.1f} us "
+          f"({rows[mode][2]} steps x {n} runs)")
+print(f"cluster / local (p50): {rows['cluster'][0] / rows['local'][0]:.2f}x; goal <= 60 us p50 on the cluster")
+PY
