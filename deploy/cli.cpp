@@ -93,6 +93,9 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
                  "auto|host|nccl: how tensor-parallel ranks meet (auto: nccl for GPU ranks)");
   cmd.add_option("--collective-timeout", f.tp.collective_timeout_s,
                  "seconds a collective (and NCCL start-up) may wait for the other ranks");
+  cmd.add_option("--tls-cert", f.tls_cert, "with --nodes: this driver's certificate (PEM)");
+  cmd.add_option("--tls-key", f.tls_key, "with --nodes: its private key (PEM)");
+  cmd.add_option("--tls-ca", f.tls_ca, "with --nodes: the CA that signs every node (PEM)");
   cmd.add_flag("--no-kernels", f.no_kernels,
                "benchmarks: run the step protocol alone (no attention stack; tokens are 0)")
       ->group("Testing");

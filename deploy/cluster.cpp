@@ -1,9 +1,11 @@
 #include "deploy/cluster.hpp"
 
+#include <fstream>
 #include <optional>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -19,24 +21,64 @@ constexpr auto hello_timeout = std::chrono::seconds(10);
 
 } // namespace
 
-void configure_cluster_middleman(caf::actor_system_config& cfg) {
+status check_tls(const tls_files& tls) {
+  if (!tls.enabled()) return ok();
+  for (auto [flag, file] : {std::pair{"--tls-cert", &tls.cert}, std::pair{"--tls-key", &tls.key},
+                            std::pair{"--tls-ca", &tls.ca}}) {
+    if (file->empty())
+      return make_error(errc::invalid_argument,
+                        fmt::format("{}: missing; --tls-cert, --tls-key and --tls-ca go together "
+                                    "(mutual TLS needs all three)",
+                                    flag));
+    if (std::ifstream in(*file); !in)
+      return make_error(errc::invalid_argument, fmt::format("{}: cannot read '{}'", flag, *file));
+  }
+  return ok();
+}
+
+void configure_cluster_middleman(caf::actor_system_config& cfg, const tls_files& tls) {
   cfg.load<caf::io::middleman>();
   cfg.set("middleman.heartbeat-interval", caf::timespan{cluster_heartbeat});
   cfg.set("middleman.connection-timeout", caf::timespan{cluster_connection_timeout});
+  if (tls.enabled()) {
+    // With a certificate, a key and a CA, CAF's OpenSSL sessions verify the peer on both sides
+    // (SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT): no certificate, no connection.
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = tls.cert;
+    cfg.openssl_key = tls.key;
+    cfg.openssl_cafile = tls.ca;
+  }
+}
+
+expected<uint16_t> publish_node(caf::actor_system& sys, const node_actor& node, uint16_t port,
+                                const std::string& host, const tls_files& tls) {
+  auto bound = tls.enabled() ? caf::openssl::publish(node, port, host.c_str(), true)
+                             : sys.middleman().publish(node, port, host.c_str(), true);
+  if (!bound) return make_error(errc::io_error, sys.render(bound.error()));
+  return *bound;
 }
 
 expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std::string>& addresses,
                                   int32_t world, const std::string& device,
-                                  std::chrono::milliseconds collective_timeout) {
+                                  std::chrono::milliseconds collective_timeout,
+                                  const tls_files& tls) {
   cluster c;
   caf::scoped_actor self{sys};
   for (const auto& a : addresses) {
     auto hp = parse_host_port(a, "--nodes");
     if (!hp) return hp.err();
-    auto node = sys.middleman().remote_actor<node_actor>(hp->first, hp->second);
+    if (!tls.enabled() && !is_loopback(hp->first))
+      return make_error(errc::invalid_argument,
+                        fmt::format("--nodes: {} is off this machine: its node requires mutual "
+                                    "TLS; give --tls-cert, --tls-key and --tls-ca",
+                                    a));
+    auto node = tls.enabled() ? caf::openssl::remote_actor<node_actor>(sys, hp->first, hp->second)
+                              : sys.middleman().remote_actor<node_actor>(hp->first, hp->second);
     if (!node)
-      return make_error(errc::io_error, fmt::format("--nodes: node {} is unreachable: {}", a,
-                                                    sys.render(node.error())));
+      return make_error(errc::io_error,
+                        fmt::format("--nodes: node {} is unreachable{}: {}", a,
+                                    tls.enabled() ? " or refused this driver's certificate" : "",
+                                    sys.render(node.error())));
     std::optional<error> failed;
     self->request(*node, hello_timeout, atom::hello_v, cluster_protocol, schema_version,
                   kvactor_build_id())

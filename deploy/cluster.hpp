@@ -19,8 +19,23 @@ namespace kvactor {
 inline constexpr std::chrono::milliseconds cluster_heartbeat{500};
 inline constexpr std::chrono::milliseconds cluster_connection_timeout{3000};
 
-/// Loads the middleman with the cluster's heartbeat and connection timeout.
-void configure_cluster_middleman(caf::actor_system_config& cfg);
+/// Mutual TLS between nodes and drivers (CAF's OpenSSL module): this process's certificate and key,
+/// and the CA every peer's certificate must chain to. All three or none.
+struct tls_files {
+  std::string cert, key, ca;
+  bool enabled() const { return !cert.empty() || !key.empty() || !ca.empty(); }
+};
+
+/// All three given and readable, or none; errors name the flag and the file.
+status check_tls(const tls_files& tls);
+
+/// Loads the middleman with the cluster's heartbeat and connection timeout, and with `tls` the
+/// OpenSSL module (peers then need a certificate signed by tls.ca, both ways).
+void configure_cluster_middleman(caf::actor_system_config& cfg, const tls_files& tls = {});
+
+/// Publishes the node on host:port, over TLS when `tls` is enabled; the bound port.
+expected<uint16_t> publish_node(caf::actor_system& sys, const node_actor& node, uint16_t port,
+                                const std::string& host, const tls_files& tls);
 
 struct cluster {
   std::vector<node_actor> nodes;
@@ -32,9 +47,11 @@ struct cluster {
 /// Connects to `addresses` ("host:port" each), says hello, places `world` ranks and spawns them.
 /// `device`: "auto" takes the nodes' device, else it must match theirs. Errors name the node and
 /// what went wrong (unreachable, other build, too few slots); nothing is left spawned on error.
+/// A node off loopback is refused without TLS (it would refuse us anyway).
 expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std::string>& addresses,
                                   int32_t world, const std::string& device,
-                                  std::chrono::milliseconds collective_timeout);
+                                  std::chrono::milliseconds collective_timeout,
+                                  const tls_files& tls = {});
 
 /// Stops the ranks of the run on every node (best effort: a dead node is skipped).
 void release_cluster(caf::actor_system& sys, const cluster& c);

@@ -57,17 +57,14 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   auto hp = parse_host_port(flags.listen, "--listen", true);
   if (!hp) return bad(hp.err().message);
   const auto& [host, port] = *hp;
-  const bool tls = !flags.tls_cert.empty() || !flags.tls_key.empty() || !flags.tls_ca.empty();
-  if (tls && (flags.tls_cert.empty() || flags.tls_key.empty() || flags.tls_ca.empty()))
-    return bad("--tls-cert, --tls-key and --tls-ca go together (mutual TLS needs all three)");
+  const tls_files tls_cfg{flags.tls_cert, flags.tls_key, flags.tls_ca};
+  if (auto ok = check_tls(tls_cfg); !ok) return bad(ok.err().message);
+  const bool tls = tls_cfg.enabled();
   if (!is_loopback(host) && !tls)
     return bad(fmt::format("--listen {}: a node reachable from other machines must authenticate "
                            "them: give --tls-cert, --tls-key and --tls-ca, or listen on "
                            "127.0.0.1",
                            flags.listen));
-  if (tls)
-    return bad("--tls-cert/--tls-key/--tls-ca: mutual TLS is not in this build yet; listen on "
-               "127.0.0.1");
   if (flags.cpu_ranks && !flags.gpus.empty())
     return bad("--cpu-ranks and --gpus: a node hosts one kind of rank");
   node_setup setup;
@@ -115,17 +112,17 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
-  configure_cluster_middleman(cfg);
+  configure_cluster_middleman(cfg, tls_cfg);
   caf::actor_system sys{cfg};
   auto n = sys.spawn(node, setup);
-  auto bound = sys.middleman().publish(n, port, host.c_str(), true);
+  auto bound = publish_node(sys, n, port, host, tls_cfg);
   if (!bound) {
     caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
-    return bad(
-        fmt::format("--listen {}: cannot listen: {}", flags.listen, sys.render(bound.error())));
+    return bad(fmt::format("--listen {}: cannot listen: {}", flags.listen, bound.err().message));
   }
-  fmt::print(out, "kvactor node: listening on {}:{} ({} {} rank slot(s), build {}, pid {})\n", host,
-             *bound, setup.info.slots, setup.info.device, setup.info.build, setup.info.pid);
+  fmt::print(out, "kvactor node: listening on {}:{} ({} {} rank slot(s), {}, build {}, pid {})\n",
+             host, *bound, setup.info.slots, setup.info.device,
+             tls ? "mutual TLS" : "loopback without TLS", setup.info.build, setup.info.pid);
   out.flush();
   int sig = 0;
   sigwait(&stop, &sig);

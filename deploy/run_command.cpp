@@ -148,8 +148,12 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
+  const tls_files tls{flags.tls_cert, flags.tls_key, flags.tls_ca};
+  if (tls.enabled() && !cluster_mode)
+    return bad("--tls-cert/--tls-key/--tls-ca: only with --nodes");
+  if (auto ok = check_tls(tls); !ok) return bad(ok.err().message);
   if (cluster_mode)
-    configure_cluster_middleman(cfg);
+    configure_cluster_middleman(cfg, tls);
   else if (flags.inject_port)
     cfg.load<caf::io::middleman>();
   auto sys_ptr = std::make_unique<caf::actor_system>(cfg);
@@ -169,7 +173,7 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     }
     auto c = connect_cluster(
         *sys_ptr, addresses, p.tensor_parallel_size, device,
-        std::chrono::milliseconds(static_cast<int64_t>(flags.tp.collective_timeout_s * 1000)));
+        std::chrono::milliseconds(static_cast<int64_t>(flags.tp.collective_timeout_s * 1000)), tls);
     if (!c) return bad(c.err().message);
     nodes = std::move(*c);
     device = nodes->infos.front().device;

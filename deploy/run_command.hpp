@@ -26,7 +26,8 @@ struct run_flags {
   bool progress = true;                // on a terminal
   std::optional<uint16_t> inject_port; // listen for kvactor inject on 127.0.0.1 (0: any port)
   tp_flags tp;                         // --communicator, --collective-timeout, --debug-stall
-  std::string nodes;       // cluster mode: "host:port,host:port" of kvactor node processes
+  std::string nodes; // cluster mode: "host:port,host:port" of kvactor node processes
+  std::string tls_cert, tls_key, tls_ca; // cluster mode: mutual TLS with the nodes
   bool no_kernels = false; // benchmarks: the step protocol alone (every sampled token is 0)
   std::string cudagraph_capture = "startup"; // startup | lazy
   std::string cudagraph_memory = "1GiB";     // cap on the bytes all graphs hold

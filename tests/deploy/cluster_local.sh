@@ -3,7 +3,8 @@
 # serve a tensor-parallel run of 4 ranks with the digest of local mode; a node of another build,
 # too few slots, an unreachable node and a non-loopback address without TLS are clear errors; a
 # node killed with -9 and a node that stops answering (SIGSTOP: a cut link) mid-run are detected
-# within 5 s, and every request is reported (finished or failed), none lost.
+# within 5 s, and every request is reported (finished or failed), none lost; with mutual TLS a
+# driver without the CA's certificate is refused.
 #   usage: cluster_local.sh KVACTOR_BINARY WORKDIR
 set -euo pipefail
 kvactor=$1
@@ -72,7 +73,33 @@ expect_error "too few slots" "offer 4 slot" run --nodes "$a,$b" --tensor-paralle
 expect_error "unreachable node" "unreachable" run --nodes 127.0.0.1:1 --no-progress
 expect_error "no TLS off loopback" "tls" node --listen 0.0.0.0:0 --cpu-ranks 1
 
-# 3. A node killed mid-run, then a node that stops answering (its link is as good as cut).
+# 3. Mutual TLS: a driver with a certificate of the nodes' CA is served (the same digest); one
+# without a certificate, or with a certificate of another CA, is refused; off loopback a node
+# starts only with TLS.
+certs="$dir/certs"
+bash "$(dirname "$0")/../../deploy/tls/make-test-certs.sh" "$certs" >"$dir/certs.log" 2>&1 ||
+  { cat "$dir/certs.log"; fail "test certificates"; }
+node_tls=(--tls-cert "$certs/node.crt" --tls-key "$certs/node.key" --tls-ca "$certs/ca.crt")
+start_node "$dir/tls.log" --cpu-ranks 2 "${node_tls[@]}"
+tls_node=$node_addr
+"$kvactor" run --nodes "$tls_node" --tensor-parallel-size 2 --seed 3 --no-progress   --tls-cert "$certs/driver.crt" --tls-key "$certs/driver.key" --tls-ca "$certs/ca.crt"   >"$dir/tls.out" 2>"$dir/tls.err" || { cat "$dir/tls.err"; fail "TLS run failed"; }
+tls_digest=$(awk '/^digest/ {print $2}' "$dir/tls.out")
+[[ $tls_digest == "$local_digest" ]] || fail "digest $tls_digest over TLS, $local_digest locally"
+echo "cluster_local: mutual TLS: served, digest $tls_digest"
+expect_error "no certificate" "unreachable" run --nodes "$tls_node" --no-progress
+expect_error "a certificate of another CA" "refused this driver's certificate" \
+  run --nodes "$tls_node" --no-progress --tls-cert "$certs/rogue.crt" \
+  --tls-key "$certs/rogue.key" --tls-ca "$certs/ca.crt"
+expect_error "half the TLS flags" "go together" node --listen 127.0.0.1:0 --tls-cert "$certs/node.crt"
+"$kvactor" node --listen 0.0.0.0:0 --cpu-ranks 1 "${node_tls[@]}" >"$dir/wide.log" 2>&1 &
+wide=$!
+pids+=("$wide")
+for _ in $(seq 1 100); do grep -q "listening on 0.0.0.0" "$dir/wide.log" && break; sleep 0.05; done
+grep -q "mutual TLS" "$dir/wide.log" || { cat "$dir/wide.log"; fail "no TLS node off loopback"; }
+echo "cluster_local: off loopback with TLS: $(head -1 "$dir/wide.log")"
+kill "$wide"
+
+# 4. A node killed mid-run, then a node that stops answering (its link is as good as cut).
 fault_run() {
   local name=$1 signal=$2 victim_log=$3
   start_node "$dir/$name-a.log" --cpu-ranks 2
@@ -117,7 +144,7 @@ PY
 fault_run kill9 KILL "$dir/kill9-b.log"
 fault_run stopped STOP "$dir/stopped-b.log"
 
-# 4. A node stops cleanly on SIGTERM.
+# 5. A node stops cleanly on SIGTERM.
 kill -TERM "$pid_b"
 for _ in $(seq 1 100); do kill -0 "$pid_b" 2>/dev/null || break; sleep 0.05; done
 if kill -0 "$pid_b" 2>/dev/null; then fail "a node ignored SIGTERM"; fi
