@@ -10,6 +10,13 @@
 
 namespace kvactor {
 
+void joined_communicators::abort_all(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& w : all)
+    if (auto c = w.lock()) c->abort(why);
+  all.clear();
+}
+
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
@@ -61,6 +68,10 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
           rt.nccl = true;
         else
           rt.socket_host = st.setup.socket_host;
+        rt.on_join = [comms = st.comms](std::shared_ptr<kernels::communicator> c) {
+          std::lock_guard<std::mutex> lock(comms->mu);
+          comms->all.push_back(c);
+        };
         auto r = self->system().spawn<caf::detached>(rank_with, rt);
         self->monitor(r);
         st.ranks[caf::actor_cast<caf::actor_addr>(r)] = req.slot;
@@ -70,6 +81,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
       [self](atom::release) -> int32_t {
         auto& st = self->state;
         const auto n = static_cast<int32_t>(st.ranks.size());
+        st.comms->abort_all("released by the node: the driver ended the run");
         for (const auto& [addr, slot] : st.ranks)
           if (auto h = caf::actor_cast<caf::actor>(addr))
             self->send_exit(h, caf::exit_reason::user_shutdown);

@@ -8,11 +8,13 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "actors/interfaces.hpp"
 #include "actors/node/node_core.hpp"
+#include "kvactor/kernels/communicator.h"
 
 namespace kvactor {
 
@@ -24,8 +26,18 @@ struct node_setup {
   std::string build_override;
 };
 
+/// The communicators of a node's ranks, filled from the ranks' threads as they join.
+struct joined_communicators {
+  std::mutex mu;
+  std::vector<std::weak_ptr<kernels::communicator>> all;
+  /// Aborts every live one: ranks blocked in a collective (a peer's link is cut, no FIN) fail
+  /// at once instead of after the collective timeout, and then take their exit.
+  void abort_all(const std::string& why);
+};
+
 struct node_state {
   node_setup setup;
+  std::shared_ptr<joined_communicators> comms = std::make_shared<joined_communicators>();
   std::unique_ptr<node_slots> slots;
   std::map<caf::actor_addr, int32_t> ranks; // rank handle -> slot
   static inline const char* name = "kvactor.node";

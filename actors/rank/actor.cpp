@@ -179,6 +179,7 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
   self->state.nccl = runtime.nccl;
   self->state.socket_host = runtime.socket_host;
   self->state.device_index = runtime.device_index;
+  self->state.on_join = std::move(runtime.on_join);
   self->state.collective_timeout = runtime.collective_timeout;
   self->state.stall_before_collective = runtime.stall_before_collective;
   if (!self->state.comm && !self->state.nccl && self->state.socket_host.empty())

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -52,6 +53,7 @@ struct rank_state {
   std::string socket_host; // non-empty: joins a socket communicator (rank 0 listens here)
   std::unique_ptr<kernels::socket_listener> listener; // rank 0 of a socket group, until join
   int32_t device_index = -1; // the GPU of a CUDA rank; -1: the rank's number
+  std::function<void(std::shared_ptr<kernels::communicator>)> on_join; // may be empty
   std::chrono::milliseconds collective_timeout{120'000};
   uint64_t stall_before_collective = 0;     // fault injection (--debug-stall); 0: never
   std::shared_ptr<trace_recorder> recorder; // null: no --record
@@ -90,6 +92,9 @@ struct rank_runtime {
   std::string socket_host;
   /// The GPU of a CUDA rank (cluster nodes: the slot); -1: the GPU numbered like the rank.
   int32_t device_index = -1;
+  /// Called on the rank's thread once it has joined its communicator (cluster nodes keep it to
+  /// abort a rank stuck in a collective whose peer's link was cut).
+  std::function<void(std::shared_ptr<kernels::communicator>)> on_join;
   std::chrono::milliseconds collective_timeout{120'000}; // NCCL init and collective waits
   uint64_t stall_before_collective = 0; // fault injection for NCCL ranks (--debug-stall)
 };

@@ -75,6 +75,7 @@ caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id
                                std::string(id.bytes.begin(), id.bytes.end()), id.world, rank,
                                rank == 0 ? std::move(st.listener) : nullptr, opt),
                            st.stall_before_collective, st.collective_timeout);
+      if (st.on_join) st.on_join(st.comm);
       return rank;
     }
     kernels::nccl_options opt;
@@ -82,6 +83,7 @@ caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id
     opt.timeout = st.collective_timeout;
     st.comm = with_stall(kernels::make_nccl_communicator(id.bytes, id.world, rank, opt),
                          st.stall_before_collective, st.collective_timeout);
+    if (st.on_join) st.on_join(st.comm);
     return rank;
   } catch (const kernels::collective_error& e) {
     return fail(errc::collective_failed, fmt::format("join: {}", e.what()));
