@@ -230,7 +230,7 @@ def main():
     if tp != str(replicas * ranks_per_node):
         problem(job_file, f"--tensor-parallel-size {tp} is not replicas x ranks per node = "
                           f"{replicas} x {ranks_per_node}")
-    for name, allowed in (("--restart-policy", {"none", "rebuild"}), ("--device", {"cpu", "cuda"})):
+    for name, allowed in (("--device", {"cpu", "cuda"}),):
         if flag(args, name) is not None and flag(args, name) not in allowed:
             problem(job_file, f"{name} '{flag(args, name)}' is not one of {sorted(allowed)}")
     driver_secrets = check_tls(job_file, jspec, driver, args)
