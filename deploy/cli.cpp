@@ -96,6 +96,11 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
   cmd.add_option("--tls-cert", f.tls_cert, "with --nodes: this driver's certificate (PEM)");
   cmd.add_option("--tls-key", f.tls_key, "with --nodes: its private key (PEM)");
   cmd.add_option("--tls-ca", f.tls_ca, "with --nodes: the CA that signs every node (PEM)");
+  cmd.add_option("--restart-policy", f.restart_policy,
+                 "with --nodes: none (a lost node ends the run) | rebuild (wait for it, rebuild "
+                 "the group, re-run what did not finish)");
+  cmd.add_option("--restart-wait", f.restart_wait_s,
+                 "with --restart-policy rebuild: seconds the lost nodes may take to return");
   cmd.add_flag("--no-kernels", f.no_kernels,
                "benchmarks: run the step protocol alone (no attention stack; tokens are 0)")
       ->group("Testing");

@@ -1,7 +1,10 @@
 #include "deploy/cluster.hpp"
 
 #include <fstream>
+#include <map>
 #include <optional>
+#include <set>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -9,6 +12,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/driver/actor.hpp"
 #include "actors/node/node_core.hpp"
 #include "messages/caf_error.hpp"
 #include "messages/codec.hpp"
@@ -133,6 +137,87 @@ void release_cluster(caf::actor_system&, const cluster& c) {
   // Fire and forget: a dead node must not hold the driver up.
   for (const auto& n : c.nodes)
     caf::anon_send(n, atom::release_v);
+}
+
+expected<run_summary> rebuild_and_rerun(caf::actor_system& sys, cluster& c,
+                                        const rebuild_request& req, const run_summary& first) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& r : c.ranks)
+    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  release_cluster(sys, c);
+  // The nodes come back (a restarted process at the same address); the survivors free their
+  // slots as their old ranks stop.
+  std::optional<cluster> fresh;
+  std::string last;
+  const auto deadline = t0 + req.wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto again =
+        connect_cluster(sys, req.addresses, req.world, req.device, req.collective_timeout, req.tls);
+    if (again) {
+      fresh = std::move(*again);
+      break;
+    }
+    last = again.err().message;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  if (!fresh)
+    return make_error(errc::io_error,
+                      fmt::format("--restart-policy rebuild: the nodes did not come back within "
+                                  "{:.0f} s ({})",
+                                  std::chrono::duration<double>(req.wait).count(), last));
+  c = std::move(*fresh);
+  std::vector<request_spec> again;
+  std::set<uint64_t> unfinished;
+  for (const auto& r : first.results)
+    if (!r.finished) unfinished.insert(r.request_id);
+  for (auto spec : req.workload)
+    if (unfinished.count(spec.request_id) > 0) {
+      spec.arrival_ns = 0;
+      again.push_back(std::move(spec));
+    }
+  spdlog::warn("cluster: group rebuilt in {:.2f} s; re-running {} request(s)",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+               again.size());
+  driver_setup setup{c.ranks, req.configs, req.epoch, {}, nullptr};
+  setup.bootstrap_communicator = true;
+  setup.collective_timeout = req.collective_timeout;
+  setup.rank_locations = c.locations;
+  auto drv = sys.spawn(driver, std::move(setup));
+  caf::scoped_actor self{sys};
+  std::optional<error> failed;
+  run_summary second;
+  auto fail = [&](caf::error& e) { failed = from_caf_error(e); };
+  self->request(drv, caf::infinite, atom::start_v).receive([](std::vector<rank_ready>&) {}, fail);
+  if (!failed)
+    self->request(drv, caf::infinite, atom::submit_v, again).receive([](int64_t) {}, fail);
+  if (!failed)
+    self->request(drv, caf::infinite, atom::run_v)
+        .receive([&](run_summary& s) { second = std::move(s); }, fail);
+  self->send_exit(drv, caf::exit_reason::user_shutdown);
+  if (failed) return *failed;
+  // Merge: the first run's finished requests, the second run's answer for the others.
+  run_summary merged = second;
+  merged.results.clear();
+  std::map<uint64_t, const request_result*> redone;
+  for (const auto& r : second.results)
+    redone[r.request_id] = &r;
+  for (const auto& r : first.results) {
+    auto it = redone.find(r.request_id);
+    merged.results.push_back(it != redone.end() ? *it->second : r);
+  }
+  merged.finished = 0;
+  merged.failed = 0;
+  for (const auto& r : merged.results)
+    (r.finished ? merged.finished : merged.failed) += 1;
+  merged.preempted += first.preempted;
+  merged.prompt_tokens += first.prompt_tokens;
+  merged.generated_tokens += first.generated_tokens;
+  merged.steps += first.steps;
+  merged.wall_s += first.wall_s;
+  merged.graph_replays += first.graph_replays;
+  merged.eager_steps += first.eager_steps;
+  merged.output_digest = output_digest(merged.results);
+  return merged;
 }
 
 } // namespace kvactor

@@ -11,6 +11,8 @@
 
 #include "actors/interfaces.hpp"
 #include "messages/errc.hpp"
+#include "messages/request.hpp"
+#include "messages/runtime.hpp"
 
 namespace kvactor {
 
@@ -55,5 +57,27 @@ expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std:
 
 /// Stops the ranks of the run on every node (best effort: a dead node is skipped).
 void release_cluster(caf::actor_system& sys, const cluster& c);
+
+/// What a run that lost a rank needs to be served again (--restart-policy rebuild).
+struct rebuild_request {
+  std::vector<std::string> addresses;
+  int32_t world = 1;
+  std::string device;
+  std::chrono::milliseconds collective_timeout{120'000};
+  tls_files tls;
+  std::chrono::milliseconds wait{60'000}; // how long the nodes may take to come back
+  std::vector<rank_config> configs;
+  std::vector<request_spec> workload; // the whole run's, in order
+  uint64_t epoch = 2;
+};
+
+/// The run `first` stopped early (a rank stopped): stops what is left of the old group, waits until
+/// every node answers again and has free slots (a restarted node at the same address), rebuilds
+/// the group there (new ranks, communicator, KV cache) and serves the requests `first` did not
+/// finish, from their prompts (greedy generation makes their outputs those of an uninterrupted
+/// run). Returns the two runs merged (request order and digest over every request), and sets
+/// `c` to the new group. Errors: the nodes did not come back in time, or the new group failed.
+expected<run_summary> rebuild_and_rerun(caf::actor_system& sys, cluster& c,
+                                        const rebuild_request& req, const run_summary& first);
 
 } // namespace kvactor

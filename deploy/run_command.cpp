@@ -148,6 +148,14 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
+  if (flags.restart_policy != "none" && flags.restart_policy != "rebuild")
+    return bad(fmt::format("--restart-policy: unknown value '{}' (expected none or rebuild)",
+                           flags.restart_policy));
+  if (flags.restart_policy == "rebuild" && !cluster_mode)
+    return bad("--restart-policy rebuild: only with --nodes (a local run has no node to wait for)");
+  if (!(flags.restart_wait_s > 0))
+    return bad(fmt::format("--restart-wait: {} is not a positive number of seconds",
+                           flags.restart_wait_s));
   const tls_files tls{flags.tls_cert, flags.tls_key, flags.tls_ca};
   if (tls.enabled() && !cluster_mode)
     return bad("--tls-cert/--tls-key/--tls-ca: only with --nodes");
@@ -158,12 +166,12 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     cfg.load<caf::io::middleman>();
   auto sys_ptr = std::make_unique<caf::actor_system>(cfg);
   std::optional<cluster> nodes;
+  std::vector<std::string> addresses;
   std::optional<kernels::gpu_info> gpu;
   if (cluster_mode) {
     if (!(flags.tp.collective_timeout_s > 0))
       return bad(fmt::format("--collective-timeout: {} is not a positive number of seconds",
                              flags.tp.collective_timeout_s));
-    std::vector<std::string> addresses;
     for (size_t start = 0; start <= flags.nodes.size();) {
       const auto comma = flags.nodes.find(',', start);
       addresses.push_back(flags.nodes.substr(start, comma == std::string::npos ? std::string::npos
@@ -424,6 +432,44 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
   self->send_exit(drv, caf::exit_reason::user_shutdown);
   for (auto& r : ranks)
     self->send_exit(r, caf::exit_reason::user_shutdown);
+  // --restart-policy rebuild: a lost node is waited for, the group rebuilt, the rest re-run.
+  int restarts = 0;
+  std::vector<std::string> lost;
+  if (failure && nodes && flags.restart_policy == "rebuild"
+      && (failure->message.find(" is unreachable: ") != std::string::npos
+          || failure->message.find(" stopped: ") != std::string::npos)) {
+    // A rank was lost while the group started: nothing ran yet; rebuild and run everything.
+    summary = run_summary{};
+    for (const auto& r : workload)
+      summary.results.push_back({r.request_id, false, {}, 0, "not run: " + failure->message});
+    summary.failed = static_cast<int64_t>(workload.size());
+    summary.error = failure->message;
+    failure.reset();
+  }
+  while (!failure && nodes && flags.restart_policy == "rebuild" && !summary.error.empty()
+         && restarts < 3) {
+    lost.push_back(summary.error);
+    fmt::print(err, "kvactor run: {}; waiting up to {:.0f} s to rebuild the group\n", summary.error,
+               flags.restart_wait_s);
+    err.flush();
+    rebuild_request req;
+    req.addresses = addresses;
+    req.world = p.tensor_parallel_size;
+    req.device = device;
+    req.collective_timeout = tp->collective_timeout;
+    req.tls = tls;
+    req.wait = std::chrono::milliseconds(static_cast<int64_t>(flags.restart_wait_s * 1000));
+    req.configs = configs;
+    req.workload = workload;
+    req.epoch = static_cast<uint64_t>(restarts) + 2;
+    auto merged = rebuild_and_rerun(sys, *nodes, req, summary);
+    ++restarts;
+    if (!merged) {
+      summary.error += "; " + merged.err().message;
+      break;
+    }
+    summary = std::move(*merged);
+  }
   if (recorder) {
     recorder->record("driver", "client", summary);
     trace_file.flush();
@@ -448,14 +494,19 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
              summary.kv_blocks_total);
   fmt::print(out, "graphs     {} replays, {} eager steps\n", summary.graph_replays,
              summary.eager_steps);
-  fmt::print(out, "ready in   {:.2f} s (model, weights, KV cache{})\n", ready_s,
-             ready.front().graphs.mode == cudagraph_mode::none ? ""
-             : configs.front().cudagraph_lazy                  ? ", graphs captured lazily later"
-                                                               : ", graph capture");
-  for (const auto& ph : ready.front().phases)
-    if (ph.phase == "cudagraph capture")
-      fmt::print(out, "           graph capture {:.2f} s, {} in graphs\n",
-                 static_cast<double>(ph.duration_ns) / 1e9, format_bytes(ph.memory_bytes));
+  if (!ready.empty()) { // empty when the first group was lost while starting (then rebuilt)
+    fmt::print(out, "ready in   {:.2f} s (model, weights, KV cache{})\n", ready_s,
+               ready.front().graphs.mode == cudagraph_mode::none ? ""
+               : configs.front().cudagraph_lazy                  ? ", graphs captured lazily later"
+                                                                 : ", graph capture");
+    for (const auto& ph : ready.front().phases)
+      if (ph.phase == "cudagraph capture")
+        fmt::print(out, "           graph capture {:.2f} s, {} in graphs\n",
+                   static_cast<double>(ph.duration_ns) / 1e9, format_bytes(ph.memory_bytes));
+  }
+  if (restarts > 0)
+    fmt::print(out, "restarts   {} (the group was rebuilt after: {})\n", restarts,
+               fmt::join(lost, "; "));
   fmt::print(out, "digest     {}\n", summary.output_digest);
   if (recorder) {
     if (auto why = recorder->failure(); !why.empty()) {

@@ -28,6 +28,8 @@ struct run_flags {
   tp_flags tp;                         // --communicator, --collective-timeout, --debug-stall
   std::string nodes; // cluster mode: "host:port,host:port" of kvactor node processes
   std::string tls_cert, tls_key, tls_ca; // cluster mode: mutual TLS with the nodes
+  std::string restart_policy = "none";   // cluster mode: none | rebuild
+  double restart_wait_s = 60.0;          // rebuild: how long the lost nodes may take to return
   bool no_kernels = false; // benchmarks: the step protocol alone (every sampled token is 0)
   std::string cudagraph_capture = "startup"; // startup | lazy
   std::string cudagraph_memory = "1GiB";     // cap on the bytes all graphs hold

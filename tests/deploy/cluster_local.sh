@@ -4,7 +4,8 @@
 # too few slots, an unreachable node and a non-loopback address without TLS are clear errors; a
 # node killed with -9 and a node that stops answering (SIGSTOP: a cut link) mid-run are detected
 # within 5 s, and every request is reported (finished or failed), none lost; with mutual TLS a
-# driver without the CA's certificate is refused.
+# driver without the CA's certificate is refused; with --restart-policy rebuild a killed node that
+# returns gets the run finished with the digest of an uninterrupted one.
 #   usage: cluster_local.sh KVACTOR_BINARY WORKDIR
 set -euo pipefail
 kvactor=$1
@@ -144,7 +145,36 @@ PY
 fault_run kill9 KILL "$dir/kill9-b.log"
 fault_run stopped STOP "$dir/stopped-b.log"
 
-# 5. A node stops cleanly on SIGTERM.
+# 5. --restart-policy rebuild: a node killed mid-run comes back at its address; the driver
+# rebuilds the group and re-runs what did not finish: the digest of an uninterrupted run.
+"$kvactor" run --tensor-parallel-size 4 --requests 16 --output-len 64:96 --seed 7 --no-progress \
+  >"$dir/whole.out" 2>&1
+whole=$(awk '/^digest/ {print $2}' "$dir/whole.out")
+start_node "$dir/re-a.log" --cpu-ranks 2
+ra=$node_addr
+start_node "$dir/re-b.log" --cpu-ranks 2
+rb=$node_addr rb_pid=$node_pid
+"$kvactor" run --nodes "$ra,$rb" --tensor-parallel-size 4 --requests 16 --output-len 64:96 \
+  --seed 7 --no-progress --restart-policy rebuild --restart-wait 30 --log-level info \
+  >"$dir/rebuild.out" 2>"$dir/rebuild.err" &
+run=$!
+pids+=("$run")
+for _ in $(seq 1 400); do
+  grep -q "common block count" "$dir/rebuild.err" && break
+  sleep 0.05
+done
+sleep 1.5
+kill -9 "$rb_pid"
+sleep 0.5
+"$kvactor" node --listen "$rb" --cpu-ranks 2 >"$dir/re-b2.log" 2>&1 &
+pids+=($!)
+wait "$run" || { cat "$dir/rebuild.err"; fail "the rebuilt run failed"; }
+grep -q "^restarts   1" "$dir/rebuild.out" || { cat "$dir/rebuild.out"; fail "no restart"; }
+rebuilt=$(awk '/^digest/ {print $2}' "$dir/rebuild.out")
+[[ $rebuilt == "$whole" ]] || fail "digest $rebuilt after a rebuild, $whole uninterrupted"
+echo "cluster_local: rebuild: $(grep -o 'group rebuilt in [0-9.]* s; re-running [0-9]* request(s)' "$dir/rebuild.err"); digest $rebuilt as uninterrupted"
+
+# 6. A node stops cleanly on SIGTERM.
 kill -TERM "$pid_b"
 for _ in $(seq 1 100); do kill -0 "$pid_b" 2>/dev/null || break; sleep 0.05; done
 if kill -0 "$pid_b" 2>/dev/null; then fail "a node ignored SIGTERM"; fi
