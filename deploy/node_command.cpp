@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -112,6 +114,10 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
+  // Ranks blocked in collectives hold scheduler threads: leave two for builders and messages.
+  cfg.set("scheduler.max-threads",
+          static_cast<size_t>(std::max<unsigned>(std::thread::hardware_concurrency(),
+                                                 static_cast<unsigned>(setup.info.slots) + 2)));
   configure_cluster_middleman(cfg, tls_cfg);
   caf::actor_system sys{cfg};
   auto n = sys.spawn(node, setup);

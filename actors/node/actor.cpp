@@ -72,7 +72,11 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
           std::lock_guard<std::mutex> lock(comms->mu);
           comms->all.push_back(c);
         };
-        auto r = self->system().spawn<caf::detached>(rank_with, rt);
+        // CPU ranks are event-based: a message to a detached actor costs a thread wake-up, two
+        // per step. A rank may still block a scheduler thread in a collective; the node runs
+        // at least slots + 2 threads (node_command.cpp), so a builder always has one.
+        auto r = st.setup.info.device == "cuda" ? self->system().spawn<caf::detached>(rank_with, rt)
+                                                : self->system().spawn(rank_with, rt);
         self->monitor(r);
         st.ranks[caf::actor_cast<caf::actor_addr>(r)] = req.slot;
         spdlog::info("node: rank {} of {} on slot {}", req.rank, req.world, req.slot);

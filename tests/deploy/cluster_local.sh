@@ -147,14 +147,14 @@ fault_run stopped STOP "$dir/stopped-b.log"
 
 # 5. --restart-policy rebuild: a node killed mid-run comes back at its address; the driver
 # rebuilds the group and re-runs what did not finish: the digest of an uninterrupted run.
-"$kvactor" run --tensor-parallel-size 4 --requests 16 --output-len 64:96 --seed 7 --no-progress \
+"$kvactor" run --tensor-parallel-size 4 --requests 16 --output-len 300:400 --seed 7 --no-progress \
   >"$dir/whole.out" 2>&1
 whole=$(awk '/^digest/ {print $2}' "$dir/whole.out")
 start_node "$dir/re-a.log" --cpu-ranks 2
 ra=$node_addr
 start_node "$dir/re-b.log" --cpu-ranks 2
 rb=$node_addr rb_pid=$node_pid
-"$kvactor" run --nodes "$ra,$rb" --tensor-parallel-size 4 --requests 16 --output-len 64:96 \
+"$kvactor" run --nodes "$ra,$rb" --tensor-parallel-size 4 --requests 16 --output-len 300:400 \
   --seed 7 --no-progress --restart-policy rebuild --restart-wait 30 --log-level info \
   >"$dir/rebuild.out" 2>"$dir/rebuild.err" &
 run=$!
@@ -163,7 +163,7 @@ for _ in $(seq 1 400); do
   grep -q "common block count" "$dir/rebuild.err" && break
   sleep 0.05
 done
-sleep 1.5
+sleep 0.3 # long outputs: still serving on a fast machine; a loss while starting rebuilds too
 kill -9 "$rb_pid"
 sleep 0.5
 "$kvactor" node --listen "$rb" --cpu-ranks 2 >"$dir/re-b2.log" 2>&1 &
