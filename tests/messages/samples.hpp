@@ -15,6 +15,7 @@
 #include "messages/inject.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
+#include "messages/node.hpp"
 #include "messages/request.hpp"
 #include "messages/runtime.hpp"
 #include "messages/step.hpp"
@@ -39,7 +40,9 @@ using message_types =
                      // inject.hpp
                      inject_request, inject_reply,
                      // collective.hpp
-                     communicator_id, collective_entry>;
+                     communicator_id, collective_entry,
+                     // node.hpp
+                     node_info, rank_spawn>;
 
 /// Names typed tests after the message type: CodecRoundTrip/kv_cache_spec.PreservesEveryField.
 struct message_type_names {
@@ -231,6 +234,18 @@ inline cudagraph_plan sample<cudagraph_plan>() {
 template <>
 inline cudagraph_captured sample<cudagraph_captured>() {
   return {sample<batch_descriptor>(), 3 << 20, 4'500'000, "cudaErrorMemoryAllocation"};
+}
+
+template <>
+inline node_info sample<node_info>() {
+  return {
+      cluster_protocol,  4, "0.1.0+gabc", "10.0.0.2:7400", "cuda", 8, 3, 4242, int64_t{141} << 30,
+      int64_t{100} << 30};
+}
+
+template <>
+inline rank_spawn sample<rank_spawn>() {
+  return {5, 8, 1, 30'000};
 }
 
 template <>
