@@ -16,6 +16,7 @@
 #include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/cluster.hpp"
+#include "deploy/lists.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/codec.hpp"
 #include "messages/register.hpp"
@@ -25,27 +26,12 @@ namespace kvactor {
 namespace {
 
 expected<std::vector<int32_t>> parse_gpus(const std::string& text) {
-  std::vector<int32_t> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const auto comma = text.find(',', start);
-    const auto part =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    int v = -1;
-    try {
-      size_t used = 0;
-      v = std::stoi(part, &used);
-      if (used != part.size()) v = -1;
-    } catch (const std::exception&) {
-      v = -1;
-    }
-    if (v < 0)
-      return make_error(errc::invalid_argument,
-                        fmt::format("--gpus: '{}' is not a GPU index in '{}'", part, text));
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  auto out = parse_int_list(text, "--gpus");
+  if (out)
+    for (int32_t g : *out)
+      if (g < 0)
+        return make_error(errc::invalid_argument,
+                          fmt::format("--gpus: {} is not a GPU index in '{}'", g, text));
   return out;
 }
 

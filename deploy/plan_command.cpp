@@ -1,5 +1,7 @@
 #include "deploy/plan_command.hpp"
 
+#include "deploy/lists.hpp"
+
 #include <charconv>
 
 #include <fmt/format.h>
@@ -15,22 +17,7 @@
 namespace kvactor {
 
 expected<std::vector<int32_t>> parse_capture_sizes(const std::string& text) {
-  std::vector<int32_t> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    auto comma = text.find(',', start);
-    auto part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    int32_t v = 0;
-    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (ec != std::errc{} || end != part.data() + part.size() || part.empty())
-      return make_error(
-          errc::invalid_argument,
-          fmt::format("--cudagraph-capture-sizes: '{}' is not an integer in '{}'", part, text));
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
+  return parse_int_list(text, "--cudagraph-capture-sizes");
 }
 
 expected<plan_request> to_plan_request(const plan_flags& f) {

@@ -23,6 +23,7 @@
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/cluster.hpp"
+#include "deploy/lists.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "kvactor/kernels/nccl_communicator.h"
 #include "messages/caf_error.hpp"
@@ -172,13 +173,7 @@ int run_local(const run_flags& flags, std::ostream& out, std::ostream& err) {
     if (!(flags.tp.collective_timeout_s > 0))
       return bad(fmt::format("--collective-timeout: {} is not a positive number of seconds",
                              flags.tp.collective_timeout_s));
-    for (size_t start = 0; start <= flags.nodes.size();) {
-      const auto comma = flags.nodes.find(',', start);
-      addresses.push_back(flags.nodes.substr(start, comma == std::string::npos ? std::string::npos
-                                                                               : comma - start));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+    addresses = split_commas(flags.nodes);
     auto c = connect_cluster(
         *sys_ptr, addresses, p.tensor_parallel_size, device,
         std::chrono::milliseconds(static_cast<int64_t>(flags.tp.collective_timeout_s * 1000)), tls);

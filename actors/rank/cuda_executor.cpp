@@ -221,10 +221,10 @@ public:
                         fmt::format("CUDA graphs: layer_group has {} entries for {} layers",
                                     setup.layer_group.size(), names_.size()));
     graphs_.reset();
-    int32_t groups = 0;
+    num_groups_ = 0;
     for (int32_t g : setup.layer_group)
-      groups = std::max(groups, g + 1);
-    auto r = graph_runner::create(*stack_, views_, setup.layer_group, groups,
+      num_groups_ = std::max(num_groups_, g + 1);
+    auto r = graph_runner::create(*stack_, views_, setup.layer_group, num_groups_,
                                   {setup.max_reqs, setup.max_tokens, setup.max_width}, hidden_);
     if (!r) return r.err();
     graphs_ = std::move(*r);
@@ -290,10 +290,7 @@ private:
     if (wanted.mode == cudagraph_mode::full
         && (b.num_tokens() != b.num_reqs() || wanted.num_reqs < b.num_reqs()))
       return {};
-    int32_t groups = 0;
-    for (int32_t g : layer_group_)
-      groups = std::max(groups, g + 1);
-    std::vector<const backend_metadata*> out(static_cast<size_t>(groups), nullptr);
+    std::vector<const backend_metadata*> out(static_cast<size_t>(num_groups_), nullptr);
     for (size_t l = 0; l < names_.size(); ++l) {
       auto it = ubatches[0].layers->find(names_[l]);
       if (it == ubatches[0].layers->end()) return {};
@@ -317,6 +314,7 @@ private:
   std::vector<int32_t> positions_;
   std::unique_ptr<graph_runner> graphs_; // null: every step eager
   std::vector<int32_t> layer_group_;
+  int32_t num_groups_ = 0; // max(layer_group_) + 1
 };
 
 } // namespace
