@@ -28,7 +28,7 @@ namespace kvactor {
 using registry_actor = caf::typed_actor<
     // Resolve a backend per layer, form attention groups per KV cache group, pick kernel block
     // sizes and report the weakest graph support. (layers, groups, device, preferred backend)
-    caf::replies_to<atom::assign, model_layout, std::vector<kv_cache_group>, std::string,
+    caf::replies_to<atom::assign, model_layout, std::vector<kv_cache_group>, device_kind,
                     std::string>::with<backend_assignment>,
     // The registered backends.
     caf::replies_to<atom::backends>::with<std::vector<backend_capabilities>>>;

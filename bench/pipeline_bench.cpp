@@ -41,12 +41,12 @@ double median_step_us(int32_t ranks, bool record = false, bool kernels = false) 
     c.rank = r;
     c.tensor_parallel_size = ranks;
     c.model = "kvactor-tiny";
-    c.device = "cpu";
+    c.device = device_kind::cpu;
     c.max_model_len = 2048;
     c.max_num_seqs = 16;
     c.max_num_batched_tokens = 256;
     c.kv_cache_memory = int64_t{64} << 20;
-    c.execute_kernels = kernels;
+    c.executor = kernels ? "" : "protocol"; // the step protocol alone
     configs.push_back(c);
   }
   std::ofstream trace_file;

@@ -204,7 +204,7 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (*replay_cmd) return run_replay(replay, out, err);
   if (*inject_cmd) return run_inject(inject, out, err);
   if (*node_cmd) return run_node(node, out, err);
-  return run_local(run, out, err); // `kvactor` alone runs the default local workload
+  return run_command(run, out, err); // `kvactor` alone runs the default local workload
 }
 
 } // namespace kvactor

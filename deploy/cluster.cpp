@@ -1,4 +1,5 @@
 #include "deploy/cluster.hpp"
+#include "deploy/run_session.hpp"
 
 #include <fstream>
 #include <map>
@@ -63,7 +64,7 @@ expected<uint16_t> publish_node(caf::actor_system& sys, const node_actor& node, 
 }
 
 expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std::string>& addresses,
-                                  int32_t world, const std::string& device,
+                                  int32_t world, std::optional<device_kind> device,
                                   std::chrono::milliseconds collective_timeout,
                                   const tls_files& tls) {
   cluster c;
@@ -94,7 +95,7 @@ expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std:
                  });
     if (failed) return *failed;
     // The node checked us; check it too (a node of another build may answer all the same).
-    node_info mine{cluster_protocol, schema_version, kvactor_build_id(), "", "", 0, 0, 0, 0, 0};
+    node_info mine{cluster_protocol, schema_version, kvactor_build_id(), "", {}, 0, 0, 0, 0, 0};
     const auto& theirs = c.infos.back();
     if (auto ok = check_peer(mine, theirs.protocol, theirs.schema, theirs.build); !ok)
       return make_error(errc::incompatible_specs,
@@ -102,10 +103,10 @@ expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std:
     c.infos.back().address = a;
     c.nodes.push_back(*node);
   }
-  if (device != "auto" && !c.infos.empty() && c.infos.front().device != device)
+  if (device && !c.infos.empty() && c.infos.front().device != *device)
     return make_error(errc::invalid_argument,
-                      fmt::format("--device {}: node {} hosts {} ranks", device,
-                                  c.infos.front().address, c.infos.front().device));
+                      fmt::format("--device {}: node {} hosts {} ranks", to_string(*device),
+                                  c.infos.front().address, to_string(c.infos.front().device)));
   auto placed = place_ranks(c.infos, world);
   if (!placed) return placed.err();
   for (int32_t r = 0; r < world; ++r) {
@@ -183,18 +184,10 @@ expected<run_summary> rebuild_and_rerun(caf::actor_system& sys, cluster& c,
   setup.collective_timeout = req.collective_timeout;
   setup.rank_locations = c.locations;
   auto drv = sys.spawn(driver, std::move(setup));
-  caf::scoped_actor self{sys};
-  std::optional<error> failed;
-  run_summary second;
-  auto fail = [&](caf::error& e) { failed = from_caf_error(e); };
-  self->request(drv, caf::infinite, atom::start_v).receive([](std::vector<rank_ready>&) {}, fail);
-  if (!failed)
-    self->request(drv, caf::infinite, atom::submit_v, again).receive([](int64_t) {}, fail);
-  if (!failed)
-    self->request(drv, caf::infinite, atom::run_v)
-        .receive([&](run_summary& s) { second = std::move(s); }, fail);
-  self->send_exit(drv, caf::exit_reason::user_shutdown);
-  if (failed) return *failed;
+  auto second_run = serve(sys, drv, again);
+  caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
+  if (second_run.failure) return second_run.failure->err;
+  const auto& second = second_run.summary;
   // Merge: the first run's finished requests, the second run's answer for the others.
   run_summary merged = second;
   merged.results.clear();

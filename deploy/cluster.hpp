@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,11 +48,11 @@ struct cluster {
 };
 
 /// Connects to `addresses` ("host:port" each), says hello, places `world` ranks and spawns them.
-/// `device`: "auto" takes the nodes' device, else it must match theirs. Errors name the node and
-/// what went wrong (unreachable, other build, too few slots); nothing is left spawned on error.
-/// A node off loopback is refused without TLS (it would refuse us anyway).
+/// `device`: nullopt (auto) takes the nodes' device, else it must match theirs. Errors name the
+/// node and what went wrong (unreachable, other build, too few slots); nothing is left spawned on
+/// error. A node off loopback is refused without TLS (it would refuse us anyway).
 expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std::string>& addresses,
-                                  int32_t world, const std::string& device,
+                                  int32_t world, std::optional<device_kind> device,
                                   std::chrono::milliseconds collective_timeout,
                                   const tls_files& tls = {});
 
@@ -62,7 +63,7 @@ void release_cluster(caf::actor_system& sys, const cluster& c);
 struct rebuild_request {
   std::vector<std::string> addresses;
   int32_t world = 1;
-  std::string device;
+  std::optional<device_kind> device;
   std::chrono::milliseconds collective_timeout{120'000};
   tls_files tls;
   std::chrono::milliseconds wait{60'000}; // how long the nodes may take to come back

@@ -54,7 +54,7 @@ const std::map<std::string, std::vector<std::string>>& struct_fields() {
         "cudagraph_memory",
         "num_ubatches",
         "seed",
-        "execute_kernels"}},
+        "executor"}},
       {"cudagraph_captured", {"graph", "bytes", "duration_ns", "error"}},
       {"rank_plan", {"rank", "kv", "backends", "phases"}},
       {"rank_ready", {"rank", "num_blocks", "kv_cache_bytes", "graphs", "phases"}},

@@ -83,12 +83,12 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
       if (g >= visible)
         return bad(fmt::format("--gpus: GPU {} does not exist ({} visible{})", g, visible,
                                why_no_gpu.empty() ? "" : ": " + why_no_gpu));
-    setup.info.device = "cuda";
+    setup.info.device = device_kind::cuda;
     setup.info.slots = static_cast<int32_t>(setup.gpus.size());
   } else {
     const int32_t n = flags.cpu_ranks.value_or(1);
     if (n < 1 || n > 64) return bad(fmt::format("--cpu-ranks: {} is outside [1, 64]", n));
-    setup.info.device = "cpu";
+    setup.info.device = device_kind::cpu;
     setup.info.slots = n;
   }
   // SIGINT/SIGTERM end the node: blocked before CAF starts its threads, awaited below.
@@ -113,7 +113,7 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
     return bad(fmt::format("--listen {}: cannot listen: {}", flags.listen, bound.err().message));
   }
   fmt::print(out, "kvactor node: listening on {}:{} ({} {} rank slot(s), {}, build {}, pid {})\n",
-             host, *bound, setup.info.slots, setup.info.device,
+             host, *bound, setup.info.slots, to_string(setup.info.device),
              tls ? "mutual TLS" : "loopback without TLS", setup.info.build, setup.info.pid);
   out.flush();
   int sig = 0;

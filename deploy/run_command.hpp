@@ -1,5 +1,6 @@
-// `kvactor run`: local single-node mode. Spawns one rank actor per tensor-parallel rank and a
-// driver, feeds a synthetic workload (deterministic from --seed) and prints a summary.
+// `kvactor run`: its flags and its entry point. Local mode spawns one rank actor per
+// tensor-parallel rank and a driver; cluster mode (--nodes) places the ranks on node processes.
+// Either feeds a synthetic workload (deterministic from --seed) and prints a summary.
 #pragma once
 
 #include <cstdint>
@@ -35,20 +36,13 @@ struct run_flags {
   std::string cudagraph_memory = "1GiB";     // cap on the bytes all graphs hold
 };
 
-/// "N" or "MIN:MAX" (inclusive, positive); errors name `flag`.
-expected<std::pair<int32_t, int32_t>> parse_range(const std::string& text, const char* flag);
-
-/// The synthetic workload: prompt and output lengths uniform in their ranges, prompt tokens
-/// uniform below `vocab`, Poisson arrivals at `rate` per second (0 = all at once).
-std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int32_t> prompt_len,
-                                        std::pair<int32_t, int32_t> output_len, double rate,
-                                        int32_t vocab, uint64_t seed);
-
 /// The JSON object of --summary-json (schema kvactor.run/1).
 /// `ready_s`: seconds from start to every rank ready (model, weights, KV cache, graphs).
 std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
                          int32_t ubatches, double ready_s = 0);
 
-int run_local(const run_flags& flags, std::ostream& out, std::ostream& err);
+/// `kvactor run`: checks the flags, serves the workload (locally, or on --nodes) and prints the
+/// summary. Exit codes as cli.hpp says; one-line errors on `err`.
+int run_command(const run_flags& flags, std::ostream& out, std::ostream& err);
 
 } // namespace kvactor

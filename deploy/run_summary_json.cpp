@@ -32,7 +32,8 @@ std::string summary_json(const run_summary& s, const std::string& device, int32_
   for (const auto& r : s.results)
     outputs.push_back({{"request_id", r.request_id}, {"tokens", r.output}});
   j["outputs"] = std::move(outputs);
-  j["error"] = s.error; // why the run stopped early (a failed collective); empty when it did not
+  j["error"] =
+      s.error.message; // why the run stopped early (a failed collective); empty when it did not
   return j.dump(2);
 }
 

@@ -41,12 +41,18 @@ expected<collective_stall> parse_stall(const std::string& text, int32_t tp) {
 
 } // namespace
 
-expected<tp_setup> resolve_tp_flags(const tp_flags& flags, const std::string& device, int32_t tp) {
+expected<std::chrono::milliseconds> parse_collective_timeout(double s) {
+  if (!std::isfinite(s) || s <= 0 || s > 86400)
+    return bad(fmt::format("--collective-timeout: {} is not a number of seconds in (0, 86400]", s));
+  return std::max(std::chrono::milliseconds(1), std::chrono::milliseconds(std::llround(s * 1000)));
+}
+
+expected<tp_setup> resolve_tp_flags(const tp_flags& flags, device_kind device, int32_t tp) {
   tp_setup out;
   const auto& c = flags.communicator;
   if (c != "auto" && c != "host" && c != "nccl")
     return bad(fmt::format("--communicator: unknown value '{}' (expected auto, host or nccl)", c));
-  const bool gpu = device == "cuda";
+  const bool gpu = device == device_kind::cuda;
   if (c == "nccl" && !gpu)
     return bad("--communicator nccl: NCCL joins GPU ranks; CPU ranks use the host communicator "
                "(--device cuda, or --communicator host)");
@@ -64,11 +70,9 @@ expected<tp_setup> resolve_tp_flags(const tp_flags& flags, const std::string& de
       return bad(fmt::format("--tensor-parallel-size: {} GPU ranks need {} GPUs, {} visible{}", tp,
                              tp, gpus, gpus == 0 ? " (" + why + ")" : ""));
   }
-  const double s = flags.collective_timeout_s;
-  if (!std::isfinite(s) || s <= 0 || s > 86400)
-    return bad(fmt::format("--collective-timeout: {} is not a number of seconds in (0, 86400]", s));
-  out.collective_timeout =
-      std::max(std::chrono::milliseconds(1), std::chrono::milliseconds(std::llround(s * 1000)));
+  auto timeout = parse_collective_timeout(flags.collective_timeout_s);
+  if (!timeout) return timeout.err();
+  out.collective_timeout = *timeout;
   if (!flags.debug_stall.empty()) {
     auto stall = parse_stall(flags.debug_stall, tp);
     if (!stall) return stall.err();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "actors/rank/group.hpp"
+#include "messages/device.hpp"
 #include "messages/errc.hpp"
 
 namespace kvactor {
@@ -25,10 +26,13 @@ struct tp_setup {
   std::optional<collective_stall> stall;
 };
 
-/// Resolves the flags for `tp` ranks on `device` ("cpu" or "cuda"). auto: NCCL for several GPU
+/// --collective-timeout in seconds: in (0, 86400], else an error naming the flag.
+expected<std::chrono::milliseconds> parse_collective_timeout(double seconds);
+
+/// Resolves the flags for `tp` ranks on `device`. auto: NCCL for several GPU
 /// ranks, the host communicator otherwise. Errors name the flag and the value: host memory for
 /// GPU ranks, NCCL for CPU ranks, NCCL missing from this build, more GPU ranks than visible GPUs,
 /// a timeout that is not a positive number of seconds, a stall outside the ranks.
-expected<tp_setup> resolve_tp_flags(const tp_flags& flags, const std::string& device, int32_t tp);
+expected<tp_setup> resolve_tp_flags(const tp_flags& flags, device_kind device, int32_t tp);
 
 } // namespace kvactor

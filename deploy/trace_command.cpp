@@ -94,7 +94,7 @@ described describe(const trace_record& r) {
           r,
           [](const rank_config& c) {
             return described{fmt::format("rank {}/{} of {} on {}, {} bytes of KV cache", c.rank,
-                                         c.tensor_parallel_size, c.model, c.device,
+                                         c.tensor_parallel_size, c.model, to_string(c.device),
                                          c.kv_cache_memory),
                              std::nullopt};
           },

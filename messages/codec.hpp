@@ -26,8 +26,10 @@
 
 namespace kvactor {
 
-inline constexpr uint32_t schema_version = 4; // 2: metadata_ready.digest, 3: run_summary.error,
-// 4: rank_config and cudagraph_request capture fields, cudagraph_captured
+inline constexpr uint32_t schema_version = 5; // 2: metadata_ready.digest, 3: run_summary.error,
+// 4: rank_config and cudagraph_request capture fields, cudagraph_captured, 5: device_kind for
+// rank_config.device and node_info.device, rank_config.executor, collective_status,
+// run_summary.error as an error
 
 /// The envelope name of a type whose inspect() has no caf::meta::type_name annotation.
 template <class T>

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/meta/type_name.hpp>
@@ -25,16 +26,23 @@ auto inspect(Inspector& f, communicator_id& x) {
   return f(caf::meta::type_name("kvactor::communicator_id"), x.bytes, x.world, x.epoch);
 }
 
+/// Where a collective a rank entered stands (kernels' collective_status, whose values these
+/// mirror: the rank converts, since messages do not depend on kernels).
+enum class collective_status : uint8_t { pending, completed, timed_out, aborted, failed };
+
+/// "pending", "completed", "timed_out", "aborted", "failed"; "unknown" outside the enum.
+std::string_view to_string(collective_status x);
+
 /// One collective a rank entered (kernels' collective_record, as text where it is a name).
 struct collective_entry {
-  uint64_t seq = 0;   // 1, 2, ... per rank, in the order entered
-  std::string op;     // "all_reduce(sum)", "all_gather", "broadcast(root 0)", "barrier"
-  std::string dtype;  // "float32", "int64"
-  int64_t count = 0;  // elements this rank contributed
-  int64_t bytes = 0;  // count * element size
-  std::string status; // "pending", "completed", "timed_out", "aborted", "failed"
+  uint64_t seq = 0;  // 1, 2, ... per rank, in the order entered
+  std::string op;    // "all_reduce(sum)", "all_gather", "broadcast(root 0)", "barrier"
+  std::string dtype; // "float32", "int64"
+  int64_t count = 0; // elements this rank contributed
+  int64_t bytes = 0; // count * element size
+  collective_status status = collective_status::pending;
 
-  bool completed() const { return status == "completed"; }
+  bool completed() const { return status == collective_status::completed; }
   bool operator==(const collective_entry&) const = default;
 };
 

@@ -17,6 +17,7 @@ std::string_view to_string(errc x) {
   case errc::io_error: return "io_error";
   case errc::step_failed: return "step_failed";
   case errc::collective_failed: return "collective_failed";
+  case errc::rank_lost: return "rank_lost";
   }
   return "unknown";
 }

@@ -39,6 +39,9 @@ enum class errc : uint8_t {
   /// A collective between tensor-parallel ranks failed: it timed out, the ranks entered different
   /// collectives, or the communicator was aborted. Like step_failed, the step is consumed.
   collective_failed,
+  /// A rank stopped or became unreachable (its node died, its link was cut): the run ends and
+  /// every unfinished request is failed with the reason.
+  rank_lost,
 };
 
 std::string_view to_string(errc x);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "messages/backend.hpp"
+#include "messages/collective.hpp"
 #include "messages/cudagraph.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
@@ -101,6 +102,17 @@ expected<graph_support> parse_graph_support(std::string_view name) {
     if (s == to_string(x)) return x;
   return unknown_value("graph_support", name,
                        "never, uniform_single_token_decode, uniform_batch, always");
+}
+
+std::string_view to_string(collective_status x) {
+  switch (x) {
+  case collective_status::pending: return "pending";
+  case collective_status::completed: return "completed";
+  case collective_status::timed_out: return "timed_out";
+  case collective_status::aborted: return "aborted";
+  case collective_status::failed: return "failed";
+  }
+  return "unknown";
 }
 
 std::string_view to_string(cudagraph_mode x) {

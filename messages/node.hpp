@@ -7,6 +7,8 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "messages/device.hpp"
+
 namespace kvactor {
 
 /// The driver <-> node protocol; bumped when node messages change. A node and a driver of other
@@ -19,9 +21,9 @@ struct node_info {
   uint32_t schema = 0;   // the message schema version (messages/codec.hpp)
   std::string build;     // the kvactor build (kvactor_build_id())
   std::string address;   // host:port the node listens on
-  std::string device;    // cpu | cuda
-  int32_t slots = 0;     // ranks it can host (CPU ranks, or its GPUs)
-  int32_t busy = 0;      // slots held by ranks of a run
+  device_kind device = device_kind::cpu;
+  int32_t slots = 0; // ranks it can host (CPU ranks, or its GPUs)
+  int32_t busy = 0;  // slots held by ranks of a run
   int64_t pid = 0;
   int64_t gpu_total_bytes = 0; // device memory of its first GPU (cuda nodes)
   int64_t gpu_free_bytes = 0;

@@ -7,6 +7,8 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "messages/errc.hpp"
+
 namespace kvactor {
 
 /// One generation request: greedy decoding of up to max_output_tokens after the prompt.
@@ -59,7 +61,7 @@ struct run_summary {
   int64_t eager_steps = 0;
   std::string output_digest;
   std::vector<request_result> results; // request order
-  std::string error; // why the run stopped before serving everything; empty when it did not
+  kvactor::error error; // why the run stopped before serving everything; no_error when it did not
 
   bool operator==(const run_summary&) const = default;
 };

@@ -11,6 +11,7 @@
 
 #include "messages/backend.hpp"
 #include "messages/cudagraph.hpp"
+#include "messages/device.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
 
@@ -23,7 +24,7 @@ struct rank_config {
   std::string model; // path or shipped name
   std::string dtype = "auto";
   std::string kv_cache_dtype = "auto";
-  std::string device = "cpu"; // cpu | cuda
+  device_kind device = device_kind::cpu;
   std::string attention_backend = "auto";
   int32_t block_size = 16;
   int64_t max_model_len = 0;
@@ -37,7 +38,9 @@ struct rank_config {
   int64_t cudagraph_memory = int64_t{1} << 30; // bytes all graphs may hold together
   int32_t num_ubatches = 1;
   uint64_t seed = 0;
-  bool execute_kernels = true; // false: the step protocol alone (pipeline benchmarks)
+  /// The registered executor that runs the steps (actors/rank/executor_registry.hpp); empty: the
+  /// device's own ("cpu" or "cuda"). "protocol" runs the step protocol alone (no kernels).
+  std::string executor;
 
   bool operator==(const rank_config&) const = default;
 };
@@ -48,7 +51,7 @@ auto inspect(Inspector& f, rank_config& x) {
            x.dtype, x.kv_cache_dtype, x.device, x.attention_backend, x.block_size, x.max_model_len,
            x.max_num_seqs, x.max_num_batched_tokens, x.kv_cache_memory, x.num_gpu_blocks_override,
            x.cudagraph, x.cudagraph_capture_sizes, x.cudagraph_lazy, x.cudagraph_memory,
-           x.num_ubatches, x.seed, x.execute_kernels);
+           x.num_ubatches, x.seed, x.executor);
 }
 
 /// How long one start-up phase took and the memory it holds afterwards.

@@ -2,6 +2,7 @@
 // Append only (IDs are positional); register_types() loads the block into an actor system.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include <caf/type_id.hpp>
@@ -53,6 +54,7 @@ struct inject_reply;
 struct step_rejected;
 struct communicator_id;
 struct collective_entry;
+enum class device_kind : uint8_t;
 } // namespace kvactor
 
 // clang-format off
@@ -148,5 +150,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvactor, kvactor::atom, hello, "hello")
   CAF_ADD_ATOM(kvactor, kvactor::atom, spawn, "spawn")
   CAF_ADD_ATOM(kvactor, kvactor::atom, release, "release")
+  // device.hpp
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::device_kind))
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

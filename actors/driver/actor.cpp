@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/driver/step_replies.hpp"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
@@ -72,17 +73,6 @@ void report(driver_state& st) {
   st.setup.on_progress(p);
 }
 
-// Drops `ids` from a plan the ranks rejected, so it can be re-sent under the same seq.
-step_plan without(step_plan plan, const std::set<uint64_t>& ids) {
-  auto out = [&](uint64_t id) { return ids.count(id) > 0; };
-  std::erase_if(plan.new_requests, [&](const new_request& r) { return out(r.request_id); });
-  std::erase_if(plan.block_updates, [&](const block_table_update& u) { return out(u.request_id); });
-  std::erase_if(plan.scheduled, [&](const scheduled_request& s) { return out(s.request_id); });
-  for (auto id : ids)
-    plan.finished_requests.push_back(id);
-  return plan;
-}
-
 void next_step(self_ptr self);
 
 void finish_run(self_ptr self) {
@@ -114,9 +104,8 @@ void fail_unfinished(driver_state& st, const std::string& why) {
 // cannot take another step. Diagnose from every rank's ledger, fail the step's requests with the
 // diagnosis and everything else unfinished, and end the run with that error, which also quotes
 // the failing rank's own error (`failures`: rank -> message, as the replies arrived).
-void stop_on_collective_failure(
-    self_ptr self, const step_plan& plan,
-    std::shared_ptr<std::vector<std::pair<int32_t, std::string>>> failures) {
+void stop_on_collective_failure(self_ptr self, const step_plan& plan,
+                                std::vector<std::pair<int32_t, std::string>> failures) {
   auto& st = self->state;
   const auto within = std::max(st.setup.collective_timeout, std::chrono::milliseconds(1000));
   driver_detail::gather_ledgers(
@@ -126,18 +115,21 @@ void stop_on_collective_failure(
         const auto diagnosis = diagnose_collectives(ledgers);
         // The root cause: the error of a rank whose last collective timed out or failed (its peers
         // only saw the abort), else the first error that arrived.
-        std::string root = failures->empty() ? std::string{} : failures->front().second;
-        for (const auto& [rank, message] : *failures) {
+        std::string root = failures.empty() ? std::string{} : failures.front().second;
+        for (const auto& [rank, message] : failures) {
           const auto& l = ledgers[static_cast<size_t>(rank)];
-          if (!l.entries.empty()
-              && (l.entries.back().status == "timed_out" || l.entries.back().status == "failed")) {
+          const auto last =
+              l.entries.empty() ? collective_status::completed : l.entries.back().status;
+          if (last == collective_status::timed_out || last == collective_status::failed) {
             root = message;
             break;
           }
         }
         const auto why = fmt::format("step {}: a collective failed: {}", plan.seq, diagnosis);
-        st.error = root.empty() ? why : fmt::format("{} (the failing rank: {})", why, root);
-        spdlog::info("driver: {}", st.error);
+        st.error =
+            make_error(errc::collective_failed,
+                       root.empty() ? why : fmt::format("{} (the failing rank: {})", why, root));
+        spdlog::info("driver: {}", st.error.message);
         for (const auto& s : plan.scheduled)
           st.sched->fail_request(s.request_id, why);
         fail_unfinished(st, fmt::format("not run: the tensor-parallel ranks stopped at step {} (a "
@@ -148,97 +140,90 @@ void stop_on_collective_failure(
       });
 }
 
-void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
+void send_step(self_ptr self, step_plan plan, clock_type::time_point t0);
+
+// Counts an executed step: its time and whether it replayed a graph.
+void count_step(driver_state& st, const step_done& done, clock_type::time_point t0) {
+  ++st.steps;
+  st.step_ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+  if (done.executed.mode == cudagraph_mode::none)
+    ++st.eager_steps;
+  else
+    ++st.graph_replays;
+}
+
+// Every rank executed the step: its tokens go to the scheduler. A reply the scheduler refuses (a
+// rank answered for other requests) fails the step's requests with the reason: none is lost.
+void apply_step(driver_state& st, const step_plan& plan, const step_verdict& v,
+                clock_type::time_point t0) {
+  for (auto id : v.failed)
+    st.sched->fail_request(id, v.why);
+  if (plan.scheduled.empty() || !v.done) return;
+  if (auto ok = st.sched->apply(*v.done); !ok) {
+    const auto why =
+        fmt::format("step {}: the ranks' reply cannot be applied: {}", plan.seq, ok.err().message);
+    spdlog::error("driver: {}", why);
+    for (const auto& s : plan.scheduled)
+      st.sched->fail_request(s.request_id, why);
+  }
+  count_step(st, *v.done, t0);
+}
+
+// Every rank answered `plan` (and no collective failed): act on the verdict.
+void on_step_answered(self_ptr self, const step_plan& plan, const step_verdict& v,
+                      clock_type::time_point t0) {
   auto& st = self->state;
-  struct join {
-    size_t pending;
-    std::vector<step_done> done;
-    caf::error err;
-    bool collective_failed = false; // the run ends: late replies change nothing
-    std::shared_ptr<std::vector<std::pair<int32_t, std::string>>> failures;
-  };
-  auto j = std::make_shared<join>(
-      join{st.setup.ranks.size(),
-           {},
-           {},
-           false,
-           std::make_shared<std::vector<std::pair<int32_t, std::string>>>()});
-  auto on_all = [self, j, plan, t0]() mutable {
-    auto& st = self->state;
-    if (!st.running) return; // the run ended meanwhile (a rank stopped): nothing more to do
-    if (j->err) {
-      auto ids = request_ids_of(j->err);
-      auto why = from_caf_error(j->err).message;
-      std::set<uint64_t> bad(ids.begin(), ids.end());
-      if (bad.empty())
-        for (const auto& s : plan.scheduled)
-          bad.insert(s.request_id);
-      spdlog::warn("driver: step {} rejected ({}); failing {} request(s)", plan.seq, why,
-                   bad.size());
-      for (auto id : bad)
-        st.sched->fail_request(id, why);
-      // A rejected step changed nothing on the ranks and is re-sent under the same seq; a step
-      // that failed after it was applied consumed its seq.
-      if (const auto code = from_caf_error(j->err).code;
-          code == errc::step_failed || code == errc::collective_failed) {
-        st.seq = plan.seq + 1;
-      } else if (!ids.empty()) {
-        // Re-sent even when nothing is left to schedule: it still carries finished_requests.
-        auto retry = without(plan, bad);
-        send_step(self, std::move(retry), t0);
-        return;
-      }
-      st.stepping = false;
-      self->send(self, atom::step_v);
+  if (!st.running) return; // the run ended meanwhile (a rank stopped): nothing more to do
+  using action = step_verdict::action;
+  if (v.what != action::apply) {
+    spdlog::warn("driver: step {} rejected ({}); failing {} request(s)", plan.seq, v.why,
+                 v.failed.size());
+    for (auto id : v.failed)
+      st.sched->fail_request(id, v.why);
+    if (v.what == action::resend) {
+      // Re-sent even when nothing is left to schedule: it still carries finished_requests.
+      send_step(self, without(plan, v.failed), t0);
       return;
     }
-    // Ranks compute replicated samples; disagreement is a bug worth failing loudly.
-    for (size_t r = 1; r < j->done.size(); ++r)
-      if (j->done[r].sampled != j->done[0].sampled)
-        for (const auto& s : plan.scheduled)
-          st.sched->fail_request(s.request_id, fmt::format("rank {} sampled other tokens than "
-                                                           "rank 0 at step {}",
-                                                           j->done[r].rank, plan.seq));
-    if (!plan.scheduled.empty()) {
-      if (auto ok = st.sched->apply(j->done.front()); !ok)
-        spdlog::error("driver: step {}: {}", plan.seq, ok.err().message);
-      ++st.steps;
-      st.step_ms.push_back(
-          std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
-      if (j->done.front().executed.mode == cudagraph_mode::none)
-        ++st.eager_steps;
-      else
-        ++st.graph_replays;
-    }
-    st.seq = plan.seq + 1;
+    if (v.what == action::consumed) st.seq = plan.seq + 1;
     st.stepping = false;
-    report(st);
-    next_step(self); // directly: a message to itself would cost one more hop per step
-  };
+    self->send(self, atom::step_v);
+    return;
+  }
+  apply_step(st, plan, v, t0);
+  st.seq = plan.seq + 1;
+  st.stepping = false;
+  report(st);
+  next_step(self); // directly: a message to itself would cost one more hop per step
+}
+
+// Sends `plan` to every rank and gathers their replies (step_replies).
+void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
+  auto& st = self->state;
+  auto replies = std::make_shared<step_replies>(st.setup.ranks.size());
   for (size_t i = 0; i < st.setup.ranks.size(); ++i) {
     const auto name = "rank[" + std::to_string(i) + "]";
     if (st.setup.recorder) st.setup.recorder->record("driver", name, plan);
     self->request(st.setup.ranks[i], caf::infinite, plan)
         .then(
-            [self, j, on_all, name](step_done& d) mutable {
-              if (self->state.setup.recorder) self->state.setup.recorder->record(name, "driver", d);
-              j->done.push_back(std::move(d));
-              if (--j->pending == 0 && !j->collective_failed) on_all();
+            [self, replies, plan, t0, name](step_done& d) {
+              if (auto& rec = self->state.setup.recorder) rec->record(name, "driver", d);
+              if (replies->on_done(std::move(d)) && !replies->collective_failed())
+                on_step_answered(self, plan, replies->verdict(plan), t0);
             },
-            [self, j, on_all, name, plan, i](caf::error& e) mutable {
+            [self, replies, plan, t0, name, i](caf::error& e) {
+              const auto rank = static_cast<int32_t>(i);
+              auto err = from_caf_error(e);
+              auto ids = request_ids_of(e);
               if (auto& rec = self->state.setup.recorder)
-                rec->record(name, "driver",
-                            step_rejected{plan.seq, static_cast<int32_t>(i), from_caf_error(e),
-                                          request_ids_of(e)});
-              // A failed collective: the peers may never answer this step (one may be stuck),
-              // so the diagnosis starts now instead of after every reply.
-              j->failures->emplace_back(static_cast<int32_t>(i), from_caf_error(e).message);
-              if (!j->collective_failed && from_caf_error(e).code == errc::collective_failed) {
-                j->collective_failed = true;
-                stop_on_collective_failure(self, plan, j->failures);
-              }
-              if (!j->err) j->err = std::move(e);
-              if (--j->pending == 0 && !j->collective_failed) on_all();
+                rec->record(name, "driver", step_rejected{plan.seq, rank, err, ids});
+              const bool last = replies->on_error(rank, std::move(err), std::move(ids));
+              // A failed collective: the peers may never answer this step (one may be stuck), so
+              // the diagnosis starts now instead of after every reply.
+              if (replies->collective_failed_now())
+                stop_on_collective_failure(self, plan, replies->failures());
+              if (last && !replies->collective_failed())
+                on_step_answered(self, plan, replies->verdict(plan), t0);
             });
   }
 }
@@ -327,14 +312,14 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
                    ? fmt::format("{} is unreachable: its node died or the link to it was cut", who)
                    : fmt::format("{} stopped: {}", who, to_string(msg.reason));
     spdlog::error("driver: {}", why);
-    if (st.starting.pending()) st.starting.deliver(to_caf_error(make_error(errc::io_error, why)));
+    if (st.starting.pending()) st.starting.deliver(to_caf_error(make_error(errc::rank_lost, why)));
     if (st.running) {
-      st.error = why;
+      st.error = make_error(errc::rank_lost, why);
       fail_unfinished(st, fmt::format("not run: {}", why));
       st.stepping = false;
       finish_run(self);
-    } else if (st.error.empty()) {
-      st.error = why; // between start and run: the run ends at once
+    } else if (st.error.code == errc::no_error) {
+      st.error = make_error(errc::rank_lost, why); // between start and run: the run ends at once
     }
   });
   return {
@@ -380,8 +365,8 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
         st.running = true;
         st.started = clock_type::now();
         st.done = self->make_response_promise<run_summary>();
-        if (!st.error.empty()) { // a rank stopped before the run began
-          fail_unfinished(st, fmt::format("not run: {}", st.error));
+        if (st.error.code != errc::no_error) { // a rank stopped before the run began
+          fail_unfinished(st, fmt::format("not run: {}", st.error.message));
           finish_run(self);
           return st.done;
         }

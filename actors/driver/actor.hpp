@@ -66,7 +66,7 @@ struct driver_state {
   int64_t steps = 0;
   int64_t graph_replays = 0;
   int64_t eager_steps = 0;
-  std::string error; // why the run stopped early (run_summary::error)
+  kvactor::error error; // why the run stopped early (run_summary::error)
   static inline const char* name = "kvactor.driver";
   driver_state() = default;
 };

@@ -1,11 +1,11 @@
 #include "actors/driver/deployment_plan.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include <fmt/format.h>
 
 #include "actors/cudagraph/planner.hpp"
+#include "actors/driver/kv_budget.hpp"
 #include "actors/kv_cache/allocation.hpp"
 #include "actors/registry/assignment.hpp"
 
@@ -57,26 +57,12 @@ status validate(const plan_request& r) {
 
 expected<std::vector<int64_t>> available_per_rank(const plan_request& r, size_t ranks) {
   const auto& b = r.budget;
-  if (!b.kv_cache_memory.empty()) {
-    if (b.kv_cache_memory.size() == 1) return std::vector<int64_t>(ranks, b.kv_cache_memory[0]);
-    if (b.kv_cache_memory.size() != ranks)
-      return invalid(fmt::format("--kv-cache-memory: {} values for {} ranks (give one value, or "
-                                 "one per rank)",
-                                 b.kv_cache_memory.size(), ranks));
-    return b.kv_cache_memory;
-  }
+  if (!b.kv_cache_memory.empty()) return per_rank_budgets(b.kv_cache_memory, ranks);
   if (b.gpu_memory > 0) {
-    auto requested = static_cast<int64_t>(
-        std::ceil(static_cast<double>(b.gpu_memory) * b.gpu_memory_utilization));
-    int64_t avail = requested - b.weights_memory;
-    if (avail <= 0)
-      return make_error(errc::insufficient_memory,
-                        fmt::format("--weights-memory: {} bytes of weights leave no KV cache "
-                                    "memory out of {} bytes (--gpu-memory {} x "
-                                    "--gpu-memory-utilization {})",
-                                    b.weights_memory, requested, b.gpu_memory,
-                                    b.gpu_memory_utilization));
-    return std::vector<int64_t>(ranks, avail);
+    // The rule `kvactor run` applies to the GPU it measures, here on the GPU the flags describe.
+    auto avail = gpu_kv_cache_budget({b.gpu_memory, b.gpu_memory_utilization, 0, b.weights_memory});
+    if (!avail) return avail.err();
+    return std::vector<int64_t>(ranks, *avail);
   }
   return std::vector<int64_t>(ranks, 0); // sized by the block override
 }

@@ -22,14 +22,14 @@ struct ubatch_output {
 };
 
 /// What a builder needs besides messages: the rank's batch (read-only while building), its own
-/// output, the attention groups with their geometry, and the workspace all builders share.
+/// output, and the attention groups with their geometry. Builders share nothing else: no backend
+/// needs scratch space yet, so there is no shared workspace to hold.
 struct builder_setup {
   int32_t ubatch = 0;
   std::shared_ptr<const step_batch> batch;
   std::shared_ptr<ubatch_output> output;
   std::vector<std::vector<attention_group>> attention_groups;
   std::vector<group_geometry> groups;
-  std::shared_ptr<std::vector<std::byte>> workspace;
   bool digest = false; // metadata_ready.digest (for recording and replay)
 };
 

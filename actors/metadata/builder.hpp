@@ -1,5 +1,6 @@
-// Metadata builders (spec §5.4) and the per-step build of every layer's attention metadata
-// (§1.12). Pure C++, no CAF; the builder actor owns the builders and calls this once per ubatch.
+// Metadata builders (docs/vllm-semantics.md §5.4) and the per-step build of every layer's
+// attention metadata (§1.12). Pure C++, no CAF; the builder actor owns the builders and calls this
+// once per ubatch.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,7 @@ struct backend_metadata {
 };
 
 /// One per (KV cache group, attention group, ubatch). A builder may keep persistent buffers, so
-/// build is not const; builders of different ubatches never share state except the workspace.
+/// build is not const; builders of different ubatches share no state.
 class metadata_builder {
 public:
   virtual ~metadata_builder();

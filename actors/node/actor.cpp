@@ -40,7 +40,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         }
         auto info = st.setup.info;
         info.busy = st.slots->busy();
-        if (info.device == "cuda")
+        if (info.device == device_kind::cuda)
           if (auto mem = kernels::gpu_memory_info()) {
             info.gpu_free_bytes = mem->first;
             info.gpu_total_bytes = mem->second;
@@ -64,7 +64,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         rt.device_index = req.slot < static_cast<int32_t>(st.setup.gpus.size())
                               ? st.setup.gpus[static_cast<size_t>(req.slot)]
                               : req.slot;
-        if (st.setup.info.device == "cuda")
+        if (st.setup.info.device == device_kind::cuda)
           rt.nccl = true;
         else
           rt.socket_host = st.setup.socket_host;
@@ -75,8 +75,9 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
         // CPU ranks are event-based: a message to a detached actor costs a thread wake-up, two
         // per step. A rank may still block a scheduler thread in a collective; the node runs
         // at least slots + 2 threads (node_command.cpp), so a builder always has one.
-        auto r = st.setup.info.device == "cuda" ? self->system().spawn<caf::detached>(rank_with, rt)
-                                                : self->system().spawn(rank_with, rt);
+        auto r = st.setup.info.device == device_kind::cuda
+                     ? self->system().spawn<caf::detached>(rank_with, rt)
+                     : self->system().spawn(rank_with, rt);
         self->monitor(r);
         st.ranks[caf::actor_cast<caf::actor_addr>(r)] = req.slot;
         spdlog::info("node: rank {} of {} on slot {}", req.rank, req.world, req.slot);

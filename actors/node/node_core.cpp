@@ -95,8 +95,8 @@ expected<std::vector<rank_placement>> place_ranks(const std::vector<node_info>& 
       return make_error(errc::invalid_argument,
                         fmt::format("--nodes: {} hosts {} ranks, {} hosts {} ranks; one run uses "
                                     "one kind",
-                                    nodes.front().address, nodes.front().device, n.address,
-                                    n.device));
+                                    nodes.front().address, to_string(nodes.front().device),
+                                    n.address, to_string(n.device)));
   std::vector<rank_placement> out;
   std::string offers;
   for (size_t i = 0; i < nodes.size(); ++i) {

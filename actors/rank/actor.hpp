@@ -20,6 +20,7 @@
 #include "actors/kv_cache/allocation.hpp"
 #include "actors/metadata/actor.hpp"
 #include "actors/rank/executor.hpp"
+#include "actors/rank/executor_registry.hpp"
 #include "actors/rank/step_state.hpp"
 #include "actors/trace_recorder.hpp"
 #include "kvactor/kernels/attention_stack.h"
@@ -27,55 +28,6 @@
 #include "kvactor/kernels/socket_communicator.h"
 
 namespace kvactor {
-
-struct rank_state {
-  rank_config config;
-  model_layout model;
-  registry_actor registry;
-  kv_cache_actor kv;
-  cudagraph_actor graphs;
-  std::vector<builder_actor> builders;
-  std::shared_ptr<kv_cache_allocator> allocator;
-  backend_assignment backends;
-  std::vector<kv_cache_group> groups;   // as bound: planned groups first
-  std::vector<group_geometry> geometry; // planned (memory-owning) groups
-  step_state steps;
-  std::shared_ptr<step_batch> batch;
-  std::vector<std::shared_ptr<ubatch_output>> outputs; // [num_ubatches]
-  std::shared_ptr<std::vector<std::byte>> workspace;
-  std::unique_ptr<step_executor> executor; // the attention stack on this rank's device
-  int32_t hidden_size = 0;
-  std::vector<int32_t> layer_group; // [stack layers] KV cache group of each layer
-  std::vector<phase_timing> phases;
-  std::shared_ptr<kernels::communicator> comm; // this rank's end of its TP group (world 1 alone)
-  int64_t planned_blocks = 0;                  // this rank's own plan, before the minimum
-  bool nccl = false;                           // joins an NCCL communicator before configure
-  std::string socket_host; // non-empty: joins a socket communicator (rank 0 listens here)
-  std::unique_ptr<kernels::socket_listener> listener; // rank 0 of a socket group, until join
-  int32_t device_index = -1; // the GPU of a CUDA rank; -1: the rank's number
-  std::function<void(std::shared_ptr<kernels::communicator>)> on_join; // may be empty
-  std::chrono::milliseconds collective_timeout{120'000};
-  uint64_t stall_before_collective = 0;     // fault injection (--debug-stall); 0: never
-  std::shared_ptr<trace_recorder> recorder; // null: no --record
-  bool ready = false;
-  bool graphs_enabled = false; // false: every step eager, no dispatch needed
-  bool lazy_capture = false;   // capture between steps (--cudagraph-capture lazy)
-  bool capturing = false;      // a lazy capture is under way
-  size_t graphs_planned = 0, graphs_tried = 0, graphs_failed = 0;
-  int64_t graph_bytes = 0; // device bytes of the captured graphs, as the graph manager counts
-  bool busy = false;       // a step is in flight; steps never overlap
-  bool metadata_digest = false;
-  // Actor names in traces, built once (not per step): "rank[r]", "builder[u]@rank[r]".
-  std::string trace_name;
-  std::string graphs_trace_name; // "cudagraph@rank[r]"
-  std::vector<std::string> builder_trace_names;
-  int64_t device_free_at_start = 0; // cudaMemGetInfo before configure (GPU ranks)
-  static inline const char* name = "kvactor.rank";
-  rank_state() = default;
-};
-
-/// A rank alone (tensor_parallel_size 1): its communicator is a host group of one.
-rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self);
 
 /// What a rank shares with its process. A rank whose communicator spans several ranks blocks in
 /// its collectives: spawn it detached (its own thread); spawn_rank_group (group.hpp) does.
@@ -85,7 +37,6 @@ struct rank_runtime {
   std::shared_ptr<kernels::communicator> comm;
   std::shared_ptr<trace_recorder> recorder; // null: no --record
   bool metadata_digest = false;             // builders digest their metadata (always recording)
-  int64_t device_free_at_start = 0;         // cudaMemGetInfo before configure (GPU ranks)
   bool nccl = false; // GPU ranks: the driver bootstraps an NCCL communicator (unique_id, join)
   /// CPU ranks of a cluster (one process per node): the driver bootstraps a socket communicator
   /// the same way; rank 0 listens on this host. Empty: not a socket rank.
@@ -97,7 +48,73 @@ struct rank_runtime {
   std::function<void(std::shared_ptr<kernels::communicator>)> on_join;
   std::chrono::milliseconds collective_timeout{120'000}; // NCCL init and collective waits
   uint64_t stall_before_collective = 0; // fault injection for NCCL ranks (--debug-stall)
+  /// The executors the rank chooses from (rank_config::executor); null: the built-in ones.
+  std::shared_ptr<const executor_registry> executors;
 };
+
+/// The rank's children: one actor per concern it composes.
+struct rank_children {
+  registry_actor registry;
+  kv_cache_actor kv;
+  cudagraph_actor graphs;
+  std::vector<builder_actor> builders; // [num_ubatches]
+};
+
+/// The KV cache as this rank planned, allocated and bound it.
+struct rank_kv {
+  std::shared_ptr<kv_cache_allocator> allocator;
+  backend_assignment backends;
+  std::vector<kv_cache_group> groups;   // as bound: planned groups first
+  std::vector<group_geometry> geometry; // planned (memory-owning) groups
+  std::vector<int32_t> layer_group;     // [stack layers] KV cache group of each layer
+  int64_t planned_blocks = 0;           // this rank's own plan, before the minimum
+};
+
+/// Steps: the requests the rank holds, the current batch and the builders' outputs.
+struct rank_steps {
+  step_state requests;
+  std::shared_ptr<step_batch> batch;
+  std::vector<std::shared_ptr<ubatch_output>> outputs; // [num_ubatches]
+  bool busy = false;                                   // a step is in flight; steps never overlap
+};
+
+/// CUDA graphs: whether steps may replay them, and how capture went.
+struct rank_graphs {
+  bool enabled = false;   // false: every step eager, no dispatch needed
+  bool lazy = false;      // capture between steps (--cudagraph-capture lazy)
+  bool capturing = false; // a lazy capture is under way
+  size_t planned = 0, tried = 0, failed = 0;
+  int64_t bytes = 0; // device bytes of the captured graphs, as the graph manager counts
+};
+
+/// Actor names in traces, built once (not per step).
+struct rank_trace_names {
+  std::string self;                  // "rank[r]"
+  std::string graphs;                // "cudagraph@rank[r]"
+  std::vector<std::string> builders; // "builder[u]@rank[r]"
+};
+
+struct rank_state {
+  rank_runtime runtime;                        // as the process spawned it
+  std::shared_ptr<kernels::communicator> comm; // this rank's end of its TP group (world 1 alone)
+  std::unique_ptr<kernels::socket_listener> listener; // rank 0 of a socket group, until join
+  rank_config config;
+  model_layout model;
+  std::unique_ptr<step_executor> executor; // chosen from the executor registry
+  rank_children children;
+  rank_kv kv;
+  rank_steps steps;
+  rank_graphs graphs;
+  rank_trace_names names;
+  std::vector<phase_timing> phases;
+  int64_t device_free_at_start = 0; // cudaMemGetInfo before configure (GPU ranks)
+  bool ready = false;
+  static inline const char* name = "kvactor.rank";
+  rank_state() = default;
+};
+
+/// A rank alone (tensor_parallel_size 1): its communicator is a host group of one.
+rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self);
 
 rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> self,
                                     rank_runtime runtime);

@@ -36,15 +36,15 @@ std::shared_ptr<kernels::communicator> with_stall(std::shared_ptr<kernels::commu
 }
 
 caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t world, uint64_t epoch) {
-  if (!st.nccl && st.socket_host.empty())
+  if (!st.runtime.nccl && st.runtime.socket_host.empty())
     return fail(errc::unsupported, fmt::format("unique_id: {}", host_ranks));
   if (world < 1)
     return fail(errc::invalid_argument,
                 fmt::format("unique_id: world {} is not a positive rank count", world));
   try {
-    if (!st.nccl) {
+    if (!st.runtime.nccl) {
       // Rank 0 listens until the group has joined; the id is its address.
-      st.listener = kernels::socket_listener::open(st.socket_host);
+      st.listener = kernels::socket_listener::open(st.runtime.socket_host);
       const auto address = st.listener->address();
       return communicator_id{std::vector<char>(address.begin(), address.end()), world, epoch};
     }
@@ -55,7 +55,7 @@ caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t worl
 }
 
 caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id, int32_t rank) {
-  if (!st.nccl && st.socket_host.empty())
+  if (!st.runtime.nccl && st.runtime.socket_host.empty())
     return fail(errc::unsupported, fmt::format("join: {}", host_ranks));
   if (st.comm)
     return fail(errc::invalid_argument,
@@ -65,25 +65,25 @@ caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id
     return fail(errc::invalid_argument,
                 fmt::format("join: rank {} is outside [0, {})", rank, id.world));
   try {
-    if (!st.nccl) {
+    if (!st.runtime.nccl) {
       if (rank == 0 && !st.listener)
         return fail(errc::invalid_argument,
                     "join: rank 0 of a socket group joins with the id it created (unique_id)");
       kernels::socket_options opt;
-      opt.timeout = st.collective_timeout;
+      opt.timeout = st.runtime.collective_timeout;
       st.comm = with_stall(kernels::make_socket_communicator(
                                std::string(id.bytes.begin(), id.bytes.end()), id.world, rank,
                                rank == 0 ? std::move(st.listener) : nullptr, opt),
-                           st.stall_before_collective, st.collective_timeout);
-      if (st.on_join) st.on_join(st.comm);
+                           st.runtime.stall_before_collective, st.runtime.collective_timeout);
+      if (st.runtime.on_join) st.runtime.on_join(st.comm);
       return rank;
     }
     kernels::nccl_options opt;
-    opt.device = st.device_index >= 0 ? st.device_index : rank; // one GPU per rank
-    opt.timeout = st.collective_timeout;
+    opt.device = st.runtime.device_index >= 0 ? st.runtime.device_index : rank; // one GPU per rank
+    opt.timeout = st.runtime.collective_timeout;
     st.comm = with_stall(kernels::make_nccl_communicator(id.bytes, id.world, rank, opt),
-                         st.stall_before_collective, st.collective_timeout);
-    if (st.on_join) st.on_join(st.comm);
+                         st.runtime.stall_before_collective, st.runtime.collective_timeout);
+    if (st.runtime.on_join) st.runtime.on_join(st.comm);
     return rank;
   } catch (const kernels::collective_error& e) {
     return fail(errc::collective_failed, fmt::format("join: {}", e.what()));
@@ -93,7 +93,7 @@ caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id
 caf::error agree_on_blocks(rank_state& st, int64_t num_blocks) {
   int64_t agreed = 0;
   try {
-    agreed = st.comm->agree(st.planned_blocks, kernels::reduce_op::min);
+    agreed = st.comm->agree(st.kv.planned_blocks, kernels::reduce_op::min);
   } catch (const kernels::collective_error& e) {
     return fail(errc::collective_failed,
                 fmt::format("allocate: agreeing on the KV cache block count: {}", e.what()));
@@ -104,7 +104,7 @@ caf::error agree_on_blocks(rank_state& st, int64_t num_blocks) {
                           "of the planned block counts the {} rank(s) agreed on (rank {} planned "
                           "{})",
                           num_blocks, agreed, st.comm->world_size(), st.config.rank,
-                          st.planned_blocks));
+                          st.kv.planned_blocks));
 }
 
 std::vector<collective_entry> collectives_of(const rank_state& st) {

@@ -1,6 +1,7 @@
 #include "actors/registry/actor.hpp"
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
 
 #include "actors/registry/assignment.hpp"
 #include "messages/caf_error.hpp"
@@ -17,11 +18,12 @@ registry_actor::behavior_type registry(registry_actor::stateful_pointer<registry
     }
   return {
       [self](atom::assign, const model_layout& model, const std::vector<kv_cache_group>& groups,
-             const std::string& device,
-             const std::string& preferred) -> caf::result<backend_assignment> {
-        auto dev = parse_device(device);
-        if (!dev) return to_caf_error(dev.err());
-        auto out = assign_backends(self->state.backends, model, groups, *dev, preferred);
+             device_kind device, const std::string& preferred) -> caf::result<backend_assignment> {
+        if (to_string(device) == "unknown")
+          return to_caf_error(
+              make_error(errc::invalid_argument,
+                         fmt::format("device: {} is not a device", static_cast<int>(device))));
+        auto out = assign_backends(self->state.backends, model, groups, device, preferred);
         if (!out) return to_caf_error(out.err());
         return std::move(*out);
       },

@@ -36,11 +36,4 @@ expected<backend_assignment> assign_backends(const backend_registry& registry,
   return out;
 }
 
-expected<device_kind> parse_device(const std::string& name) {
-  if (name == "cuda" || name == "gpu") return device_kind::cuda;
-  if (name == "cpu") return device_kind::cpu;
-  return make_error(errc::invalid_argument,
-                    fmt::format("--device: unknown value '{}' (expected cuda or cpu)", name));
-}
-
 } // namespace kvactor

@@ -18,7 +18,4 @@ expected<backend_assignment> assign_backends(const backend_registry& registry,
                                              const std::vector<kv_cache_group>& groups,
                                              device_kind device, const std::string& preferred);
 
-/// "cpu" or "cuda" (also "gpu"); fails naming --device otherwise.
-expected<device_kind> parse_device(const std::string& name);
-
 } // namespace kvactor

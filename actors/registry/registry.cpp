@@ -26,10 +26,6 @@ bool touches(const attention_group& g, const std::set<std::string>* checked) {
 
 } // namespace
 
-std::string_view to_string(device_kind x) {
-  return x == device_kind::cpu ? "cpu" : "cuda";
-}
-
 backend_registry backend_registry::with_builtins() {
   backend_registry r;
   for (auto& b : builtin_backends())

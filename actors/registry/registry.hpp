@@ -9,15 +9,12 @@
 #include <vector>
 
 #include "messages/backend.hpp"
+#include "messages/device.hpp"
 #include "messages/errc.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
 
 namespace kvactor {
-
-enum class device_kind : uint8_t { cpu, cuda };
-
-std::string_view to_string(device_kind x);
 
 class backend_registry {
 public:

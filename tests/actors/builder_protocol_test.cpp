@@ -68,8 +68,7 @@ protected:
       return;
     }
     steps.apply(plan, *batch);
-    b0 = spawn(builder, builder_setup{0, batch, output, assignment.attention_groups, geometry,
-                                      std::make_shared<std::vector<std::byte>>()});
+    b0 = spawn(builder, builder_setup{0, batch, output, assignment.attention_groups, geometry});
     run_all();
   }
 

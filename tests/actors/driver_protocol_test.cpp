@@ -188,6 +188,39 @@ TEST_F(DriverProtocol, FailsTheRequestARankRejectsAndResendsTheStepWithoutIt) {
       << "request 3 is never scheduled again";
 }
 
+TEST_F(DriverProtocol, AReplyTheSchedulerCannotApplyFailsTheStepsRequestsNamingTheReason) {
+  // Both ranks answer step 1 without request 1's token, although the step decoded requests 1 to
+  // 3: the tokens cannot be applied, so every request of the step fails with the reason (none is
+  // lost, the run ends with its summary).
+  auto drop_request_1 = [](int32_t rank) {
+    auto script = canned_rank(rank, 64);
+    script.on_step = [rank](const step_plan& plan) {
+      auto done = mock_done(plan, rank);
+      if (plan.seq == 1)
+        std::erase_if(done.sampled, [](const sampled_token& t) { return t.request_id == 1; });
+      return step_outcome::reply(done);
+    };
+    return script;
+  };
+  auto r0 = track(spawn_mock_rank(sys, drop_request_1(0)));
+  auto r1 = track(spawn_mock_rank(sys, drop_request_1(1)));
+  auto drv = spawn_driver({r0, r1});
+  ASSERT_TRUE(start(drv));
+  EXPECT_EQ(submit(drv, requests(3)), 3);
+  inject(rec.actor, drv, atom::run_v);
+  run_all_but(rec.actor);
+  auto s = expect_reply<run_summary>(drv, rec.actor);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->failed, 3) << "none lost";
+  for (uint64_t id : {1, 2, 3}) {
+    const auto* r = result_of(*s, id);
+    ASSERT_NE(r, nullptr);
+    EXPECT_FALSE(r->finished) << "request " << id;
+    EXPECT_THAT(r->failure, HasSubstr("step 1: the ranks' reply cannot be applied: apply: "
+                                      "step_done.sampled lacks request_id = 1"));
+  }
+}
+
 TEST_F(DriverProtocol, ARankThatDiesMidRunEndsTheRunWithEveryUnfinishedRequestFailedNamingIt) {
   auto r0 = track(spawn_mock_rank(sys, canned_rank(0, 64)));
   auto script = canned_rank(1, 64);
@@ -203,7 +236,8 @@ TEST_F(DriverProtocol, ARankThatDiesMidRunEndsTheRunWithEveryUnfinishedRequestFa
   run_all_but(rec.actor); // never hangs: the deterministic run ends when nothing is left to do
   auto summary = expect_reply<run_summary>(drv, rec.actor);
   ASSERT_TRUE(summary);
-  EXPECT_THAT(summary->error, HasSubstr("rank 1 stopped"));
+  EXPECT_EQ(summary->error.code, errc::rank_lost);
+  EXPECT_THAT(summary->error.message, HasSubstr("rank 1 stopped"));
   EXPECT_EQ(summary->finished + summary->failed, 2) << "none lost";
   EXPECT_EQ(summary->failed, 2);
   for (const auto& r : summary->results)
@@ -222,8 +256,9 @@ TEST_F(DriverProtocol, AFailedCollectiveEndsTheRunWithTheDiagnosisFromEveryRanks
                                             "timed out after 1 s: rank(s) 1 did not enter it")));
   };
   s0.on_collectives = [] {
-    return std::vector<collective_entry>{{1, "all_reduce(sum)", "float32", 8, 32, "completed"},
-                                         {2, "all_reduce(sum)", "float32", 8, 32, "timed_out"}};
+    return std::vector<collective_entry>{
+        {1, "all_reduce(sum)", "float32", 8, 32, collective_status::completed},
+        {2, "all_reduce(sum)", "float32", 8, 32, collective_status::timed_out}};
   };
   auto s1 = canned_rank(1, 64);
   s1.on_step = [](const step_plan& plan) {
@@ -232,7 +267,8 @@ TEST_F(DriverProtocol, AFailedCollectiveEndsTheRunWithTheDiagnosisFromEveryRanks
         to_caf_error(make_error(errc::collective_failed, "step 1: rank 1: aborted")));
   };
   s1.on_collectives = [] {
-    return std::vector<collective_entry>{{1, "all_reduce(sum)", "float32", 8, 32, "completed"}};
+    return std::vector<collective_entry>{
+        {1, "all_reduce(sum)", "float32", 8, 32, collective_status::completed}};
   };
   auto r0 = track(spawn_mock_rank(sys, s0));
   auto r1 = track(spawn_mock_rank(sys, s1));
@@ -245,8 +281,10 @@ TEST_F(DriverProtocol, AFailedCollectiveEndsTheRunWithTheDiagnosisFromEveryRanks
   ASSERT_TRUE(s) << "the run ends with its summary: every request is reported";
   const std::string diagnosis = "rank 1 is at all_reduce(sum) #1 (8 float32, completed) and has "
                                 "not entered #2; rank 0 waits in all_reduce(sum) #2 (8 float32)";
-  EXPECT_THAT(s->error, HasSubstr("step 1: a collective failed: " + diagnosis)) << s->error;
-  EXPECT_THAT(s->error, HasSubstr("(the failing rank: step 1: rank 0: all_reduce(sum) #2"))
+  EXPECT_THAT(s->error.message, HasSubstr("step 1: a collective failed: " + diagnosis))
+      << s->error.message;
+  EXPECT_EQ(s->error.code, errc::collective_failed);
+  EXPECT_THAT(s->error.message, HasSubstr("(the failing rank: step 1: rank 0: all_reduce(sum) #2"))
       << "the timed-out rank's own error is quoted";
   EXPECT_EQ(s->failed, 3);
   for (const auto& r : s->results)

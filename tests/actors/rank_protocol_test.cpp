@@ -124,11 +124,11 @@ TEST_F(RankProtocol, ConfigureLoadsTheModelPlansTheKvCacheThenAsksTheRegistry) {
   EXPECT_EQ(std::get<2>(*request), tiny_plan_request());
   ASSERT_TRUE(expect<kv_local_plan>(kv, rk)); // the rank then asks the registry
   auto assign =
-      expect<atom::assign, model_layout, std::vector<kv_cache_group>, std::string, std::string>(
+      expect<atom::assign, model_layout, std::vector<kv_cache_group>, device_kind, std::string>(
           rk, reg);
   ASSERT_TRUE(assign);
   EXPECT_EQ(std::get<2>(*assign).size(), 2u);
-  EXPECT_EQ(std::get<3>(*assign), "cpu");
+  EXPECT_EQ(std::get<3>(*assign), device_kind::cpu);
   EXPECT_EQ(std::get<4>(*assign), "auto");
   ASSERT_TRUE(expect<backend_assignment>(reg, rk));
   auto plan = expect_reply<rank_plan>(rk, rec.actor);
@@ -202,7 +202,8 @@ TEST_F(RankProtocol, ReportsItsCollectiveLedgerStartingWithTheBlockCountAgreemen
   auto entries = expect_reply<std::vector<collective_entry>>(rk, rec.actor);
   ASSERT_TRUE(entries);
   ASSERT_EQ(entries->size(), 1u);
-  EXPECT_EQ(entries->front(), (collective_entry{1, "all_reduce(min)", "int64", 1, 8, "completed"}));
+  EXPECT_EQ(entries->front(),
+            (collective_entry{1, "all_reduce(min)", "int64", 1, 8, collective_status::completed}));
 }
 
 TEST_F(RankProtocol, HostRanksCreateAndJoinNoNcclCommunicator) {

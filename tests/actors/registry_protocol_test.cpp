@@ -32,7 +32,7 @@ protected:
 
 TEST_F(RegistryProtocol, AssignsReferenceAttentionGroupsAndKernelBlockSizesToKvactorTinyOnCpu) {
   ASSERT_EQ(groups.size(), 2u) << "kvactor-tiny: one sliding and one full group";
-  inject(rec.actor, reg, atom::assign_v, model, groups, std::string{"cpu"}, std::string{"auto"});
+  inject(rec.actor, reg, atom::assign_v, model, groups, device_kind::cpu, std::string{"auto"});
   run_once(reg);
   auto a = expect_reply<backend_assignment>(reg, rec.actor);
   ASSERT_TRUE(a);
@@ -52,17 +52,19 @@ TEST_F(RegistryProtocol, AssignsReferenceAttentionGroupsAndKernelBlockSizesToKva
   EXPECT_TRUE(expect_no_message(rec.actor));
 }
 
-TEST_F(RegistryProtocol, RejectsAnUnknownDeviceNamingTheDeviceField) {
-  inject(rec.actor, reg, atom::assign_v, model, groups, std::string{"tpu"}, std::string{"auto"});
+TEST_F(RegistryProtocol, RejectsADeviceOutsideTheEnumNamingTheDeviceField) {
+  // A hostile or corrupt message: the enum's byte holds no device.
+  inject(rec.actor, reg, atom::assign_v, model, groups, static_cast<device_kind>(7),
+         std::string{"auto"});
   run_once(reg);
   auto err = expect_error(reg, rec.actor);
   ASSERT_TRUE(err);
-  EXPECT_TRUE(is_kvactor_error(*err, errc::invalid_argument, "--device:"));
-  EXPECT_THAT(message_of(*err), HasSubstr("'tpu'"));
+  EXPECT_TRUE(is_kvactor_error(*err, errc::invalid_argument, "device:"));
+  EXPECT_THAT(message_of(*err), HasSubstr("7 is not a device"));
 }
 
 TEST_F(RegistryProtocol, RejectsAnUnknownPreferredBackendNamingTheBackendField) {
-  inject(rec.actor, reg, atom::assign_v, model, groups, std::string{"cpu"},
+  inject(rec.actor, reg, atom::assign_v, model, groups, device_kind::cpu,
          std::string{"flashinfer"});
   run_once(reg);
   auto err = expect_error(reg, rec.actor);

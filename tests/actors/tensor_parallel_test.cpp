@@ -87,8 +87,8 @@ TEST_F(TensorParallel, TwoRanksAgreeOnTheBlockCountInOneCollective) {
   for (auto& r : ranks) {
     auto ledger = request_within<std::vector<collective_entry>>(r, atom::collectives_v);
     ASSERT_TRUE(ledger);
-    EXPECT_EQ(*ledger,
-              (std::vector<collective_entry>{{1, "all_reduce(min)", "int64", 1, 8, "completed"}}));
+    EXPECT_EQ(*ledger, (std::vector<collective_entry>{
+                           {1, "all_reduce(min)", "int64", 1, 8, collective_status::completed}}));
   }
 }
 
@@ -122,10 +122,11 @@ TEST_F(TensorParallel, ARankThatStopsAnsweringInAStepIsDiagnosedFromEveryLedger)
   auto s = request_within<run_summary>(drv, atom::run_v);
   ASSERT_TRUE(s) << message_of(s.error());
   EXPECT_LT(std::chrono::steady_clock::now() - started, 15s) << "no hang: 0.3 s timeouts";
-  EXPECT_THAT(s->error, HasSubstr("step 0: a collective failed: rank 1 is at all_reduce(sum) #3"));
-  EXPECT_THAT(s->error, HasSubstr("completed) and has not entered #4; rank 0 waits in "
-                                  "all_reduce(sum) #4"));
-  EXPECT_THAT(s->error, HasSubstr("rank(s) 1 did not enter it")) << "rank 0's own error";
+  EXPECT_THAT(s->error.message,
+              HasSubstr("step 0: a collective failed: rank 1 is at all_reduce(sum) #3"));
+  EXPECT_THAT(s->error.message, HasSubstr("completed) and has not entered #4; rank 0 waits in "
+                                          "all_reduce(sum) #4"));
+  EXPECT_THAT(s->error.message, HasSubstr("rank(s) 1 did not enter it")) << "rank 0's own error";
   EXPECT_EQ(s->failed, 3);
   for (const auto& r : s->results)
     EXPECT_THAT(r.failure, HasSubstr("rank 1 is at all_reduce(sum) #3"));

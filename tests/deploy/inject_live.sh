@@ -21,7 +21,7 @@ done
 echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0]}' >"$dir/req.json"
 "$kvactor" inject --to "$port" --message "$dir/req.json" | tee "$dir/inject.out"
 grep -q "driver accepted request 4242" "$dir/inject.out"
-echo '["kvactor::step_plan", 4, [0, 0, [], [], [], [], 1]]' >"$dir/stale.json"
+echo '["kvactor::step_plan", 5, [0, 0, [], [], [], [], 1]]' >"$dir/stale.json"
 if "$kvactor" inject --to "$port" --message "$dir/stale.json" --actor 'rank[0]' 2>"$dir/stale.err"; then
   echo "a stale step was accepted"; exit 1
 fi

@@ -7,7 +7,7 @@
 namespace kvactor {
 namespace {
 
-collective_entry all_reduce(uint64_t seq, const std::string& status, int64_t count = 8192) {
+collective_entry all_reduce(uint64_t seq, collective_status status, int64_t count = 8192) {
   return {seq, "all_reduce(sum)", "float32", count, count * 4, status};
 }
 
@@ -16,10 +16,10 @@ rank_ledger answered(int32_t rank, std::vector<collective_entry> entries) {
 }
 
 TEST(CollectiveDiagnosis, NamesTheRankOneCollectiveBehindAndWhereTheOthersWait) {
-  const std::vector<collective_entry> waiting{all_reduce(37, "completed"),
-                                              all_reduce(38, "timed_out")};
-  const std::vector<collective_entry> behind{all_reduce(36, "completed"),
-                                             all_reduce(37, "completed")};
+  const std::vector<collective_entry> waiting{all_reduce(37, collective_status::completed),
+                                              all_reduce(38, collective_status::timed_out)};
+  const std::vector<collective_entry> behind{all_reduce(36, collective_status::completed),
+                                             all_reduce(37, collective_status::completed)};
   EXPECT_EQ(diagnose_collectives({answered(0, waiting), answered(1, behind), answered(2, waiting),
                                   answered(3, waiting)}),
             "rank 1 is at all_reduce(sum) #37 (8192 float32, completed) and has not entered #38; "
@@ -27,41 +27,43 @@ TEST(CollectiveDiagnosis, NamesTheRankOneCollectiveBehindAndWhereTheOthersWait) 
 }
 
 TEST(CollectiveDiagnosis, WithTwoRanksTheOneBehindIsTheOneThatDiverged) {
-  EXPECT_EQ(diagnose_collectives({answered(0, {all_reduce(5, "aborted")}),
-                                  answered(1, {all_reduce(4, "completed")})}),
+  EXPECT_EQ(diagnose_collectives({answered(0, {all_reduce(5, collective_status::aborted)}),
+                                  answered(1, {all_reduce(4, collective_status::completed)})}),
             "rank 1 is at all_reduce(sum) #4 (8192 float32, completed) and has not entered #5; "
             "rank 0 waits in all_reduce(sum) #5 (8192 float32)");
 }
 
 TEST(CollectiveDiagnosis, RanksInDifferentCollectivesAtTheSameNumberAreNamed) {
-  collective_entry bcast{6, "broadcast(root 0)", "int64", 1, 8, "failed"};
-  EXPECT_EQ(diagnose_collectives({answered(0, {all_reduce(6, "failed", 16)}), answered(1, {bcast}),
-                                  answered(2, {all_reduce(6, "failed", 16)})}),
+  collective_entry bcast{6, "broadcast(root 0)", "int64", 1, 8, collective_status::failed};
+  EXPECT_EQ(diagnose_collectives({answered(0, {all_reduce(6, collective_status::failed, 16)}),
+                                  answered(1, {bcast}),
+                                  answered(2, {all_reduce(6, collective_status::failed, 16)})}),
             "rank 1 waits in broadcast(root 0) #6 (1 int64); ranks 0, 2 wait in all_reduce(sum) "
             "#6 (16 float32)");
 }
 
 TEST(CollectiveDiagnosis, EveryRankInTheSameCollectiveMeansNoneDiverged) {
-  EXPECT_EQ(diagnose_collectives({answered(0, {all_reduce(9, "timed_out")}),
-                                  answered(1, {all_reduce(9, "aborted")})}),
+  EXPECT_EQ(diagnose_collectives({answered(0, {all_reduce(9, collective_status::timed_out)}),
+                                  answered(1, {all_reduce(9, collective_status::aborted)})}),
             "every rank waits in all_reduce(sum) #9 (8192 float32): none diverged (the collective "
             "itself stalled, or a rank stopped inside it)");
 }
 
 TEST(CollectiveDiagnosis, ASilentRankIsReportedWithWhyAndAnEmptyLedgerSaysSo) {
   rank_ledger silent{1, false, {}, "no ledger within 1000 ms"};
-  EXPECT_EQ(
-      diagnose_collectives({answered(0, {all_reduce(3, "timed_out")}), silent, answered(2, {})}),
-      "rank 2 has entered no collective; rank 0 waits in all_reduce(sum) #3 (8192 float32); "
-      "rank 1 did not answer (no ledger within 1000 ms)");
+  EXPECT_EQ(diagnose_collectives({answered(0, {all_reduce(3, collective_status::timed_out)}),
+                                  silent, answered(2, {})}),
+            "rank 2 has entered no collective; rank 0 waits in all_reduce(sum) #3 (8192 float32); "
+            "rank 1 did not answer (no ledger within 1000 ms)");
   EXPECT_EQ(diagnose_collectives({silent}), "rank 1 did not answer (no ledger within 1000 ms)");
 }
 
 TEST(CollectiveDiagnosis, ABarrierHasNoElementCount) {
-  collective_entry barrier{4, "barrier", "int64", 0, 0, "completed"};
-  EXPECT_EQ(diagnose_collectives({answered(0, {barrier}),
-                                  answered(1, {barrier, all_reduce(5, "timed_out", 2)}),
-                                  answered(2, {barrier, all_reduce(5, "timed_out", 2)})}),
+  collective_entry barrier{4, "barrier", "int64", 0, 0, collective_status::completed};
+  EXPECT_EQ(diagnose_collectives(
+                {answered(0, {barrier}),
+                 answered(1, {barrier, all_reduce(5, collective_status::timed_out, 2)}),
+                 answered(2, {barrier, all_reduce(5, collective_status::timed_out, 2)})}),
             "rank 0 is at barrier #4 (completed) and has not entered #5; ranks 1, 2 wait in "
             "all_reduce(sum) #5 (2 float32)");
 }

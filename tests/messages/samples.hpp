@@ -238,9 +238,16 @@ inline cudagraph_captured sample<cudagraph_captured>() {
 
 template <>
 inline node_info sample<node_info>() {
-  return {
-      cluster_protocol,  4, "0.1.0+gabc", "10.0.0.2:7400", "cuda", 8, 3, 4242, int64_t{141} << 30,
-      int64_t{100} << 30};
+  return {cluster_protocol,
+          4,
+          "0.1.0+gabc",
+          "10.0.0.2:7400",
+          device_kind::cuda,
+          8,
+          3,
+          4242,
+          int64_t{141} << 30,
+          int64_t{100} << 30};
 }
 
 template <>
@@ -318,7 +325,7 @@ inline rank_config sample<rank_config>() {
   x.model = "llama-3.1-8b";
   x.dtype = "bfloat16";
   x.kv_cache_dtype = "fp8_e4m3";
-  x.device = "cuda";
+  x.device = device_kind::cuda;
   x.attention_backend = "flash_attn";
   x.block_size = 32;
   x.max_model_len = 131072;
@@ -330,7 +337,7 @@ inline rank_config sample<rank_config>() {
   x.cudagraph_capture_sizes = {1, 2, 4, 8};
   x.num_ubatches = 2;
   x.seed = 0xffffffffffffffffULL;
-  x.execute_kernels = false;
+  x.executor = "protocol";
   x.cudagraph_lazy = true;
   x.cudagraph_memory = int64_t{5} << 20;
   return x;
@@ -464,7 +471,8 @@ inline run_summary sample<run_summary>() {
   x.eager_steps = 112;
   x.output_digest = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
   x.results = {sample<request_result>(), request_result{7, false, {}, 0, "kv cache exhausted"}};
-  x.error = "step 9: a collective failed: rank 1 is at all_reduce(sum) #37";
+  x.error = {errc::collective_failed,
+             "step 9: a collective failed: rank 1 is at all_reduce(sum) #37"};
   return x;
 }
 
@@ -487,7 +495,8 @@ inline communicator_id sample<communicator_id>() {
 
 template <>
 inline collective_entry sample<collective_entry>() {
-  return {0x8000000000000025ULL, "all_reduce(sum)", "float32", 8192, 32768, "timed_out"};
+  return {0x8000000000000025ULL,       "all_reduce(sum)", "float32", 8192, 32768,
+          collective_status::timed_out};
 }
 
 } // namespace kvactor::test

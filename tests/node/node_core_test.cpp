@@ -8,7 +8,7 @@ namespace kvactor {
 namespace {
 
 node_info node(const std::string& address, int32_t slots, int32_t busy = 0,
-               const std::string& device = "cpu") {
+               device_kind device = device_kind::cpu) {
   node_info n;
   n.protocol = cluster_protocol;
   n.schema = 4;
@@ -106,7 +106,7 @@ TEST(NodeCore, TooFewFreeSlotsSayWhatEachNodeOffers) {
 }
 
 TEST(NodeCore, ARunUsesNodesOfOneDevice) {
-  auto mixed = place_ranks({node("a:1", 2), node("b:1", 8, 0, "cuda")}, 2);
+  auto mixed = place_ranks({node("a:1", 2), node("b:1", 8, 0, device_kind::cuda)}, 2);
   ASSERT_FALSE(mixed);
   EXPECT_NE(mixed.err().message.find("a:1 hosts cpu ranks, b:1 hosts cuda ranks"),
             std::string::npos)

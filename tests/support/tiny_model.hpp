@@ -20,7 +20,7 @@ inline constexpr int64_t tiny_kv_cache_memory = int64_t{8} << 20;
 inline rank_config tiny_rank_config(int32_t num_ubatches = 1, uint64_t seed = 1) {
   rank_config c;
   c.model = "kvactor-tiny";
-  c.device = "cpu";
+  c.device = device_kind::cpu;
   c.max_model_len = 2048;
   c.kv_cache_memory = tiny_kv_cache_memory;
   c.max_num_batched_tokens = 256;

@@ -1,0 +1,79 @@
+#include "actors/driver/step_replies.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace kvactor {
+
+bool step_replies::on_done(step_done done) {
+  collective_failed_now_ = false;
+  done_.push_back(std::move(done));
+  return --pending_ == 0;
+}
+
+bool step_replies::on_error(int32_t rank, error err, std::vector<uint64_t> request_ids) {
+  failures_.emplace_back(rank, err.message);
+  collective_failed_now_ = !collective_failed_ && err.code == errc::collective_failed;
+  collective_failed_ = collective_failed_ || collective_failed_now_;
+  if (!first_error_) {
+    first_error_ = std::move(err);
+    first_error_ids_ = std::move(request_ids);
+  }
+  return --pending_ == 0;
+}
+
+namespace {
+
+std::set<uint64_t> scheduled_ids(const step_plan& plan) {
+  std::set<uint64_t> out;
+  for (const auto& s : plan.scheduled)
+    out.insert(s.request_id);
+  return out;
+}
+
+step_verdict on_rejected(const step_plan& plan, const error& err,
+                         const std::vector<uint64_t>& ids) {
+  step_verdict v;
+  v.why = err.message;
+  v.failed = ids.empty() ? scheduled_ids(plan) : std::set<uint64_t>(ids.begin(), ids.end());
+  if (err.code == errc::step_failed || err.code == errc::collective_failed)
+    v.what = step_verdict::action::consumed; // failed after it was applied
+  else
+    v.what = ids.empty() ? step_verdict::action::reject : step_verdict::action::resend;
+  return v;
+}
+
+} // namespace
+
+step_verdict step_replies::verdict(const step_plan& plan) const {
+  if (first_error_) return on_rejected(plan, *first_error_, first_error_ids_);
+  step_verdict v;
+  v.what = step_verdict::action::apply;
+  if (done_.empty()) return v;
+  // Rank 0's reply (whichever arrived first) is applied; the ranks compute replicated samples,
+  // so a disagreement is a bug worth failing loudly.
+  const auto& ref = *std::min_element(done_.begin(), done_.end(),
+                                      [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  for (const auto& d : done_)
+    if (d.sampled != ref.sampled) {
+      v.failed = scheduled_ids(plan);
+      v.why = fmt::format("rank {} sampled other tokens than rank {} at step {}", d.rank, ref.rank,
+                          plan.seq);
+      break;
+    }
+  v.done = ref;
+  return v;
+}
+
+step_plan without(step_plan plan, const std::set<uint64_t>& ids) {
+  auto out = [&](uint64_t id) { return ids.count(id) > 0; };
+  std::erase_if(plan.new_requests, [&](const new_request& r) { return out(r.request_id); });
+  std::erase_if(plan.block_updates, [&](const block_table_update& u) { return out(u.request_id); });
+  std::erase_if(plan.scheduled, [&](const scheduled_request& s) { return out(s.request_id); });
+  for (auto id : ids)
+    plan.finished_requests.push_back(id);
+  return plan;
+}
+
+} // namespace kvactor

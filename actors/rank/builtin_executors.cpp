@@ -1,0 +1,66 @@
+// The executors every rank can run: the CPU reference stack, the GPU stack and the bare step
+// protocol. Registered here, and nowhere else.
+#include <fmt/format.h>
+
+#include "actors/rank/executor_registry.hpp"
+#include "actors/rank/workload.hpp"
+
+namespace kvactor {
+
+namespace {
+
+// The step protocol without kernels (pipeline and fan-out benchmarks): every sampled request
+// gets token 0, nothing is allocated.
+class protocol_executor final : public step_executor {
+public:
+  explicit protocol_executor(device_kind device) : device_(device) {}
+
+  status bind(std::vector<kernels::kv_view>, std::vector<std::string>, int32_t) override {
+    return ok();
+  }
+  expected<std::vector<int32_t>> run(const step_batch& b,
+                                     const std::vector<executed_ubatch>&) override {
+    return std::vector<int32_t>(b.sample_ids.size(), 0);
+  }
+  std::vector<memory_entry> ledger() const override { return {}; }
+  const char* device() const override { return device_ == device_kind::cuda ? "cuda" : "cpu"; }
+
+private:
+  device_kind device_;
+};
+
+expected<std::unique_ptr<step_executor>> make_cpu(const executor_context& c) {
+  auto stack = stack_config_for(c.model, c.config.seed);
+  if (!stack) return stack.err();
+  try {
+    return make_cpu_executor(std::make_unique<kernels::attention_stack>(std::move(*stack)), c.comm);
+  } catch (const std::exception& e) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("model {}: {}", c.config.model, e.what()));
+  }
+}
+
+expected<std::unique_ptr<step_executor>> make_cuda(const executor_context& c) {
+  auto stack = stack_config_for(c.model, c.config.seed);
+  if (!stack) return stack.err();
+  // One rank alone all-reduces nothing.
+  const bool tp = c.comm && c.comm->world_size() > 1;
+  return make_cuda_executor(*stack, c.config.max_num_batched_tokens, tp ? c.comm : nullptr, c.gpu);
+}
+
+} // namespace
+
+executor_registry executor_registry::with_builtins() {
+  executor_registry r;
+  (void)r.add({"cpu", {device_kind::cpu}, make_cpu});
+  (void)r.add({"cuda", {device_kind::cuda}, make_cuda});
+  (void)r.add({"protocol",
+               {device_kind::cpu, device_kind::cuda},
+               [](const executor_context& c) -> expected<std::unique_ptr<step_executor>> {
+                 return std::unique_ptr<step_executor>(
+                     std::make_unique<protocol_executor>(c.config.device));
+               }});
+  return r;
+}
+
+} // namespace kvactor

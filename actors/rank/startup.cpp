@@ -1,0 +1,119 @@
+#include "actors/rank/startup.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "actors/rank/workload.hpp"
+
+namespace kvactor {
+
+status check_communicator(const rank_config& cfg, int32_t comm_rank, int32_t comm_world) {
+  if (cfg.tensor_parallel_size != comm_world)
+    return make_error(errc::invalid_argument,
+                      fmt::format("tensor_parallel_size: {} ranks, but this rank's communicator "
+                                  "joins {}",
+                                  cfg.tensor_parallel_size, comm_world));
+  if (cfg.rank != comm_rank)
+    return make_error(errc::invalid_argument,
+                      fmt::format("rank: the driver configures rank {}, this rank's communicator "
+                                  "holds rank {}",
+                                  cfg.rank, comm_rank));
+  return ok();
+}
+
+kv_plan_request kv_plan_request_for(const rank_config& cfg, const model_layout& model) {
+  kv_plan_request req;
+  req.limits.max_model_len =
+      cfg.max_model_len > 0 ? cfg.max_model_len : model.max_position_embeddings;
+  req.limits.max_in_flight_tokens = cfg.max_num_batched_tokens;
+  req.limits.max_encoder_input_tokens = model.max_encoder_input_tokens;
+  req.block_size = cfg.block_size;
+  req.available_bytes = cfg.kv_cache_memory;
+  req.num_gpu_blocks_override = cfg.num_gpu_blocks_override;
+  return req;
+}
+
+namespace {
+
+int32_t group_of(const std::string& layer, const std::vector<kv_cache_group>& groups) {
+  int32_t found = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& names = groups[g].layer_names;
+    if (std::find(names.begin(), names.end(), layer) != names.end())
+      found = static_cast<int32_t>(g); // the last group listing it, as the builders see it
+  }
+  return found;
+}
+
+} // namespace
+
+expected<kv_binding> bind_layers(const model_layout& model,
+                                 const std::vector<kv_cache_group>& groups,
+                                 const std::vector<kv_cache_view>& views, std::byte* base) {
+  kv_binding out;
+  out.views.resize(model.layers.size());
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    const auto& name = model.layers[l].name;
+    out.layer_names.push_back(name);
+    out.layer_group.push_back(group_of(name, groups));
+    auto v = std::find_if(views.begin(), views.end(),
+                          [&](const kv_cache_view& x) { return x.layer == name; });
+    if (v == views.end()) continue;
+    auto kv = kernel_view(base, *v);
+    if (!kv) return kv.err();
+    out.views[l] = *kv;
+  }
+  return out;
+}
+
+std::vector<group_geometry> group_geometries(const std::vector<kv_cache_group>& planned,
+                                             const std::vector<int32_t>& kernel_block_sizes) {
+  std::vector<group_geometry> out;
+  for (size_t g = 0; g < planned.size(); ++g) {
+    group_geometry geo;
+    geo.block_size = planned[g].spec.block_size;
+    geo.kernel_block_size = kernel_block_sizes[g] > 0 ? kernel_block_sizes[g] : geo.block_size;
+    geo.positional = group_kind(planned[g].spec) != kv_cache_spec_kind::mamba;
+    out.push_back(geo);
+  }
+  return out;
+}
+
+std::vector<std::vector<attention_group>>
+builder_attention_groups(const backend_assignment& backends, size_t num_planned_groups) {
+  const auto n = std::min(num_planned_groups, backends.attention_groups.size());
+  return {backends.attention_groups.begin(),
+          backends.attention_groups.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
+cudagraph_request cudagraph_request_for(const rank_config& cfg, const graph_support_info& support,
+                                        int64_t num_blocks, bool gpu) {
+  cudagraph_request gr;
+  gr.requested = cfg.cudagraph;
+  gr.support = support;
+  gr.max_num_seqs = cfg.max_num_seqs;
+  gr.max_num_batched_tokens = cfg.max_num_batched_tokens;
+  gr.capture_sizes = cfg.cudagraph_capture_sizes;
+  gr.num_blocks = num_blocks;
+  gr.gpu = gpu;
+  gr.lazy = cfg.cudagraph_lazy;
+  gr.memory_cap = cfg.cudagraph_memory;
+  if (gr.gpu && cfg.tensor_parallel_size > 1)
+    gr.not_capturable = "tensor parallelism: the NCCL all-reduce is not captured in graphs yet, "
+                        "every step runs eagerly";
+  return gr;
+}
+
+graph_setup graph_setup_for(const cudagraph_plan& plan, const std::vector<int32_t>& layer_group,
+                            int32_t max_num_seqs, const std::vector<int32_t>& widths) {
+  graph_setup setup;
+  setup.layer_group = layer_group;
+  setup.max_reqs = max_num_seqs;
+  setup.max_tokens = plan.capture_sizes.back();
+  for (int32_t w : widths)
+    setup.max_width = std::max(setup.max_width, w);
+  return setup;
+}
+
+} // namespace kvactor

@@ -1,0 +1,137 @@
+#include "deploy/run_config.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/driver/kv_budget.hpp"
+#include "actors/model/loader.hpp"
+#include "actors/rank/workload.hpp"
+#include "deploy/workload.hpp"
+
+namespace kvactor {
+
+namespace {
+
+// Weights (bf16) and activations of the GPU stack for max_tokens tokens: an upper estimate.
+int64_t gpu_stack_bytes(const kernels::stack_config& cfg, int32_t max_tokens) {
+  int64_t weights = int64_t{cfg.vocab_size} * cfg.hidden_size;
+  int64_t widest = cfg.hidden_size;
+  for (const auto& l : cfg.layers) {
+    const int64_t q = int64_t{l.num_q_heads} * l.head_size;
+    const int64_t kv = int64_t{l.num_kv_heads} * l.head_size * 2;
+    weights += int64_t{cfg.hidden_size} * (2 * q + kv);
+    widest = std::max({widest, q, kv});
+  }
+  return weights * 2 + int64_t{max_tokens} * widest * 4 * 8;
+}
+
+bool runs_kernels(const run_flags& f) {
+  return !f.no_kernels;
+}
+
+// The model as rank 0 loads it (its length and vocabulary shape the workload).
+expected<model_layout> load_rank0_model(const run_flags& f, const run_options& o) {
+  load_options opt;
+  opt.tensor_parallel_size = f.plan.tensor_parallel_size;
+  opt.dtype = f.plan.dtype;
+  opt.kv_cache_dtype = f.plan.kv_cache_dtype;
+  auto layouts = load_model(o.model, opt);
+  if (!layouts) return layouts.err();
+  auto model = std::move(layouts->front());
+  // The stack the executors build must exist for this model (the protocol runs any model).
+  if (runs_kernels(f))
+    if (auto stack = stack_config_for(model, f.seed); !stack) return stack.err();
+  return model;
+}
+
+expected<int64_t> max_model_len_of(const run_flags& f, const model_layout& model) {
+  const int64_t len =
+      f.plan.max_model_len > 0 ? f.plan.max_model_len : model.max_position_embeddings;
+  if (len > model.max_position_embeddings)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--max-model-len: {} exceeds the model's maximum of {} tokens",
+                                  len, model.max_position_embeddings));
+  return len;
+}
+
+rank_config rank_config_of(const run_flags& f, const run_options& o, device_kind device,
+                           int32_t rank, int64_t max_model_len, int64_t budget) {
+  const auto& p = f.plan;
+  rank_config c;
+  c.rank = rank;
+  c.tensor_parallel_size = p.tensor_parallel_size;
+  c.model = o.model;
+  c.dtype = p.dtype;
+  c.kv_cache_dtype = p.kv_cache_dtype;
+  c.device = device;
+  c.attention_backend = p.attention_backend;
+  c.block_size = p.block_size;
+  c.max_model_len = max_model_len;
+  c.max_num_seqs = p.max_num_seqs;
+  c.max_num_batched_tokens = p.max_num_batched_tokens;
+  c.kv_cache_memory = budget;
+  c.num_gpu_blocks_override = p.num_gpu_blocks_override;
+  c.cudagraph = o.cudagraph;
+  c.cudagraph_capture_sizes = o.capture_sizes;
+  c.cudagraph_lazy = o.lazy_capture;
+  c.cudagraph_memory = o.cudagraph_memory;
+  c.num_ubatches = f.ubatches;
+  c.seed = f.seed;
+  c.executor = runs_kernels(f) ? std::string{} : std::string{"protocol"};
+  return c;
+}
+
+} // namespace
+
+expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& f, const run_options& o,
+                                                device_kind device,
+                                                const std::optional<kernels::gpu_info>& gpu,
+                                                const model_layout& model) {
+  const auto ranks = static_cast<size_t>(f.plan.tensor_parallel_size);
+  if (!o.kv_cache_memory.empty()) return o.kv_cache_memory;
+  if (device == device_kind::cpu || !gpu) return std::vector<int64_t>(ranks, default_cpu_kv_cache);
+  // Graphs are captured by GPU ranks alone (TP 1 for now); their cap comes off the KV cache.
+  const bool graphs = o.cudagraph != cudagraph_mode::none && f.plan.tensor_parallel_size == 1;
+  auto stack = stack_config_for(model, f.seed);
+  const int64_t stack_bytes = stack ? gpu_stack_bytes(*stack, f.plan.max_num_batched_tokens) : 0;
+  gpu_memory_use use;
+  use.total_bytes = gpu->total_bytes;
+  use.utilization = f.plan.gpu_memory_utilization;
+  use.in_use_bytes = gpu->total_bytes - gpu->free_bytes;
+  use.non_kv_bytes = stack_bytes + gpu_reserve_bytes + (graphs ? o.cudagraph_memory : 0);
+  auto budget = gpu_kv_cache_budget(use);
+  if (!budget) {
+    auto e = budget.err();
+    e.message = fmt::format("GPU {} ({}): {}", gpu->ordinal, gpu->name, e.message);
+    return e;
+  }
+  spdlog::info("GPU {} ({}): {} of {} bytes free; KV cache budget {} bytes ({} x total, {} in "
+               "use, {} for weights, activations and CUDA graphs)",
+               gpu->ordinal, gpu->name, gpu->free_bytes, gpu->total_bytes, *budget, use.utilization,
+               use.in_use_bytes, use.non_kv_bytes);
+  return std::vector<int64_t>(ranks, *budget);
+}
+
+expected<run_configuration> configure_run(const run_flags& f, const run_options& o,
+                                          device_kind device,
+                                          const std::optional<kernels::gpu_info>& gpu) {
+  auto model = load_rank0_model(f, o);
+  if (!model) return model.err();
+  auto max_model_len = max_model_len_of(f, *model);
+  if (!max_model_len) return max_model_len.err();
+  auto budgets = kv_cache_budgets(f, o, device, gpu, *model);
+  if (!budgets) return budgets.err();
+  run_configuration run;
+  run.device = device;
+  for (int32_t r = 0; r < f.plan.tensor_parallel_size; ++r)
+    run.configs.push_back(
+        rank_config_of(f, o, device, r, *max_model_len, (*budgets)[static_cast<size_t>(r)]));
+  run.workload =
+      make_workload(f.requests, o.prompt_len, o.output_len, o.arrival_rate,
+                    std::min(std::max(model->vocab_size, 2), max_workload_vocab), f.seed);
+  return run;
+}
+
+} // namespace kvactor

@@ -1,0 +1,44 @@
+// `kvactor run`'s configuration core: from checked flags, the device and (for a GPU) what it has
+// free, the model's limits, every rank's KV cache budget (the rule `kvactor plan` applies, in
+// actors/driver/kv_budget.hpp), the rank configurations and the workload. No actors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "deploy/run_command.hpp"
+#include "deploy/run_options.hpp"
+#include "kvactor/kernels/device_runtime.h"
+#include "messages/request.hpp"
+#include "messages/runtime.hpp"
+
+namespace kvactor {
+
+/// A CPU run without --kv-cache-memory caches this many bytes per rank.
+inline constexpr int64_t default_cpu_kv_cache = int64_t{256} << 20;
+/// CUDA context, cuBLAS workspace and allocator slack a GPU rank needs besides its ledger.
+inline constexpr int64_t gpu_reserve_bytes = int64_t{512} << 20;
+
+struct run_configuration {
+  device_kind device = device_kind::cpu;
+  std::vector<rank_config> configs; // [ranks]
+  std::vector<request_spec> workload;
+};
+
+/// Configures a run of `device` (resolved: never auto); `gpu` is the first GPU as measured (or as
+/// a node reports it) when device is cuda. Errors name the flag: a model that does not load, a
+/// --max-model-len above the model's, a budget that leaves no KV cache.
+expected<run_configuration> configure_run(const run_flags& flags, const run_options& options,
+                                          device_kind device,
+                                          const std::optional<kernels::gpu_info>& gpu);
+
+/// Each rank's KV cache budget: --kv-cache-memory when given; on a GPU, vLLM's rule over the
+/// measured GPU less the stack (weights and activations) the rank builds later, the reserve and
+/// the CUDA graph pool; on a CPU, default_cpu_kv_cache.
+expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& flags, const run_options& options,
+                                                device_kind device,
+                                                const std::optional<kernels::gpu_info>& gpu,
+                                                const model_layout& model);
+
+} // namespace kvactor

@@ -1,0 +1,120 @@
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "actors/driver/actor.hpp"
+#include "actors/inject/actor.hpp"
+#include "actors/rank/group.hpp"
+#include "actors/runtime_config.hpp"
+#include "deploy/cli.hpp"
+#include "deploy/run_config.hpp"
+#include "deploy/run_modes.hpp"
+#include "deploy/run_report.hpp"
+#include "deploy/tp_flags.hpp"
+#include "kvactor/kernels/device_runtime.h"
+#include "kvactor/kernels/nccl_communicator.h"
+#include "messages/register.hpp"
+
+namespace kvactor {
+
+namespace {
+
+int bad(std::ostream& err, const std::string& message) {
+  fmt::print(err, "kvactor run: error: {}\n", message);
+  return exit_bad_input;
+}
+
+struct local_device {
+  device_kind device = device_kind::cpu;
+  std::optional<kernels::gpu_info> gpu;
+};
+
+// auto: the GPU when one answers (several GPU ranks when NCCL joins them and there are as many
+// GPUs), else the CPU.
+expected<local_device> resolve_device(std::optional<device_kind> wanted, int32_t tp) {
+  std::string no_gpu;
+  local_device d;
+  d.gpu = kernels::probe_gpu(0, &no_gpu);
+  if (!wanted) {
+    std::string ignored;
+    const bool gpus_for_tp =
+        tp == 1 || (kernels::nccl_available(&ignored) && tp <= kernels::gpu_count(&ignored));
+    d.device = d.gpu && gpus_for_tp ? device_kind::cuda : device_kind::cpu;
+    spdlog::info("--device auto: {}{}", to_string(d.device),
+                 d.gpu ? "" : fmt::format(" ({})", no_gpu));
+    return d;
+  }
+  d.device = *wanted;
+  if (d.device == device_kind::cuda && !d.gpu)
+    return make_error(errc::unsupported, fmt::format("--device cuda: no usable GPU: {}", no_gpu));
+  return d;
+}
+
+// Live injection, once the ranks are ready: loopback only, so that nothing off this machine can
+// reach the actors.
+std::optional<run_failure> listen_for_injection(caf::actor_system& sys, const run_flags& flags,
+                                                const injector_actor& gateway, std::ostream& err) {
+  auto port = sys.middleman().publish(gateway, *flags.inject_port, "127.0.0.1", true);
+  if (!port)
+    return run_failure{
+        exit_bad_input,
+        make_error(errc::io_error, fmt::format("--inject-port: cannot listen on 127.0.0.1:{}: {}",
+                                               *flags.inject_port, sys.render(port.error())))};
+  fmt::print(err, "kvactor run: injection listens on 127.0.0.1:{}\n", *port);
+  err.flush();
+  return std::nullopt;
+}
+
+} // namespace
+
+int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
+                std::ostream& err) {
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  configure_step_latency(cfg);
+  if (flags.inject_port) cfg.load<caf::io::middleman>();
+  caf::actor_system sys{cfg};
+  const int32_t tp = flags.plan.tensor_parallel_size;
+  auto device = resolve_device(o.device, tp);
+  if (!device) return bad(err, device.err().message);
+  auto tp_setup = resolve_tp_flags(flags.tp, device->device, tp);
+  if (!tp_setup) return bad(err, tp_setup.err().message);
+  auto run = configure_run(flags, o, device->device, device->gpu);
+  if (!run) return bad(err, run.err().message);
+  auto rec = open_recording(flags.record, run->workload);
+  if (!rec) return bad(err, rec.err().message);
+  const auto recorder = *rec ? (*rec)->recorder : nullptr;
+
+  rank_group_options group;
+  group.world = tp;
+  group.nccl = tp_setup->nccl;
+  group.collective_timeout = tp_setup->collective_timeout;
+  group.stall = tp_setup->stall;
+  group.recorder = recorder;
+  const auto ranks = spawn_rank_group(sys, group);
+  driver_setup setup{ranks, run->configs, 1,
+                     progress_printer(flags.progress && isatty(STDERR_FILENO) == 1, err), recorder};
+  setup.bootstrap_communicator = tp_setup->nccl;
+  setup.collective_timeout = tp_setup->collective_timeout;
+  auto drv = sys.spawn(driver, std::move(setup));
+  injector_actor gateway;
+  auto on_ready = [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
+    if (flags.inject_port) {
+      gateway = sys.spawn(injector, injector_setup{drv, ranks, recorder});
+      if (auto failed = listen_for_injection(sys, flags, gateway, err)) return failed;
+    }
+    print_run_header(*run, ready, out);
+    return std::nullopt;
+  };
+  const auto session = serve(sys, drv, run->workload, on_ready);
+  if (gateway) caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
+  for (const auto& r : ranks)
+    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  return report_run(flags, *run, session, {}, rec->get(), out, err);
+}
+
+} // namespace kvactor

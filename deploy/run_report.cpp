@@ -1,0 +1,132 @@
+#include "deploy/run_report.hpp"
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "deploy/byte_size.hpp"
+#include "deploy/cli.hpp"
+
+namespace kvactor {
+
+expected<std::unique_ptr<recording>> open_recording(const std::string& path,
+                                                    const std::vector<request_spec>& workload) {
+  if (path.empty()) return std::unique_ptr<recording>{};
+  auto rec = std::make_unique<recording>();
+  rec->path = path;
+  rec->file.open(path, std::ios::binary | std::ios::trunc);
+  if (!rec->file)
+    return make_error(errc::io_error, fmt::format("--record: cannot write '{}'", path));
+  rec->recorder = std::make_shared<trace_recorder>(rec->file);
+  for (const auto& r : workload)
+    rec->recorder->record("client", "driver", r);
+  return rec;
+}
+
+std::function<void(const run_progress&)> progress_printer(bool show, std::ostream& err) {
+  if (!show) return {};
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  return [last, &err](const run_progress& pr) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool done = pr.finished + pr.failed >= pr.total;
+    if (!done && now - *last < std::chrono::milliseconds(100)) return;
+    *last = now;
+    fmt::print(err,
+               "\r  step {:>6}  requests {:>5}/{} done ({} failed)  {:>8} tokens  {:>8.1f} "
+               "tok/s",
+               pr.steps, pr.finished + pr.failed, pr.total, pr.failed, pr.generated_tokens,
+               pr.elapsed_s > 0 ? static_cast<double>(pr.generated_tokens) / pr.elapsed_s : 0.0);
+    if (done) fmt::print(err, "\n");
+    err.flush();
+  };
+}
+
+void print_run_header(const run_configuration& run, const std::vector<rank_ready>& ready,
+                      std::ostream& out) {
+  const auto& c = run.configs.front();
+  fmt::print(out,
+             "kvactor run: {} on {} ({} rank(s), {} ubatch(es)), {} blocks of KV cache, {} "
+             "requests\n",
+             c.model, to_string(run.device), run.configs.size(), c.num_ubatches,
+             ready.front().num_blocks, run.workload.size());
+}
+
+namespace {
+
+void print_summary(const run_summary& s, std::ostream& out) {
+  const double tok_s =
+      s.wall_s > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.wall_s : 0.0;
+  fmt::print(out, "requests   {} finished, {} failed, {} preemptions\n", s.finished, s.failed,
+             s.preempted);
+  for (const auto& r : s.results)
+    if (!r.finished) fmt::print(out, "  request {} failed: {}\n", r.request_id, r.failure);
+  fmt::print(out, "tokens     {} prompt, {} generated, {:.1f} tok/s over {:.2f} s\n",
+             s.prompt_tokens, s.generated_tokens, tok_s, s.wall_s);
+  fmt::print(out, "steps      {} (p50 {:.2f} ms, p99 {:.2f} ms)\n", s.steps, s.step_ms_p50,
+             s.step_ms_p99);
+  fmt::print(out, "kv blocks  peak {} used of {}\n", s.kv_blocks_peak_used, s.kv_blocks_total);
+  fmt::print(out, "graphs     {} replays, {} eager steps\n", s.graph_replays, s.eager_steps);
+}
+
+// Empty when the first group was lost while starting (then rebuilt).
+void print_ready(const run_configuration& run, const session_result& s, std::ostream& out) {
+  if (s.ready.empty()) return;
+  const bool graphs = s.ready.front().graphs.mode != cudagraph_mode::none;
+  fmt::print(out, "ready in   {:.2f} s (model, weights, KV cache{})\n", s.ready_s,
+             !graphs                              ? ""
+             : run.configs.front().cudagraph_lazy ? ", graphs captured lazily later"
+                                                  : ", graph capture");
+  for (const auto& ph : s.ready.front().phases)
+    if (ph.phase == "cudagraph capture")
+      fmt::print(out, "           graph capture {:.2f} s, {} in graphs\n",
+                 static_cast<double>(ph.duration_ns) / 1e9, format_bytes(ph.memory_bytes));
+}
+
+int write_files(const run_flags& flags, const run_configuration& run, const session_result& s,
+                recording* rec, std::ostream& out, std::ostream& err) {
+  if (rec) {
+    if (auto why = rec->recorder->failure(); !why.empty()) {
+      fmt::print(err, "kvactor run: error: --record: {}\n", why);
+      return exit_failure;
+    }
+    fmt::print(out, "trace      {} messages in {}\n", rec->recorder->count(), rec->path);
+  }
+  if (flags.summary_json.empty()) return exit_ok;
+  std::ofstream f(flags.summary_json);
+  f << summary_json(s.summary, std::string{to_string(run.device)},
+                    static_cast<int32_t>(run.configs.size()), flags.ubatches, s.ready_s)
+    << '\n';
+  if (f) return exit_ok;
+  fmt::print(err, "kvactor run: error: --summary-json: cannot write '{}'\n", flags.summary_json);
+  return exit_failure;
+}
+
+} // namespace
+
+int report_run(const run_flags& flags, const run_configuration& run, const session_result& s,
+               const restart_log& restarts, recording* rec, std::ostream& out, std::ostream& err) {
+  if (rec) {
+    rec->recorder->record("driver", "client", s.summary);
+    rec->file.flush();
+  }
+  if (s.failure) {
+    fmt::print(err, "kvactor run: error: {}\n", s.failure->err.message);
+    return s.failure->exit_code;
+  }
+  print_summary(s.summary, out);
+  print_ready(run, s, out);
+  if (restarts.restarts > 0)
+    fmt::print(out, "restarts   {} (the group was rebuilt after: {})\n", restarts.restarts,
+               fmt::join(restarts.lost, "; "));
+  fmt::print(out, "digest     {}\n", s.summary.output_digest);
+  if (auto code = write_files(flags, run, s, rec, out, err); code != exit_ok) return code;
+  if (s.summary.error.code != errc::no_error) {
+    // e.g. a collective failed: the summary above lists every request
+    fmt::print(err, "kvactor run: error: {}\n", s.summary.error.message);
+    return exit_failure;
+  }
+  return exit_ok;
+}
+
+} // namespace kvactor

@@ -1,0 +1,34 @@
+#include "deploy/run_session.hpp"
+
+#include <chrono>
+
+#include <caf/all.hpp>
+
+#include "deploy/cli.hpp"
+#include "messages/caf_error.hpp"
+
+namespace kvactor {
+
+session_result serve(caf::actor_system& sys, const driver_actor& drv,
+                     const std::vector<request_spec>& workload, const on_ready_fn& on_ready) {
+  caf::scoped_actor self{sys};
+  session_result out;
+  auto failed_with = [&](int code) {
+    return [&out, code](caf::error& e) { out.failure = run_failure{code, from_caf_error(e)}; };
+  };
+  const auto start = std::chrono::steady_clock::now();
+  self->request(drv, caf::infinite, atom::start_v)
+      .receive([&](std::vector<rank_ready>& r) { out.ready = std::move(r); },
+               failed_with(exit_bad_input));
+  out.ready_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!out.failure && on_ready) out.failure = on_ready(out.ready);
+  if (!out.failure)
+    self->request(drv, caf::infinite, atom::submit_v, workload)
+        .receive([](int64_t) {}, failed_with(exit_failure));
+  if (!out.failure)
+    self->request(drv, caf::infinite, atom::run_v)
+        .receive([&](run_summary& s) { out.summary = std::move(s); }, failed_with(exit_failure));
+  return out;
+}
+
+} // namespace kvactor

@@ -1,0 +1,39 @@
+// One driver's run, as `kvactor run` and a cluster rebuild serve it: start (every rank ready),
+// then submit the workload, then run until every request finished or failed.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "actors/interfaces.hpp"
+#include "messages/errc.hpp"
+#include "messages/request.hpp"
+#include "messages/runtime.hpp"
+
+namespace kvactor {
+
+/// Why a session ended without a summary, and the exit code it means: a failure while starting is
+/// bad input (exit 2: a flag, a model, a budget, or a rank lost at start), later ones exit 1.
+struct run_failure {
+  int exit_code = 1;
+  error err;
+};
+
+struct session_result {
+  std::optional<run_failure> failure;
+  std::vector<rank_ready> ready; // empty when the start failed
+  double ready_s = 0;            // seconds from start to every rank ready
+  run_summary summary;
+};
+
+/// Between start and submit (every rank ready): a failure here ends the session.
+using on_ready_fn = std::function<std::optional<run_failure>(const std::vector<rank_ready>&)>;
+
+/// Serves `workload` through the driver `drv` (blocking the calling thread).
+session_result serve(caf::actor_system& sys, const driver_actor& drv,
+                     const std::vector<request_spec>& workload, const on_ready_fn& on_ready = {});
+
+} // namespace kvactor

@@ -1,0 +1,86 @@
+#include "deploy/workload.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace kvactor {
+
+namespace {
+
+// splitmix64: a small, portable generator, so that a seed means the same workload everywhere.
+struct rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  int32_t uniform(int32_t lo, int32_t hi) { // [lo, hi]
+    return lo + static_cast<int32_t>(next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+};
+
+} // namespace
+
+expected<std::pair<int32_t, int32_t>> parse_range(const std::string& text, const char* flag) {
+  auto parse = [&](const std::string& s) -> expected<int32_t> {
+    try {
+      size_t used = 0;
+      long v = std::stol(s, &used);
+      if (used != s.size() || v <= 0 || v > (1 << 24)) throw std::invalid_argument(s);
+      return static_cast<int32_t>(v);
+    } catch (const std::exception&) {
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("{}: '{}' is not a positive token count (N or MIN:MAX)", flag, text));
+    }
+  };
+  auto colon = text.find(':');
+  auto lo = parse(text.substr(0, colon));
+  if (!lo) return lo.err();
+  if (colon == std::string::npos) return std::pair{*lo, *lo};
+  auto hi = parse(text.substr(colon + 1));
+  if (!hi) return hi.err();
+  if (*hi < *lo)
+    return make_error(errc::invalid_argument,
+                      fmt::format("{}: '{}' has MIN above MAX", flag, text));
+  return std::pair{*lo, *hi};
+}
+
+expected<double> parse_arrival_rate(const std::string& text) {
+  if (text == "inf") return 0.0;
+  try {
+    size_t used = 0;
+    const double rate = std::stod(text, &used);
+    if (used == text.size() && rate > 0) return rate;
+  } catch (const std::exception&) {
+  }
+  return make_error(errc::invalid_argument,
+                    fmt::format("--arrival-rate: '{}' is not a positive rate or inf", text));
+}
+
+std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int32_t> prompt_len,
+                                        std::pair<int32_t, int32_t> output_len, double rate,
+                                        int32_t vocab, uint64_t seed) {
+  rng g{seed * 0x2545f4914f6cdd1dull + 1};
+  std::vector<request_spec> out;
+  double t = 0.0;
+  for (int32_t i = 0; i < requests; ++i) {
+    request_spec r;
+    r.request_id = static_cast<uint64_t>(i);
+    const int32_t n = g.uniform(prompt_len.first, prompt_len.second);
+    for (int32_t k = 0; k < n; ++k)
+      r.prompt.push_back(g.uniform(0, vocab - 1));
+    r.max_output_tokens = g.uniform(output_len.first, output_len.second);
+    if (rate > 0 && i > 0) t += -std::log(1.0 - g.unit()) / rate;
+    r.arrival_ns = static_cast<int64_t>(t * 1e9);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+} // namespace kvactor

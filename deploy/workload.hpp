@@ -1,0 +1,28 @@
+// The synthetic workload of `kvactor run`: deterministic from a seed, so that a seed means the
+// same requests on every machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "messages/errc.hpp"
+#include "messages/request.hpp"
+
+namespace kvactor {
+
+/// "N" or "MIN:MAX" (inclusive, positive); errors name `flag`.
+expected<std::pair<int32_t, int32_t>> parse_range(const std::string& text, const char* flag);
+
+/// "inf" (0: every request arrives at once) or a positive rate in requests per second; errors
+/// name --arrival-rate.
+expected<double> parse_arrival_rate(const std::string& text);
+
+/// Prompt and output lengths uniform in their ranges, prompt tokens uniform below `vocab`,
+/// Poisson arrivals at `rate` per second (0 = all at once).
+std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int32_t> prompt_len,
+                                        std::pair<int32_t, int32_t> output_len, double rate,
+                                        int32_t vocab, uint64_t seed);
+
+} // namespace kvactor

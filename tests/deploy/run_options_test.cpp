@@ -1,0 +1,77 @@
+// `kvactor run`'s flag core and its restart decision, without running anything.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "deploy/run_modes.hpp"
+#include "deploy/run_options.hpp"
+
+namespace kvactor::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(RunOptions, DefaultsServeKvactorTinyOnTheDeviceAutoPicks) {
+  run_flags f;
+  f.plan.device = "auto"; // the command line's default for run
+  auto o = check_run_flags(f);
+  ASSERT_TRUE(o) << o.err().message;
+  EXPECT_EQ(o->model, "kvactor-tiny");
+  EXPECT_FALSE(o->device) << "auto: resolved when the GPU is probed";
+  EXPECT_FALSE(o->cluster);
+  EXPECT_EQ(o->prompt_len, (std::pair<int32_t, int32_t>{32, 128}));
+  EXPECT_EQ(o->output_len, (std::pair<int32_t, int32_t>{16, 48}));
+  EXPECT_EQ(o->arrival_rate, 0.0) << "inf: every request at once";
+  EXPECT_EQ(o->cudagraph_memory, int64_t{1} << 30);
+  EXPECT_EQ(o->restart, restart_policy::none);
+  EXPECT_TRUE(o->kv_cache_memory.empty());
+}
+
+TEST(RunOptions, ConvertsDeviceRatesRangesAndOneBudgetPerRank) {
+  run_flags f;
+  f.plan.device = "gpu";
+  f.plan.tensor_parallel_size = 2;
+  f.plan.kv_cache_memory = "1GiB";
+  f.arrival_rate = "2.5";
+  f.prompt_len = "8";
+  f.cudagraph_capture = "lazy";
+  auto o = check_run_flags(f);
+  ASSERT_TRUE(o) << o.err().message;
+  EXPECT_EQ(o->device, device_kind::cuda);
+  EXPECT_EQ(o->kv_cache_memory, (std::vector<int64_t>{int64_t{1} << 30, int64_t{1} << 30}));
+  EXPECT_EQ(o->arrival_rate, 2.5);
+  EXPECT_EQ(o->prompt_len, (std::pair<int32_t, int32_t>{8, 8}));
+  EXPECT_TRUE(o->lazy_capture);
+}
+
+TEST(RunOptions, ClusterOnlyFlagsAreRefusedInALocalRunNamingTheFlag) {
+  run_flags rebuild;
+  rebuild.restart_policy = "rebuild";
+  EXPECT_THAT(check_run_flags(rebuild).err().message,
+              HasSubstr("--restart-policy rebuild: only with --nodes"));
+  run_flags tls;
+  tls.tls_cert = "a.pem";
+  EXPECT_THAT(check_run_flags(tls).err().message, HasSubstr("--tls-cert/--tls-key/--tls-ca"));
+  run_flags inject;
+  inject.nodes = "127.0.0.1:1";
+  inject.inject_port = 0;
+  EXPECT_THAT(check_run_flags(inject).err().message, HasSubstr("--inject-port: not with --nodes"));
+}
+
+TEST(RunOptions, ABudgetListOfTheWrongLengthNamesKvCacheMemory) {
+  run_flags f;
+  f.plan.tensor_parallel_size = 2;
+  f.plan.kv_cache_memory = "1GiB,1GiB,1GiB";
+  EXPECT_THAT(check_run_flags(f).err().message, HasSubstr("--kv-cache-memory: 3 values for 2"));
+}
+
+TEST(RestartDecision, RebuildsOnALostRankOrAFailedCollectiveByCodeNotByMessage) {
+  EXPECT_TRUE(rebuild_helps(make_error(errc::rank_lost, "")));
+  EXPECT_TRUE(rebuild_helps(make_error(errc::collective_failed, "")));
+  // The words a lost node's message holds do not make another error restartable.
+  EXPECT_FALSE(rebuild_helps(make_error(errc::invalid_argument, "rank 1 is unreachable: x")));
+  EXPECT_FALSE(rebuild_helps(make_error(errc::step_failed, "rank 0 stopped: killed")));
+  EXPECT_FALSE(rebuild_helps(error{}));
+}
+
+} // namespace
+} // namespace kvactor::test
