@@ -3,7 +3,7 @@
 # the GPU tests, the attention benchmark, `kvactor run --device cuda` on the default model and on
 # the Llama-3.1-8B shape, and a GPU run recorded and replayed with --verify.
 #   here:   cmake --build build --target kvactor kvactor_gpu_tests kvactor_attention_bench
-#           ../shared/device/pack.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
+#           bash bench/pack_for_device.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_attention_bench
 #   device: bash bench/device_run.sh "$OUT"      (carry: [".devpack"])
 # Logs go to OUT; a short table is printed last.

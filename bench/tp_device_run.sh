@@ -4,7 +4,7 @@
 # the communicator wiring touches, a `kvactor run` over NCCL, the clear error for more GPU ranks
 # than GPUs, and the NCCL all-reduce benchmark.
 #   here:   cmake --build build -j1 --target kvactor kvactor_gpu_tests kvactor_collectives_bench
-#           ../shared/device/pack.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
+#           bash bench/pack_for_device.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_collectives_bench
 #   device: bash bench/tp_device_run.sh "$OUT"      (carry: [".devpack"])
 # Logs go to OUT; a short table is printed last.
