@@ -23,7 +23,7 @@ if [ -x .devpack/bin/kvactor_attention_bench ]; then
   timeout 120 bash .devpack/run.sh kvactor_attention_bench --out "$out/attention.json" \
     >"$out/attention.log" 2>&1
   status[attention_bench]=$?
-  cat "$out/attention.log" | tail -n 25
+  tail -n 25 "$out/attention.log"
   # The same with a read flush (no dirty L2 lines written back inside the timed window).
   timeout 60 bash .devpack/run.sh kvactor_attention_bench --flush read \
     --out "$out/attention_read_flush.json" >"$out/attention_read_flush.log" 2>&1
