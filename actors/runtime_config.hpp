@@ -1,6 +1,7 @@
 // Scheduler settings for the step pipeline. A step is a short chain of hops (driver -> rank ->
 // builders -> rank -> driver); with CAF's defaults an idle worker sleeps up to 10 ms between
-// polls, and every hop that lands on a sleeping worker pays that (research/caf-0.17.md §8).
+// polls, and every hop that lands on a sleeping worker pays that (docs/design.md, "Threads and
+// scheduling").
 #pragma once
 
 #include <caf/actor_system_config.hpp>

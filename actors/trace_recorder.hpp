@@ -1,5 +1,6 @@
 // Records actor messages into a trace file (messages/trace.hpp) as actors deliver them. Shared by
-// the driver and the ranks of one process; thread-safe because detached ranks record too.
+// the driver and the ranks of one process; thread-safe because they record from several threads
+// (the scheduler's workers, and the own threads of detached ranks).
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
-// The cases of kvactor_attention_bench: the shapes of the H200 anchors
-// (/work/shared/research/anchors-h200.md), issue 5's goals, and how bytes and FLOPs are counted.
+// The cases of kvactor_attention_bench: the shapes of the H200 anchors (bench/ANCHORS.md), issue
+// 5's goals, and how bytes and FLOPs are counted.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 # Cluster mode on the lent GPU machine, in one device call: the GPU tests, a GPU node serving a
 # driver over loopback (NCCL bootstrapped through the node; tokens as in local mode), the CPU
 # cluster test, and the step fan-out benchmark on its 16 cores.
-#   here:   ../shared/device/pack.sh build/bin/kvactor build/bin/kvactor_gpu_tests
+#   here:   bash bench/pack_for_device.sh build/bin/kvactor build/bin/kvactor_gpu_tests
 #   device: bash bench/cluster_device_run.sh "$OUT"      (carry: [".devpack"])
 set -uo pipefail
 out=${1:?usage: cluster_device_run.sh OUT_DIR}

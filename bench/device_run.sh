@@ -3,7 +3,7 @@
 # the GPU tests, the attention benchmark, `kvactor run --device cuda` on the default model and on
 # the Llama-3.1-8B shape, and a GPU run recorded and replayed with --verify.
 #   here:   cmake --build build --target kvactor kvactor_gpu_tests kvactor_attention_bench
-#           ../shared/device/pack.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
+#           bash bench/pack_for_device.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_attention_bench
 #   device: bash bench/device_run.sh "$OUT"      (carry: [".devpack"])
 # Logs go to OUT; a short table is printed last.
@@ -23,7 +23,7 @@ if [ -x .devpack/bin/kvactor_attention_bench ]; then
   timeout 120 bash .devpack/run.sh kvactor_attention_bench --out "$out/attention.json" \
     >"$out/attention.log" 2>&1
   status[attention_bench]=$?
-  cat "$out/attention.log" | tail -n 25
+  tail -n 25 "$out/attention.log"
   # The same with a read flush (no dirty L2 lines written back inside the timed window).
   timeout 60 bash .devpack/run.sh kvactor_attention_bench --flush read \
     --out "$out/attention_read_flush.json" >"$out/attention_read_flush.log" 2>&1

@@ -4,7 +4,7 @@
 # the default ladder's capture time and memory), and time to ready of `kvactor run` on the
 # Llama-3.1-8B shape with graphs off, captured at start-up, and captured lazily.
 #   here:   cmake --build build --target kvactor kvactor_gpu_tests kvactor_graph_bench
-#           ../shared/device/pack.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
+#           bash bench/pack_for_device.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_graph_bench
 #   device: bash bench/graph_device_run.sh "$OUT" [GTEST_FILTER]   (carry: [".devpack"])
 set -uo pipefail

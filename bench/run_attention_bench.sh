@@ -4,8 +4,8 @@
 #   attention_bench.json  the results (attention_bench.csv: the same cases as CSV)
 #   nvidia-smi.txt        the device's state before the run, when nvidia-smi exists
 # usage: bench/run_attention_bench.sh OUT_DIR [kvactor_attention_bench flags...]
-# The binary: $KVACTOR_ATTENTION_BENCH if set, else .devpack/ (../shared/device/pack.sh, run through
-# its run.sh), else the first of build-bench/, build-cuda/, build/ that has it.
+# The binary: $KVACTOR_ATTENTION_BENCH if set, else .devpack/ (bench/pack_for_device.sh, run
+# through its run.sh), else the first of build-bench/, build-cuda/, build/ that has it.
 # Exits with the benchmark's status: 0 also without a CUDA device (it says so), 1 on a failure.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 OUT_DIR [kvactor_attention_bench flags...]" >&2; exit 2; }

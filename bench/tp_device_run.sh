@@ -4,7 +4,7 @@
 # the communicator wiring touches, a `kvactor run` over NCCL, the clear error for more GPU ranks
 # than GPUs, and the NCCL all-reduce benchmark.
 #   here:   cmake --build build -j1 --target kvactor kvactor_gpu_tests kvactor_collectives_bench
-#           ../shared/device/pack.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
+#           bash bench/pack_for_device.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_collectives_bench
 #   device: bash bench/tp_device_run.sh "$OUT"      (carry: [".devpack"])
 # Logs go to OUT; a short table is printed last.
@@ -28,7 +28,7 @@ grep -E "NCCL|joined|agree" "$out/run_nccl.log" | head -n 5
 timeout 60 bash .devpack/run.sh kvactor run --device cuda --tensor-parallel-size 2 --no-progress \
   >"$out/run_tp2.log" 2>&1
 status[run_tp2]=$? # exit 2 with one GPU: "2 GPU ranks need 2 GPUs, 1 visible"
-cat "$out/run_tp2.log" | tail -n 3
+tail -n 3 "$out/run_tp2.log"
 timeout 120 bash .devpack/run.sh kvactor_collectives_bench --nccl --benchmark_min_time=0.2 \
   >"$out/collectives.log" 2>&1
 status[collectives_bench]=$?

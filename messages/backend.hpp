@@ -43,8 +43,8 @@ inline block_size_constraint multiple_of(int32_t v) {
   return {v, true};
 }
 
-/// What an attention backend declares about itself (§5.2). The registry decides with these
-/// alone; no backend code runs to answer "can you serve this layer?".
+/// What an attention backend declares about itself (docs/vllm-semantics.md §5.2). The registry
+/// decides with these alone; no backend code runs to answer "can you serve this layer?".
 struct backend_capabilities {
   std::string name;
   std::vector<block_size_constraint> kernel_block_sizes; // empty = any

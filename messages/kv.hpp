@@ -1,6 +1,6 @@
 // KV cache specs (per layer), groups, tensors, views and the whole KV cache config.
-// Formulas follow ../shared/spec/vllm-worker-spec.md §2 (Era C): K and V of one
-// (head, token) are packed together in the innermost "content" dimension.
+// Formulas follow docs/vllm-semantics.md §2 (Era C): K and V of one (head, token) are packed
+// together in the innermost "content" dimension.
 #pragma once
 
 #include <cstdint>

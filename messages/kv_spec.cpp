@@ -1,4 +1,4 @@
-// Page-size and memory formulas of the KV cache specs (§2.2–2.3 of the spec).
+// Page-size and memory formulas of the KV cache specs (docs/vllm-semantics.md §2.2–2.3).
 #include <algorithm>
 #include <set>
 #include <string>

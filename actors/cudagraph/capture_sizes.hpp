@@ -1,4 +1,4 @@
-// Which token counts get a CUDA graph (spec §7.2). Pure C++, no CAF.
+// Which token counts get a CUDA graph (docs/vllm-semantics.md §7.2). Pure C++, no CAF.
 #pragma once
 
 #include <cstdint>

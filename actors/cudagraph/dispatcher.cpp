@@ -62,7 +62,7 @@ graph_dispatcher::graph_dispatcher(const cudagraph_plan& plan, int32_t max_num_s
 }
 
 int32_t graph_dispatcher::lora_case(int32_t num_active_loras) const {
-  // The smallest captured case >= the count, clamped to the largest (§7.6).
+  // The smallest captured case >= the count, clamped to the largest (docs/vllm-semantics.md §7.6).
   auto i = std::lower_bound(lora_cases_.begin(), lora_cases_.end(), num_active_loras);
   if (i == lora_cases_.end()) return lora_cases_.back();
   return *i;

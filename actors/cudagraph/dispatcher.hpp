@@ -1,5 +1,5 @@
-// Runtime dispatch of a batch to a captured CUDA graph or eager mode (spec §7.4-§7.6).
-// Pure C++, no CAF.
+// Runtime dispatch of a batch to a captured CUDA graph or eager mode (docs/vllm-semantics.md
+// §7.4-§7.6). Pure C++, no CAF.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
-// Spec §8.2: ranks that each dispatched their own batch agree on one padded size, so that every
-// rank replays the same graph (or all run eagerly). Pure C++: the caller exchanges the rows
-// (one all-reduce of a 6 x world table) and every rank computes the same answer from them.
+// Ranks that each dispatched their own batch agree on one padded size, so that every rank
+// replays the same graph (or all run eagerly): docs/vllm-semantics.md §8.2. Pure C++: the caller
+// exchanges the rows (one all-reduce of a 6 x world table) and every rank computes the same
+// answer from them.
 #pragma once
 
 #include <cstdint>

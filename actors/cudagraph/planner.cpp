@@ -33,7 +33,8 @@ status validate(const cudagraph_options& opt) {
   return positive("uniform_decode_query_len", opt.uniform_decode_query_len);
 }
 
-// §7.3 steps 1-5: weaken the requested mode until the weakest attention backend can serve it.
+// docs/vllm-semantics.md §7.3 steps 1-5: weaken the requested mode until the weakest attention
+// backend can serve it.
 status resolve_mode(const cudagraph_options& opt, cudagraph_plan& plan) {
   plan.mode = opt.requested;
   if (plan.mode == cudagraph_mode::none) return ok();
@@ -98,7 +99,7 @@ int64_t round_up(int64_t x, int64_t q) {
 
 // §7.5, uniform decode: every request has exactly q tokens, so a graph is keyed by T = R * q.
 // NOTE: the capture sizes stay as given and only these descriptors are rounded up to multiples
-// of q (§7.3 step 6 would round the sizes themselves). This keeps the piecewise ladder of spec
+// of q (§7.3 step 6 would round the sizes themselves). This keeps the piecewise ladder of §10
 // case 43 ([1,2,4,8,16,24] with FULL decode at 3,6,9,18,24). No varlen decode graphs
 // (adaptive verification) and no DBO twins are planned.
 std::vector<batch_descriptor> uniform_decode_graphs(const std::vector<int32_t>& sizes, int32_t q,

@@ -1,6 +1,6 @@
-// The CUDA graph plan (spec §7.3-§7.5): resolve the requested mode against the weakest attention
-// support, pick capture sizes and list the graphs to capture. Pure C++, no CAF; the cudagraph
-// actor and the tests call it directly.
+// The CUDA graph plan (docs/vllm-semantics.md §7.3-§7.5): resolve the requested mode against the
+// weakest attention support, pick capture sizes and list the graphs to capture. Pure C++, no CAF;
+// the cudagraph actor and the tests call it directly.
 #pragma once
 
 #include <cstdint>

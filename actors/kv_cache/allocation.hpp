@@ -45,8 +45,8 @@ using kv_memory_factory = std::function<expected<std::unique_ptr<kv_memory>>(int
 kv_memory_factory host_kv_memory();
 
 /// Owns one rank's KV cache: plans it with the rank's budget, allocates the common block count
-/// as one zero-filled allocation per planned tensor (Era C plans one; rounded up to 4 KiB) from
-/// `memory`, and keeps the memory ledger.
+/// as one zero-filled allocation per planned tensor (Era C plans one, docs/vllm-semantics.md
+/// §4.4; rounded up to 4 KiB) from `memory`, and keeps the memory ledger.
 class kv_cache_allocator {
 public:
   explicit kv_cache_allocator(kv_memory_factory memory = host_kv_memory())

@@ -1,4 +1,4 @@
-// Which layers share a block table: KV cache groups (§3.4 of the spec).
+// Which layers share a block table: KV cache groups (docs/vllm-semantics.md §3.4).
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// From a rank's layers to the KV cache spec of each layer (§1.3–1.5 of the spec).
+// From a rank's layers to the KV cache spec of each layer (docs/vllm-semantics.md §1.3–1.5).
 #pragma once
 
 #include <map>

@@ -1,4 +1,5 @@
-// Physical layout of the KV cache allocation: strides and per-layer views (§2.6 of the spec).
+// Physical layout of the KV cache allocation: strides and per-layer views
+// (docs/vllm-semantics.md §2.6).
 #pragma once
 
 #include <array>

@@ -1,5 +1,5 @@
 // The KV cache planner: from per-rank layer specs and memory budgets to one KV cache config per
-// rank with a common block count (§3.3–3.7 of the spec, Era C).
+// rank with a common block count (docs/vllm-semantics.md §3.3–3.7, Era C).
 #pragma once
 
 #include <string>

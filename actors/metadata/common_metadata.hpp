@@ -1,5 +1,6 @@
-// Common attention metadata (spec §5.5 subset) and the decode/prefill split (§5.6). Pure C++, no
-// CAF. Host-side std::vector buffers stand in for the device buffers a builder fills.
+// Common attention metadata (a subset of docs/vllm-semantics.md §5.5) and the decode/prefill
+// split (§5.6). Pure C++, no CAF. Host-side std::vector buffers stand in for the device buffers a
+// builder fills.
 #pragma once
 
 #include <cstdint>

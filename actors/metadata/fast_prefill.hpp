@@ -1,6 +1,6 @@
-// Fast prefill for KV-sharing (YOCO) layers (spec §1.2, §5.8): layers that only read a KV cache
-// written by an earlier layer need to compute only the tokens that produce logits. Pure C++, no
-// CAF.
+// Fast prefill for KV-sharing (YOCO) layers (docs/vllm-semantics.md §1.2, §5.8): layers that only
+// read a KV cache written by an earlier layer need to compute only the tokens that produce
+// logits. Pure C++, no CAF.
 #pragma once
 
 #include <cstdint>

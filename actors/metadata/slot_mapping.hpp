@@ -1,4 +1,5 @@
-// Block-table width, kernel block expansion and slot mappings (spec §6.1-§6.3). Pure C++, no CAF.
+// Block-table width, kernel block expansion and slot mappings (docs/vllm-semantics.md
+// §6.1-§6.3). Pure C++, no CAF.
 //
 // A KV cache group allocates manager blocks of block_size tokens; a backend may address them
 // as smaller kernel blocks (kernel_block_size divides block_size). Block tables hold kernel

@@ -1,5 +1,5 @@
-// Microbatch (DBO) slices and the split of common metadata into per-ubatch metadata (spec §8.1).
-// Pure C++, no CAF.
+// Microbatch (DBO) slices and the split of common metadata into per-ubatch metadata
+// (docs/vllm-semantics.md §8.1). Pure C++, no CAF.
 #pragma once
 
 #include <cstdint>

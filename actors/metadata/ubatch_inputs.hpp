@@ -1,5 +1,6 @@
 // One builder's view of a step: the slice [token_start, token_end) x [req_start, req_end) of the
-// step's batch, re-based as §8.1 of the spec splits metadata (a request may straddle slices).
+// step's batch, re-based as docs/vllm-semantics.md §8.1 splits metadata (a request may straddle
+// slices).
 #pragma once
 
 #include <vector>

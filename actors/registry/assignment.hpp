@@ -1,5 +1,6 @@
 // The registry's whole answer for one rank, as a plain function: backend per layer, attention
-// groups, kernel block sizes, weakest graph support (spec §1.6 phases 1–3 without builders).
+// groups, kernel block sizes, weakest graph support (docs/vllm-semantics.md §1.6 phases 1–3
+// without builders).
 #pragma once
 
 #include <string>

@@ -1,5 +1,6 @@
 // The attention backend registry (pure core): resolves a backend per layer, forms attention
-// groups, picks kernel block sizes and reports the weakest CUDA graph support (§1.6–1.8, §4).
+// groups, picks kernel block sizes and reports the weakest CUDA graph support
+// (docs/vllm-semantics.md §1.6–1.8, §4).
 #pragma once
 
 #include <map>

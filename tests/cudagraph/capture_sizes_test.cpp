@@ -10,7 +10,7 @@ namespace {
 using sizes = std::vector<int32_t>;
 
 TEST(CudaGraphCaptureSizes, DefaultLadderFor256SeqsHas51SizesEndingAt512) {
-  // Spec case 49.
+  // docs/vllm-semantics.md §10 case 49.
   auto xs = default_capture_sizes(256, 8192);
   ASSERT_EQ(xs.size(), 51u);
   EXPECT_EQ(sizes(xs.begin(), xs.begin() + 4), (sizes{1, 2, 4, 8}));

@@ -91,7 +91,8 @@ TEST(CudaGraphDispatch, ModeNoneAlwaysRunsEager) {
 }
 
 TEST(CudaGraphDispatch, SpecDecodeBatchPadsToNextMultipleOfQ) {
-  // Spec case 43 plan: FULL decode at 3,6,9,18,24 tokens; PIECEWISE at 1,2,4,8,16,24.
+  // docs/vllm-semantics.md §10 case 43's plan: FULL decode at 3,6,9,18,24 tokens; PIECEWISE
+  // at 1,2,4,8,16,24.
   graph_dispatcher g(make_plan(cudagraph_mode::full_and_piecewise, 3, 8, {1, 2, 4, 8, 16, 24}), 8);
   auto four = g.dispatch(4, 12, uniform_token_count(4, 12, 3));
   EXPECT_EQ(four.mode, cudagraph_mode::full);

@@ -1,4 +1,4 @@
-// Spec §8.2: ranks agree on one padded size (or all eager, or nothing to run).
+// docs/vllm-semantics.md §8.2: ranks agree on one padded size (or all eager, or nothing to run).
 #include "actors/cudagraph/padding_agreement.hpp"
 
 #include <gtest/gtest.h>

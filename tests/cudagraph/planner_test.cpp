@@ -33,7 +33,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 }
 
 TEST(CudaGraphPlan, SpecDecodeQ3PlansFullDecodeGraphsAtMultiplesOf3AndPiecewiseAtEverySize) {
-  // Spec case 43.
+  // docs/vllm-semantics.md §10 case 43.
   auto opt = options(cudagraph_mode::full_and_piecewise, graph_support::always);
   opt.capture_sizes = {1, 2, 4, 8, 16, 24};
   opt.uniform_decode_query_len = 3;

@@ -1,4 +1,5 @@
-// One plan per shipped model config: the groups the spec prescribes for each architecture.
+// One plan per shipped model config: the groups docs/vllm-semantics.md §3.4 prescribes for each
+// architecture.
 #include <gtest/gtest.h>
 
 #include <algorithm>

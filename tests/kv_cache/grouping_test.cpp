@@ -1,4 +1,5 @@
-// Grouping of hybrid models (§3.4): page unification, group size, strided membership, padding.
+// Grouping of hybrid models (docs/vllm-semantics.md §3.4): page unification, group size, strided
+// membership, padding.
 #include <gtest/gtest.h>
 
 #include "actors/kv_cache/grouping.hpp"

@@ -1,4 +1,4 @@
-// §1.3–1.5: which layers own a cache, KV sharing, fast-prefill eligibility.
+// docs/vllm-semantics.md §1.3–1.5: which layers own a cache, KV sharing, fast-prefill eligibility.
 #include <gtest/gtest.h>
 
 #include "actors/kv_cache/layer_specs.hpp"

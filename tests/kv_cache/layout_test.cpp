@@ -1,4 +1,4 @@
-// §2.6 physical layouts and per-layer views.
+// docs/vllm-semantics.md §2.6: physical layouts and per-layer views.
 #include <gtest/gtest.h>
 
 #include "actors/kv_cache/layout.hpp"

@@ -1,5 +1,5 @@
-// §10 "Single-worker configs", "Multi-worker" and "Capacity / estimation" cases, and the §3.8
-// Llama-3-8B worked numbers.
+// docs/vllm-semantics.md §10 "Single-worker configs", "Multi-worker" and "Capacity / estimation"
+// cases, and the §3.8 Llama-3-8B worked numbers.
 #include <gtest/gtest.h>
 
 #include "actors/kv_cache/planner.hpp"

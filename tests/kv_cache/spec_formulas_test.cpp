@@ -1,4 +1,5 @@
-// §10 "Spec arithmetic" and "Merging / uniformity" cases, plus the §2.3 memory formulas.
+// docs/vllm-semantics.md §10 "Spec arithmetic" and "Merging / uniformity" cases, plus the §2.3
+// memory formulas.
 #include <gtest/gtest.h>
 
 #include "helpers.hpp"

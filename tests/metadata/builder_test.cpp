@@ -47,9 +47,10 @@ attention_group group(int32_t kv_group, std::vector<std::string> layers) {
   return g;
 }
 
-// Case 56's inputs: 2 requests (2 and 3 tokens), per group a one-column table. Owns the block
-// tables, slot mappings and positions `in` views (the rank's persistent buffers); neither
-// copyable nor movable, since a copy's views would still point at the original's vectors.
+// docs/vllm-semantics.md §10 case 56's inputs: 2 requests (2 and 3 tokens), per group a
+// one-column table. Owns the block tables, slot mappings and positions `in` views (the rank's
+// persistent buffers); neither copyable nor movable, since a copy's views would still point at
+// the original's vectors.
 struct case56 {
   std::vector<ints> block_tables{{4, 7}, {9, 3}};
   std::vector<longs> slot_mappings{{64, 65, 112, 113, 114}, {144, 145, 48, 49, 50}};
@@ -103,7 +104,7 @@ struct fixture : ::testing::Test {
 using BuildAttentionMetadata = fixture;
 
 TEST_F(BuildAttentionMetadata, EveryGroupBuildsOnceForItsLayers) {
-  // Case 56.
+  // docs/vllm-semantics.md §10 case 56.
   case56 c;
   auto r = build_attention_metadata(groups, builders, c.in);
   ASSERT_TRUE(r) << r.err().message;

@@ -36,7 +36,7 @@ struct fixture : ::testing::Test {
 using FastPrefillPrepare = fixture;
 
 TEST_F(FastPrefillPrepare, PadsWithTheLastIndexToTheDispatchedTokenCount) {
-  // Case 58: 3 indices dispatch to the 4-token piecewise graph.
+  // docs/vllm-semantics.md §10 case 58: 3 indices dispatch to the 4-token piecewise graph.
   auto r = helper.prepare(indices, 2, cu, true, piecewise_desc(), dispatcher);
   ASSERT_TRUE(r) << r.err().message;
   ASSERT_TRUE(r->has_value());
@@ -101,9 +101,9 @@ TEST_F(FastPrefillPrepare, RejectsEmptyOrOversizedIndicesAndBadCounts) {
   EXPECT_EQ(helper.buffer()[0], 0);
 }
 
-// §5.8's example batch: three requests of 15, 5 and 8 tokens. Owns the slot mapping its
-// metadata views; neither copyable nor movable, since a copy's view would still point at the
-// original's vector.
+// The example batch of docs/vllm-semantics.md §5.8: three requests of 15, 5 and 8 tokens. Owns
+// the slot mapping its metadata views; neither copyable nor movable, since a copy's view would
+// still point at the original's vector.
 struct fast_prefill_batch {
   std::vector<int64_t> slot_mapping = std::vector<int64_t>(28, -1);
   common_attention_metadata m;

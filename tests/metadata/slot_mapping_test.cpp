@@ -61,7 +61,7 @@ TEST(SlotMapping, SlotIsBlockIdTimesKernelBlockSizePlusOffset) {
 }
 
 TEST(SlotMapping, ContextParallelRankKeepsOnlyItsTokens) {
-  // Case 42: DCP 2, rank 1, interleave 1, kbs 16, table[0] = 5.
+  // docs/vllm-semantics.md §10 case 42: DCP 2, rank 1, interleave 1, kbs 16, table[0] = 5.
   ids row{5, 6};
   EXPECT_EQ(slot_for_position(row, 3, 16, 2, 1, 1), 81);
   EXPECT_EQ(slot_for_position(row, 2, 16, 2, 1, 1), -1);

@@ -12,7 +12,7 @@ using longs = std::vector<int64_t>;
 using test::vec;
 
 TEST(UbatchSlices, RequestsStraddlingASplitAppearInBothSlices) {
-  // Case 51: scheduled [3,5,4] (12 tokens), 2 ubatches.
+  // docs/vllm-semantics.md §10 case 51: scheduled [3,5,4] (12 tokens), 2 ubatches.
   auto s = make_ubatch_slices({3, 5, 4}, 12, 3, 2);
   ASSERT_TRUE(s) << s.err().message;
   EXPECT_EQ(s->slices, (std::vector<ubatch_slice>{{0, 6, 0, 2}, {6, 12, 1, 3}}));
@@ -56,7 +56,7 @@ TEST(UbatchSlices, RejectsBadInputsAndAnEmptyLastUbatch) {
 }
 
 TEST(UbatchSlices, LastUbatchIsEmptyWhenTheRealTokensFitTheOthers) {
-  // Case 52.
+  // docs/vllm-semantics.md §10 case 52.
   EXPECT_TRUE(is_last_ubatch_empty(5, 16, 2));
   EXPECT_FALSE(is_last_ubatch_empty(9, 16, 2));
   EXPECT_TRUE(is_last_ubatch_empty(8, 16, 2));

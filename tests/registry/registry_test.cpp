@@ -1,4 +1,5 @@
-// §1.6–1.8 and §4.2–4.3: backend resolution, attention groups, kernel block sizes, graph support.
+// docs/vllm-semantics.md §1.6–1.8 and §4.2–4.3: backend resolution, attention groups, kernel block
+// sizes, graph support.
 #include <gtest/gtest.h>
 
 #include "actors/registry/registry.hpp"

@@ -1,4 +1,4 @@
-// The synthetic attention stack: the workload one rank executes per step (ARCHITECTURE.md, "The
+// The synthetic attention stack: the workload one rank executes per step (docs/design.md, "The
 // workload a rank executes"). CPU reference, and the oracle for the device implementation.
 //
 // Per layer l, over the step's T tokens (x is the residual stream, [T, hidden]):

@@ -1,4 +1,4 @@
-// Shape of the synthetic attention stack a rank executes (ARCHITECTURE.md, "The workload a rank
+// Shape of the synthetic attention stack a rank executes (docs/design.md, "The workload a rank
 // executes"), and the per-rank geometry derived from it.
 #pragma once
 
