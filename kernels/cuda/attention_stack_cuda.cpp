@@ -1,11 +1,11 @@
 // attention_stack_cuda: validation, allocation and weight generation on the device; accessors.
 #include <algorithm>
 #include <new>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "attention_stack_cuda_impl.h"
+#include "host_checks.h"
 #include "kvactor/kernels/stack_weights.h"
 #include "stack_ops.h"
 
@@ -214,12 +214,8 @@ attention_stack_cuda::create(stack_config cfg, const attention_stack_cuda_option
   attention_stack_cuda_created out;
   try {
     auto s = std::make_unique<impl>();
-    try {
-      s->geo = plan_stack(cfg);
-    } catch (const std::invalid_argument& e) {
-      out.status = detail::invalid_cuda_argument(create_prefix, e.what());
-      return out;
-    }
+    out.status = cuda_detail::check_as_status([&] { s->geo = plan_stack(cfg); }, create_prefix);
+    if (!out.status) return out;
     out.status = check_options(options);
     if (out.status.ok()) out.status = check_supported(cfg, s->geo);
     if (!out.status) return out;

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 
 #include "attention_args.h"
+#include "host_checks.h"
 
 namespace kvactor::kernels {
 namespace {
@@ -19,7 +19,7 @@ constexpr int64_t decode_min_split_keys = 128;
 constexpr int64_t mla_min_split_keys = 64;
 
 bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  return cuda_detail::aligned(p, 16);
 }
 
 bool is_mla(const attention_params& p) {
@@ -157,11 +157,10 @@ cuda_status check_paged_attention_cuda(const attention_params& params, const kv_
                                        const int32_t* seq_lens, const int32_t* block_table,
                                        int32_t width, int32_t num_reqs, int32_t num_tokens,
                                        const void* out, cuda_workspace workspace) {
-  try {
-    check_view(view, "paged_attention_cuda: view");
-  } catch (const std::invalid_argument& e) {
-    return detail::invalid_cuda_argument(e.what());
-  }
+  if (cuda_status s =
+          cuda_detail::check_as_status([&] { check_view(view, "paged_attention_cuda: view"); });
+      !s)
+    return s;
   if (cuda_status s = check_params(params, view); !s) return s;
   KVACTOR_CUDA_CHECK_ARG(num_reqs >= 0, "paged_attention_cuda: num_reqs: ", num_reqs,
                          " is negative");
