@@ -306,19 +306,21 @@ __global__ void __launch_bounds__(decode_config<D>::threads)
   }
 }
 
+// For launch_per_head_size.
+struct decode_kernels {
+  template <int D>
+  using config = decode_config<D>;
+  template <class T, int D>
+  static auto instance() {
+    return decode_attention_kernel<T, D>;
+  }
+};
+
 } // namespace
 
 cuda_status launch_decode_attention(const attention_args& a, bool bf16, dim3 grid, bool pdl,
                                     cudaStream_t stream) {
-  return dispatch_element_type(bf16, [&](auto type) {
-    using T = typename decltype(type)::type;
-    return dispatch_head_size("decode attention", a.head_size, [&](auto head_size) {
-      constexpr int D = decltype(head_size)::value;
-      using cfg = decode_config<D>;
-      return launch_kernel_with_smem(decode_attention_kernel<T, D>, grid, cfg::threads,
-                                     cfg::smem_bytes, pdl, stream, a);
-    });
-  });
+  return launch_per_head_size<decode_kernels>("decode attention", a, bf16, grid, pdl, stream);
 }
 
 } // namespace kvactor::kernels::cuda_detail

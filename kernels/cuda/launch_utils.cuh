@@ -69,4 +69,26 @@ cuda_status launch_kernel_with_smem(Kernel kernel, dim3 grid, unsigned threads, 
   return launch_kernel(kernel, grid, threads, smem, pdl, stream, a);
 }
 
+/// The kernel of one family (decode, prefill) for element type T and head size D, with D's
+/// launch configuration:
+///   struct Kernels {
+///     template <int D> using config = ...;             // threads, smem_bytes
+///     template <class T, int D> static auto instance(); // the __global__ function
+///   };
+/// launch_per_head_size<Kernels> launches the instance for the call's element type (bf16, else
+/// f16) and head size (64, 128 or 256; `name` names the family when it is another).
+template <class Kernels>
+cuda_status launch_per_head_size(const char* name, const attention_args& a, bool bf16, dim3 grid,
+                                 bool pdl, cudaStream_t stream) {
+  return dispatch_element_type(bf16, [&](auto type) {
+    using T = typename decltype(type)::type;
+    return dispatch_head_size(name, a.head_size, [&](auto head_size) {
+      constexpr int D = decltype(head_size)::value;
+      using cfg = typename Kernels::template config<D>;
+      return launch_kernel_with_smem(Kernels::template instance<T, D>(), grid, cfg::threads,
+                                     cfg::smem_bytes, pdl, stream, a);
+    });
+  });
+}
+
 } // namespace kvactor::kernels::cuda_detail

@@ -252,19 +252,21 @@ __global__ void __launch_bounds__(prefill_config<D>::threads)
   pdl_wait_for_predecessor();
 }
 
+// For launch_per_head_size.
+struct prefill_kernels {
+  template <int D>
+  using config = prefill_config<D>;
+  template <class T, int D>
+  static auto instance() {
+    return prefill_attention_kernel<T, D>;
+  }
+};
+
 } // namespace
 
 cuda_status launch_prefill_attention(const attention_args& a, bool bf16, dim3 grid, bool pdl,
                                      cudaStream_t stream) {
-  return dispatch_element_type(bf16, [&](auto type) {
-    using T = typename decltype(type)::type;
-    return dispatch_head_size("prefill attention", a.head_size, [&](auto head_size) {
-      constexpr int D = decltype(head_size)::value;
-      using cfg = prefill_config<D>;
-      return launch_kernel_with_smem(prefill_attention_kernel<T, D>, grid, cfg::threads,
-                                     cfg::smem_bytes, pdl, stream, a);
-    });
-  });
+  return launch_per_head_size<prefill_kernels>("prefill attention", a, bf16, grid, pdl, stream);
 }
 
 } // namespace kvactor::kernels::cuda_detail
