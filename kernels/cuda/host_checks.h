@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kvactor/kernels/cuda/cuda_check.h"
+#include "kvactor/kernels/kv_cache_view.h"
 
 namespace kvactor::kernels::cuda_detail {
 
@@ -24,6 +25,11 @@ cuda_status check_as_status(Check&& check, const char* prefix = "") {
     return detail::invalid_cuda_argument(prefix, e.what());
   }
   return {};
+}
+
+/// check_view (kv_cache_view.h) as a status.
+inline cuda_status check_view_as_status(const kv_view& view, const char* what) {
+  return check_as_status([&] { check_view(view, what); });
 }
 
 } // namespace kvactor::kernels::cuda_detail

@@ -13,10 +13,7 @@ using cuda_detail::aligned;
 cuda_status check_kv_write_cuda(const kv_view& view, const void* k, const void* v,
                                 element_type type, int32_t head_size, int32_t head_size_v,
                                 const int64_t* slot_mapping, int32_t num_tokens) {
-  if (cuda_status s =
-          cuda_detail::check_as_status([&] { check_view(view, "kv_write_cuda: view"); });
-      !s)
-    return s;
+  if (cuda_status s = cuda_detail::check_view_as_status(view, "kv_write_cuda: view"); !s) return s;
   KVACTOR_CUDA_CHECK_ARG(view.type == element_type::bf16 || view.type == element_type::f16,
                          "kv_write_cuda: view.type: ", to_string(view.type),
                          " is not supported (bf16 or f16)");

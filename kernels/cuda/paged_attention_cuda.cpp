@@ -134,9 +134,7 @@ cuda_status check_paged_attention_cuda(const attention_params& params, const kv_
                                        const int32_t* seq_lens, const int32_t* block_table,
                                        int32_t width, int32_t num_reqs, int32_t num_tokens,
                                        const void* out, cuda_workspace workspace) {
-  if (cuda_status s =
-          cuda_detail::check_as_status([&] { check_view(view, "paged_attention_cuda: view"); });
-      !s)
+  if (cuda_status s = cuda_detail::check_view_as_status(view, "paged_attention_cuda: view"); !s)
     return s;
   if (cuda_status s = check_params(params, view); !s) return s;
   KVACTOR_CUDA_CHECK_ARG(num_reqs >= 0, "paged_attention_cuda: num_reqs: ", num_reqs,
