@@ -21,9 +21,10 @@ struct type_tag {
   using type = T;
 };
 
-/// f(type_tag<__nv_bfloat16>{}) when bf16, else f(type_tag<__half>{}).
+/// f(type_tag<__nv_bfloat16>{}) when bf16, else f(type_tag<__half>{}): the 16-bit element types
+/// of the attention kernels (dispatch_element_type of kv_cache_view.h covers the host types).
 template <class F>
-cuda_status dispatch_element_type(bool bf16, F&& f) {
+cuda_status dispatch_half_type(bool bf16, F&& f) {
   if (bf16) return f(type_tag<__nv_bfloat16>{});
   return f(type_tag<__half>{});
 }
@@ -80,7 +81,7 @@ cuda_status launch_kernel_with_smem(Kernel kernel, dim3 grid, unsigned threads, 
 template <class Kernels>
 cuda_status launch_per_head_size(const char* name, const attention_args& a, bool bf16, dim3 grid,
                                  bool pdl, cudaStream_t stream) {
-  return dispatch_element_type(bf16, [&](auto type) {
+  return dispatch_half_type(bf16, [&](auto type) {
     using T = typename decltype(type)::type;
     return dispatch_head_size(name, a.head_size, [&](auto head_size) {
       constexpr int D = decltype(head_size)::value;

@@ -128,7 +128,7 @@ cuda_status launch_typed(const attention_args& a, bool by_request, cudaStream_t 
 
 cuda_status launch_merge_splits(const attention_args& a, bool bf16, bool by_request,
                                 cudaStream_t stream) {
-  return dispatch_element_type(bf16, [&](auto type) {
+  return dispatch_half_type(bf16, [&](auto type) {
     return launch_typed<typename decltype(type)::type>(a, by_request, stream);
   });
 }

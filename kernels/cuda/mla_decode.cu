@@ -220,7 +220,7 @@ int32_t mla_ctas_per_sm() {
 }
 
 cuda_status launch_mla_decode(const attention_args& a, bool bf16, dim3 grid, cudaStream_t stream) {
-  return dispatch_element_type(bf16, [&](auto type) {
+  return dispatch_half_type(bf16, [&](auto type) {
     using T = typename decltype(type)::type;
     return launch_kernel_with_smem(mla_decode_kernel<T>, grid, mla_config::threads,
                                    mla_config::smem_bytes, false, stream, a);
