@@ -102,7 +102,7 @@ void expect_replay_matches(graph_runner& r, const kvactor::step_batch& b,
       eager_then_replay(r, b, meta, graph, reqs, hidden, static_cast<size_t>(graph.num_tokens), w);
   // README.md and bench/RESULTS.md: a replay equals the eager forward of the same padded batch
   // bit for bit.
-  EXPECT_TRUE(bit_identical(out.eager, out.replayed))
+  EXPECT_TRUE(test::bit_identical(out.eager, out.replayed))
       << to_string(graph.mode) << " replay differs from the eager step of the same padded batch";
   // The real requests alone are not the same computation: the padded batch multiplies matrices
   // with more rows, for which cuBLAS may pick another kernel and summation order, so the rows

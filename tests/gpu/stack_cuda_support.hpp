@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -188,32 +187,6 @@ struct prefilled_stack {
         s->tokens.push_back(random_token());
   }
 };
-
-/// Whether `replayed` holds the same bits as `eager`, element for element: what README.md and
-/// bench/RESULTS.md claim of a graph replay against the eager forward of the same (padded) batch.
-/// Both must be written in full: an element left at the 0xff fill (NaN) in both would otherwise
-/// compare equal.
-inline ::testing::AssertionResult bit_identical(const std::vector<float>& eager,
-                                                const std::vector<float>& replayed) {
-  if (eager.size() != replayed.size())
-    return ::testing::AssertionFailure()
-           << "sizes differ: " << eager.size() << " eager, " << replayed.size() << " replayed";
-  const auto unwritten = [](float x) {
-    uint32_t bits = 0;
-    std::memcpy(&bits, &x, sizeof bits);
-    return bits == 0xffffffffu;
-  };
-  size_t differ = 0, first = 0;
-  for (size_t i = 0; i < eager.size(); ++i) {
-    if (unwritten(eager[i]) || unwritten(replayed[i]))
-      return ::testing::AssertionFailure() << "element " << i << " was not written";
-    if (std::memcmp(&eager[i], &replayed[i], sizeof(float)) != 0 && differ++ == 0) first = i;
-  }
-  if (differ == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << differ << " of " << eager.size() << " elements differ; the first, " << first
-         << ": eager " << eager[first] << ", replayed " << replayed[first];
-}
 
 /// ||a - b|| / ||b||.
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {

@@ -46,7 +46,7 @@ TEST(StackGraph, ReplayEqualsEagerBitForBitAndReadsThePersistentInputs) {
   ASSERT_CUDA_OK(graph.replay());
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   auto e = eager.download(), r = replayed.download();
-  EXPECT_TRUE(bit_identical(e, r)) << "replay differs from eager";
+  EXPECT_TRUE(test::bit_identical(e, r)) << "replay differs from eager";
 
   // New tokens written into the same buffers: the replay computes with them.
   std::vector<int32_t> other(decode.token_ids.size());
@@ -59,7 +59,7 @@ TEST(StackGraph, ReplayEqualsEagerBitForBitAndReadsThePersistentInputs) {
   ASSERT_CUDA_OK(graph.replay());
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   auto e2 = eager.download(), r2 = replayed.download();
-  EXPECT_TRUE(bit_identical(e2, r2)) << "replay with the new tokens differs from eager";
+  EXPECT_TRUE(test::bit_identical(e2, r2)) << "replay with the new tokens differs from eager";
   EXPECT_NE(std::memcmp(e.data(), e2.data(), e.size() * sizeof(float)), 0)
       << "the new tokens changed nothing";
 
@@ -99,7 +99,7 @@ TEST(PiecewiseGraph, ReplayWithEagerAttentionEqualsEagerBitForBit) {
   EXPECT_EQ(graph.pieces(), cfg.layers.size() + 1);
   ASSERT_CUDA_OK(graph.replay(mb.step, w.dev.views));
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  EXPECT_TRUE(bit_identical(eager.download(), replayed.download()))
+  EXPECT_TRUE(test::bit_identical(eager.download(), replayed.download()))
       << "piecewise replay differs from eager";
   // Another token count than the captured one is refused by name.
   device_step other = mb.step;
