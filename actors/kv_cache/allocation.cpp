@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/kv_cache/grouping.hpp"
 #include "actors/kv_cache/layout.hpp"
 
 namespace kvactor {
@@ -30,19 +31,10 @@ std::vector<kv_cache_group> encoder_only_groups(const layer_spec_list& specs) {
 expected<std::vector<kv_cache_group>> rank_groups(const kv_cache_config& config,
                                                   const std::vector<attention_layer>& layers,
                                                   const spec_options& opt) {
-  std::vector<kv_cache_group> groups = config.groups;
-  for (const auto& [layer, target] : shared_kv_cache_layers(layers)) {
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const kv_cache_group& g) {
-      return std::find(g.layer_names.begin(), g.layer_names.end(), target) != g.layer_names.end();
-    });
-    if (it == groups.end())
-      return make_error(
-          errc::invalid_argument,
-          fmt::format("kv_sharing_target of {}: {} is in no KV cache group", layer, target));
-    it->layer_names.push_back(layer);
-  }
+  auto groups = add_kv_sharing_layers(config.groups, shared_kv_cache_layers(layers));
+  if (!groups) return groups;
   for (auto& g : encoder_only_groups(encoder_only_specs(layers, opt)))
-    groups.push_back(std::move(g));
+    groups->push_back(std::move(g));
   return groups;
 }
 

@@ -1,6 +1,7 @@
 // Which layers share a block table: KV cache groups (docs/vllm-semantics.md §3.4).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,5 +30,11 @@ expected<layer_spec_list> unify_page_sizes(layer_spec_list specs);
 /// differ, otherwise groups of equal page size and equal layer count (padding the last).
 expected<grouping_result> kv_cache_groups(const layer_spec_list& specs,
                                           const grouping_options& opt = {});
+
+/// Appends each KV-sharing layer (layer -> target, as shared_kv_cache_layers gives them) to the
+/// group holding its target; fails (invalid_argument) when a target is in no group.
+expected<std::vector<kv_cache_group>>
+add_kv_sharing_layers(std::vector<kv_cache_group> groups,
+                      const std::map<std::string, std::string>& shared);
 
 } // namespace kvactor

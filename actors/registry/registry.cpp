@@ -116,22 +116,6 @@ expected<std::string> backend_registry::resolve(const attention_layer& layer,
   return best->name;
 }
 
-expected<std::vector<kv_cache_group>>
-add_kv_sharing_layers(std::vector<kv_cache_group> groups,
-                      const std::map<std::string, std::string>& shared) {
-  for (const auto& [layer, target] : shared) {
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const kv_cache_group& g) {
-      return std::find(g.layer_names.begin(), g.layer_names.end(), target) != g.layer_names.end();
-    });
-    if (it == groups.end())
-      return make_error(
-          errc::invalid_argument,
-          fmt::format("kv_sharing_target of {}: {} is in no KV cache group", layer, target));
-    it->layer_names.push_back(layer);
-  }
-  return groups;
-}
-
 expected<std::vector<std::vector<attention_group>>>
 build_attention_groups(const std::vector<kv_cache_group>& groups,
                        const std::map<std::string, layer_binding>& bindings) {

@@ -48,12 +48,6 @@ struct layer_binding {
   int32_t num_heads_q = 0;
 };
 
-/// Appends each KV-sharing layer to the group holding its target; fails when a target is in no
-/// group.
-expected<std::vector<kv_cache_group>>
-add_kv_sharing_layers(std::vector<kv_cache_group> groups,
-                      const std::map<std::string, std::string>& shared);
-
 /// One list of attention groups per KV cache group (index-aligned), keyed by (backend, per-layer
 /// spec, query heads), in first-seen order. Every layer must have a binding.
 expected<std::vector<std::vector<attention_group>>>

@@ -1,6 +1,10 @@
 // Names of the collective vocabulary, as ledgers and error messages print them.
 #include "kvactor/kernels/communicator.h"
 
+#include <sstream>
+
+#include "timeouts.h"
+
 namespace kvactor::kernels {
 
 std::string_view to_string(collective_kind x) {
@@ -44,5 +48,15 @@ std::string_view to_string(collective_failure x) {
   }
   return "unknown";
 }
+
+namespace detail {
+
+std::string seconds(std::chrono::milliseconds d) {
+  std::ostringstream os;
+  os << static_cast<double>(d.count()) / 1000.0 << " s";
+  return os.str();
+}
+
+} // namespace detail
 
 } // namespace kvactor::kernels

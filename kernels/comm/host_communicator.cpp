@@ -1,13 +1,13 @@
 #include "kvactor/kernels/host_communicator.h"
 
 #include "rank_order_reduce.h"
+#include "timeouts.h"
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <type_traits>
 
@@ -16,12 +16,6 @@ namespace kvactor::kernels {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-std::string seconds(std::chrono::milliseconds d) {
-  std::ostringstream os;
-  os << static_cast<double>(d.count()) / 1000.0 << " s";
-  return os.str();
-}
 
 // What a rank entered: "all_reduce(sum) #5 of 4 float32" (a barrier: "barrier #5").
 std::string shape(const collective_record& r) {
@@ -100,7 +94,7 @@ host_communicator::create_group(int world_size, std::chrono::milliseconds timeou
     throw std::invalid_argument("world_size: " + std::to_string(world_size)
                                 + " is not a positive rank count");
   if (timeout.count() <= 0)
-    throw std::invalid_argument("timeout: " + seconds(timeout) + " is not positive");
+    throw std::invalid_argument("timeout: " + detail::seconds(timeout) + " is not positive");
   auto group = std::make_shared<host_group>(world_size, timeout);
   std::vector<std::shared_ptr<host_communicator>> out;
   for (int r = 0; r < world_size; ++r)
@@ -178,7 +172,7 @@ void host_communicator::run(const call& c) {
   // A round starts once every rank has left the previous one (they copy its result).
   if (!g.wait(lock, deadline, [&] { return g.departed == 0 || !g.aborted.empty(); }))
     fail(collective_failure::timeout, collective_status::timed_out,
-         me + ": " + shape(entered) + " timed out after " + seconds(g.timeout)
+         me + ": " + shape(entered) + " timed out after " + detail::seconds(g.timeout)
              + ": peers did not leave the previous collective");
   if (!g.aborted.empty())
     fail(collective_failure::aborted, collective_status::aborted,
@@ -223,8 +217,8 @@ void host_communicator::run(const call& c) {
     for (size_t r = 0; r < g.present.size(); ++r)
       if (!g.present[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     fail(collective_failure::timeout, collective_status::timed_out,
-         me + ": " + shape(entered) + " timed out after " + seconds(g.timeout) + ": rank(s) "
-             + missing + " did not enter it");
+         me + ": " + shape(entered) + " timed out after " + detail::seconds(g.timeout)
+             + ": rank(s) " + missing + " did not enter it");
   }
   if (g.generation == generation) // woken by an abort before the round completed
     fail(collective_failure::aborted, collective_status::aborted,

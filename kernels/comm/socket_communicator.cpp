@@ -12,10 +12,10 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
-#include <sstream>
 
 #include "kvactor/kernels/collective_ledger.h"
 #include "rank_order_reduce.h"
+#include "timeouts.h"
 
 namespace kvactor::kernels {
 
@@ -40,12 +40,6 @@ struct hello {
   int32_t rank = 0;
   int32_t world = 0;
 };
-
-std::string seconds(std::chrono::milliseconds d) {
-  std::ostringstream os;
-  os << static_cast<double>(d.count()) / 1000.0 << " s";
-  return os.str();
-}
 
 [[noreturn]] void fail(collective_failure kind, const std::string& why) {
   throw collective_error(kind, why);
@@ -266,7 +260,7 @@ private:
                                                                   : collective_status::failed;
       ledger_.finish(seq, status);
       std::string why = "rank " + std::to_string(rank_) + ": " + e.what();
-      if (e.kind() == collective_failure::timeout) why += " after " + seconds(timeout_);
+      if (e.kind() == collective_failure::timeout) why += " after " + detail::seconds(timeout_);
       why += "; " + ledger_.tail();
       abort(why);
       throw collective_error(e.kind(), why);
@@ -452,7 +446,8 @@ std::shared_ptr<communicator> make_socket_communicator(const std::string& addres
           if (peers[static_cast<size_t>(r)] < 0)
             missing += (missing.empty() ? "" : ", ") + std::to_string(r);
         fail(collective_failure::timeout, "socket communicator: rank(s) " + missing
-                                              + " did not join within " + seconds(options.timeout));
+                                              + " did not join within "
+                                              + detail::seconds(options.timeout));
       }
       const int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;

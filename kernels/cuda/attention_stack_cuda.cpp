@@ -1,13 +1,12 @@
 // attention_stack_cuda: validation, allocation and weight generation on the device; accessors.
 #include <algorithm>
-#include <cmath>
 #include <new>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "attention_stack_cuda_impl.h"
-#include "kvactor/kernels/synthetic_weights.h"
+#include "host_checks.h"
+#include "kvactor/kernels/stack_weights.h"
 #include "stack_ops.h"
 
 namespace kvactor::kernels {
@@ -83,77 +82,50 @@ cuda_status check_options(const attention_stack_cuda_options& o) {
   return {};
 }
 
-// Fills dst with the [outs, ins] slice of matrix m, as stack_weights.cpp's slice().
-cuda_status fill_slice(const attention_stack_cuda::impl& s, void* dst, weight_matrix m,
-                       int32_t layer, int64_t row_begin, int32_t ins, int64_t col_begin,
-                       int32_t outs, int64_t fan_in) {
+// Fills dst with the slice's [outs, ins] elements in the stack's element type.
+cuda_status fill_slice(const attention_stack_cuda::impl& s, void* dst, const weight_slice& w) {
   cuda_detail::weight_slice_args a{};
   a.dst = dst;
   a.bf16 = s.bf16();
   a.seed = s.cfg.seed;
-  a.matrix = static_cast<uint64_t>(m);
-  a.layer = layer;
-  a.row_begin = row_begin;
-  a.col_begin = col_begin;
-  a.ins = ins;
-  a.outs = outs;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(fan_in));
+  a.matrix = static_cast<uint64_t>(w.matrix);
+  a.layer = w.layer;
+  a.row_begin = w.row_begin;
+  a.col_begin = w.col_begin;
+  a.ins = w.ins;
+  a.outs = w.outs;
+  a.scale = w.scale;
   return cuda_detail::launch_weight_slice(a, s.opt.stream);
 }
 
 cuda_status make_weights(attention_stack_cuda::impl& s) {
-  const int32_t hidden = s.cfg.hidden_size;
-  const size_t row_bytes = static_cast<size_t>(hidden) * s.esize();
+  const size_t row_bytes = static_cast<size_t>(s.cfg.hidden_size) * s.esize();
   s.layers.resize(s.geo.size());
   for (size_t l = 0; l < s.geo.size(); ++l) {
-    const layer_geometry& g = s.geo[l];
-    const auto li = static_cast<int32_t>(l);
-    const int32_t d = g.head_size;
+    const layer_weight_slices slices = layer_slices(s.cfg, s.geo[l], l);
     attention_stack_cuda::impl::layer& w = s.layers[l];
-    w.q_rows = g.q_heads * d;
-    if (g.kv_source == li) {
-      w.k_rows = g.kv_heads * d;
-      w.v_rows = g.mla ? 0 : g.kv_heads * g.v_size;
-    }
+    w.q_rows = slices.q.outs;
+    w.k_rows = slices.k ? slices.k->outs : 0;
+    w.v_rows = slices.v ? slices.v->outs : 0;
     if (cuda_status st = s.allocate(static_cast<size_t>(w.qkv_rows()) * row_bytes, true, &w.qkv);
         !st)
       return st;
     auto* const qkv = static_cast<unsigned char*>(w.qkv);
-    if (cuda_status st = fill_slice(s, qkv, weight_matrix::q, li, 0, hidden,
-                                    int64_t{g.q_head_begin} * d, w.q_rows, hidden);
-        !st)
-      return st;
+    if (cuda_status st = fill_slice(s, qkv, slices.q); !st) return st;
     unsigned char* const k = qkv + static_cast<size_t>(w.q_rows) * row_bytes;
-    if (g.kv_source == li && g.mla) {
-      if (cuda_status st =
-              fill_slice(s, k, weight_matrix::kv_latent, li, 0, hidden, 0, w.k_rows, hidden);
-          !st)
-        return st;
-    } else if (g.kv_source == li) {
-      if (cuda_status st = fill_slice(s, k, weight_matrix::k, li, 0, hidden,
-                                      int64_t{g.kv_head_begin} * d, w.k_rows, hidden);
-          !st)
-        return st;
-      unsigned char* const v = k + static_cast<size_t>(w.k_rows) * row_bytes;
-      if (cuda_status st = fill_slice(s, v, weight_matrix::v, li, 0, hidden,
-                                      int64_t{g.kv_head_begin} * g.v_size, w.v_rows, hidden);
-          !st)
-        return st;
+    if (slices.k) {
+      if (cuda_status st = fill_slice(s, k, *slices.k); !st) return st;
     }
-    const int32_t o_in = g.q_heads * g.v_size;
-    if (cuda_status st = s.allocate(static_cast<size_t>(o_in) * row_bytes, true, &w.o); !st)
+    if (slices.v) {
+      unsigned char* const v = k + static_cast<size_t>(w.k_rows) * row_bytes;
+      if (cuda_status st = fill_slice(s, v, *slices.v); !st) return st;
+    }
+    if (cuda_status st = s.allocate(static_cast<size_t>(slices.o.ins) * row_bytes, true, &w.o); !st)
       return st;
-    if (cuda_status st =
-            fill_slice(s, w.o, weight_matrix::o, li, int64_t{g.q_head_begin} * g.v_size, o_in, 0,
-                       hidden, int64_t{s.cfg.total_q_heads} * g.v_size);
-        !st)
-      return st;
-    if (s.cfg.layers[l].has_sinks) {
-      // A few floats: computed by the host function and uploaded.
-      std::vector<float> sinks(static_cast<size_t>(g.q_heads));
-      for (int32_t h = 0; h < g.q_heads; ++h)
-        sinks[static_cast<size_t>(h)] =
-            synthetic_uniform(s.cfg.seed, weight_matrix::sinks, li, g.q_head_begin + h, 0);
+    if (cuda_status st = fill_slice(s, w.o, slices.o); !st) return st;
+    // A few floats: computed on the host and uploaded.
+    const std::vector<float> sinks = layer_sinks(s.cfg, s.geo[l], l);
+    if (!sinks.empty()) {
       void* p = nullptr;
       if (cuda_status st = s.allocate(sinks.size() * sizeof(float), true, &p); !st) return st;
       w.sinks = static_cast<float*>(p);
@@ -162,11 +134,10 @@ cuda_status make_weights(attention_stack_cuda::impl& s) {
       KVACTOR_CUDA_CALL(cudaStreamSynchronize(s.opt.stream)); // before `sinks` goes away
     }
   }
-  if (cuda_status st =
-          s.allocate(static_cast<size_t>(s.cfg.vocab_size) * row_bytes, true, &s.vocab);
-      !st)
+  const weight_slice vocab = vocab_slice(s.cfg);
+  if (cuda_status st = s.allocate(static_cast<size_t>(vocab.outs) * row_bytes, true, &s.vocab); !st)
     return st;
-  return fill_slice(s, s.vocab, weight_matrix::vocab, 0, 0, hidden, 0, s.cfg.vocab_size, hidden);
+  return fill_slice(s, s.vocab, vocab);
 }
 
 cuda_status make_activations(attention_stack_cuda::impl& s) {
@@ -243,12 +214,8 @@ attention_stack_cuda::create(stack_config cfg, const attention_stack_cuda_option
   attention_stack_cuda_created out;
   try {
     auto s = std::make_unique<impl>();
-    try {
-      s->geo = plan_stack(cfg);
-    } catch (const std::invalid_argument& e) {
-      out.status = detail::invalid_cuda_argument(create_prefix, e.what());
-      return out;
-    }
+    out.status = cuda_detail::check_as_status([&] { s->geo = plan_stack(cfg); }, create_prefix);
+    if (!out.status) return out;
     out.status = check_options(options);
     if (out.status.ok()) out.status = check_supported(cfg, s->geo);
     if (!out.status) return out;
@@ -298,21 +265,8 @@ layer_weights_cuda attention_stack_cuda::weights(size_t layer) const {
 }
 
 attention_params attention_stack_cuda::layer_attention(size_t layer) const {
-  const stack_layer& sl = impl_->cfg.layers[layer];
-  const layer_geometry& g = impl_->geo[layer];
-  attention_params p;
-  p.num_q_heads = g.q_heads;
-  p.num_kv_heads = g.kv_heads;
-  p.head_size = g.head_size;
-  p.v_offset = g.v_offset;
-  p.v_size = g.v_size;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(g.head_size));
-  p.sliding_window = sl.sliding_window;
-  p.chunk_size = sl.chunk_size;
-  p.softcap = sl.softcap;
-  p.sinks = impl_->layers[layer].sinks;
-  p.causal = true;
-  return p;
+  return layer_attention_params(impl_->cfg.layers[layer], impl_->geo[layer],
+                                impl_->layers[layer].sinks);
 }
 
 } // namespace kvactor::kernels

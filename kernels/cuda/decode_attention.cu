@@ -11,6 +11,7 @@
 
 #include "attention_args.h"
 #include "device_utils.cuh"
+#include "launch_utils.cuh"
 
 namespace kvactor::kernels::cuda_detail {
 namespace {
@@ -305,33 +306,21 @@ __global__ void __launch_bounds__(decode_config<D>::threads)
   }
 }
 
-template <class T, int D>
-cuda_status launch_typed(const attention_args& a, dim3 grid, bool pdl, cudaStream_t stream) {
-  using cfg = decode_config<D>;
-  const auto kernel = decode_attention_kernel<T, D>;
-  KVACTOR_CUDA_CALL(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(cfg::smem_bytes)));
-  return launch_kernel(kernel, grid, cfg::threads, cfg::smem_bytes, pdl, stream, a);
-}
-
-template <class T>
-cuda_status launch_head_size(const attention_args& a, dim3 grid, bool pdl, cudaStream_t stream) {
-  switch (a.head_size) {
-  case 64: return launch_typed<T, 64>(a, grid, pdl, stream);
-  case 128: return launch_typed<T, 128>(a, grid, pdl, stream);
-  case 256: return launch_typed<T, 256>(a, grid, pdl, stream);
-  default: break;
+// For launch_per_head_size.
+struct decode_kernels {
+  template <int D>
+  using config = decode_config<D>;
+  template <class T, int D>
+  static auto instance() {
+    return decode_attention_kernel<T, D>;
   }
-  return detail::invalid_cuda_argument("decode attention: head_size ", a.head_size,
-                                       " is not instantiated");
-}
+};
 
 } // namespace
 
 cuda_status launch_decode_attention(const attention_args& a, bool bf16, dim3 grid, bool pdl,
                                     cudaStream_t stream) {
-  if (bf16) return launch_head_size<__nv_bfloat16>(a, grid, pdl, stream);
-  return launch_head_size<__half>(a, grid, pdl, stream);
+  return launch_per_head_size<decode_kernels>("decode attention", a, bf16, grid, pdl, stream);
 }
 
 } // namespace kvactor::kernels::cuda_detail

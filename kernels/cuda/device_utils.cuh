@@ -203,22 +203,4 @@ __device__ __forceinline__ float finish_row(const attention_args& a, int32_t h, 
   return l > 0.0f ? 1.0f / l : 0.0f;
 }
 
-/// Launches kernel<<<grid, threads, smem, stream>>>(a), as a programmatic dependent when pdl.
-template <class Kernel>
-cuda_status launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, bool pdl,
-                          cudaStream_t stream, const attention_args& a) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  KVACTOR_CUDA_CALL(cudaLaunchKernelEx(&cfg, kernel, a));
-  return {};
-}
-
 } // namespace kvactor::kernels::cuda_detail

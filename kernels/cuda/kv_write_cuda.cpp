@@ -2,27 +2,18 @@
 #include "kvactor/kernels/cuda/kv_write_cuda.h"
 
 #include <cstdint>
-#include <stdexcept>
 
+#include "host_checks.h"
 #include "kv_write_args.h"
 
 namespace kvactor::kernels {
-namespace {
 
-bool aligned(const void* p, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
-} // namespace
+using cuda_detail::aligned;
 
 cuda_status check_kv_write_cuda(const kv_view& view, const void* k, const void* v,
                                 element_type type, int32_t head_size, int32_t head_size_v,
                                 const int64_t* slot_mapping, int32_t num_tokens) {
-  try {
-    check_view(view, "kv_write_cuda: view");
-  } catch (const std::invalid_argument& e) {
-    return detail::invalid_cuda_argument(e.what());
-  }
+  if (cuda_status s = cuda_detail::check_view_as_status(view, "kv_write_cuda: view"); !s) return s;
   KVACTOR_CUDA_CHECK_ARG(view.type == element_type::bf16 || view.type == element_type::f16,
                          "kv_write_cuda: view.type: ", to_string(view.type),
                          " is not supported (bf16 or f16)");

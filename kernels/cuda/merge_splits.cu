@@ -10,6 +10,7 @@
 
 #include "attention_args.h"
 #include "device_utils.cuh"
+#include "launch_utils.cuh"
 
 namespace kvactor::kernels::cuda_detail {
 namespace {
@@ -127,8 +128,9 @@ cuda_status launch_typed(const attention_args& a, bool by_request, cudaStream_t 
 
 cuda_status launch_merge_splits(const attention_args& a, bool bf16, bool by_request,
                                 cudaStream_t stream) {
-  if (bf16) return launch_typed<__nv_bfloat16>(a, by_request, stream);
-  return launch_typed<__half>(a, by_request, stream);
+  return dispatch_half_type(bf16, [&](auto type) {
+    return launch_typed<typename decltype(type)::type>(a, by_request, stream);
+  });
 }
 
 } // namespace kvactor::kernels::cuda_detail

@@ -10,6 +10,7 @@
 
 #include "attention_args.h"
 #include "device_utils.cuh"
+#include "launch_utils.cuh"
 
 namespace kvactor::kernels::cuda_detail {
 namespace {
@@ -212,14 +213,6 @@ __global__ void __launch_bounds__(mla_config::threads) mla_decode_kernel(const a
   }
 }
 
-template <class T>
-cuda_status launch_typed(const attention_args& a, dim3 grid, cudaStream_t stream) {
-  const auto kernel = mla_decode_kernel<T>;
-  KVACTOR_CUDA_CALL(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(mla_config::smem_bytes)));
-  return launch_kernel(kernel, grid, mla_config::threads, mla_config::smem_bytes, false, stream, a);
-}
-
 } // namespace
 
 int32_t mla_ctas_per_sm() {
@@ -227,8 +220,11 @@ int32_t mla_ctas_per_sm() {
 }
 
 cuda_status launch_mla_decode(const attention_args& a, bool bf16, dim3 grid, cudaStream_t stream) {
-  if (bf16) return launch_typed<__nv_bfloat16>(a, grid, stream);
-  return launch_typed<__half>(a, grid, stream);
+  return dispatch_half_type(bf16, [&](auto type) {
+    using T = typename decltype(type)::type;
+    return launch_kernel_with_smem(mla_decode_kernel<T>, grid, mla_config::threads,
+                                   mla_config::smem_bytes, false, stream, a);
+  });
 }
 
 } // namespace kvactor::kernels::cuda_detail

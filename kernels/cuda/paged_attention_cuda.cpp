@@ -3,10 +3,9 @@
 #include "kvactor/kernels/cuda/paged_attention_cuda.h"
 
 #include <algorithm>
-#include <cmath>
-#include <stdexcept>
 
 #include "attention_args.h"
+#include "host_checks.h"
 
 namespace kvactor::kernels {
 namespace {
@@ -19,7 +18,7 @@ constexpr int64_t decode_min_split_keys = 128;
 constexpr int64_t mla_min_split_keys = 64;
 
 bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  return cuda_detail::aligned(p, 16);
 }
 
 bool is_mla(const attention_params& p) {
@@ -105,23 +104,10 @@ cuda_status check_params(const attention_params& p, const kv_view& view) {
       view.stride_block % 8 == 0 && view.stride_head % 8 == 0 && view.stride_token % 8 == 0,
       "paged_attention_cuda: view strides: ", view.stride_block, ", ", view.stride_head, ", ",
       view.stride_token, " are not all multiples of 8 elements (16 bytes)");
-  KVACTOR_CUDA_CHECK_ARG(p.num_q_heads > 0, "paged_attention_cuda: num_q_heads: ", p.num_q_heads,
-                         " must be > 0");
-  KVACTOR_CUDA_CHECK_ARG(p.num_kv_heads > 0, "paged_attention_cuda: num_kv_heads: ", p.num_kv_heads,
-                         " must be > 0");
-  KVACTOR_CUDA_CHECK_ARG(p.num_q_heads % p.num_kv_heads == 0,
-                         "paged_attention_cuda: num_q_heads: ", p.num_q_heads,
-                         " is not a multiple of num_kv_heads ", p.num_kv_heads);
-  KVACTOR_CUDA_CHECK_ARG(p.num_kv_heads == view.num_heads,
-                         "paged_attention_cuda: num_kv_heads: ", p.num_kv_heads,
-                         " differs from the view's num_heads ", view.num_heads);
-  KVACTOR_CUDA_CHECK_ARG(p.head_size > 0 && p.head_size <= view.content,
-                         "paged_attention_cuda: head_size: ", p.head_size,
-                         " is outside [1, content = ", view.content, "]");
-  KVACTOR_CUDA_CHECK_ARG(p.v_size > 0, "paged_attention_cuda: v_size: ", p.v_size, " must be > 0");
-  KVACTOR_CUDA_CHECK_ARG(p.v_offset >= 0 && p.v_offset + p.v_size <= view.content,
-                         "paged_attention_cuda: v_offset + v_size: ", p.v_offset, " + ", p.v_size,
-                         " is outside the view's content ", view.content);
+  if (cuda_status s = cuda_detail::check_as_status(
+          [&] { check_attention_sizes(p, view, "paged_attention_cuda"); });
+      !s)
+    return s;
   if (is_mla(p)) {
     KVACTOR_CUDA_CHECK_ARG(p.v_offset == 0 && p.v_size == 512,
                            "paged_attention_cuda: v_offset, v_size: ", p.v_offset, ", ", p.v_size,
@@ -138,16 +124,7 @@ cuda_status check_params(const attention_params& p, const kv_view& view) {
     KVACTOR_CUDA_CHECK_ARG(p.v_offset % 8 == 0, "paged_attention_cuda: v_offset: ", p.v_offset,
                            " is not a multiple of 8");
   }
-  KVACTOR_CUDA_CHECK_ARG(std::isfinite(p.scale), "paged_attention_cuda: scale: ", p.scale,
-                         " is not finite");
-  KVACTOR_CUDA_CHECK_ARG(p.sliding_window >= 0,
-                         "paged_attention_cuda: sliding_window: ", p.sliding_window,
-                         " is negative");
-  KVACTOR_CUDA_CHECK_ARG(p.chunk_size >= 0, "paged_attention_cuda: chunk_size: ", p.chunk_size,
-                         " is negative");
-  KVACTOR_CUDA_CHECK_ARG(std::isfinite(p.softcap) && p.softcap >= 0.0f,
-                         "paged_attention_cuda: softcap: ", p.softcap, " must be finite and >= 0");
-  return {};
+  return cuda_detail::check_as_status([&] { check_attention_scores(p, "paged_attention_cuda"); });
 }
 
 } // namespace
@@ -157,11 +134,8 @@ cuda_status check_paged_attention_cuda(const attention_params& params, const kv_
                                        const int32_t* seq_lens, const int32_t* block_table,
                                        int32_t width, int32_t num_reqs, int32_t num_tokens,
                                        const void* out, cuda_workspace workspace) {
-  try {
-    check_view(view, "paged_attention_cuda: view");
-  } catch (const std::invalid_argument& e) {
-    return detail::invalid_cuda_argument(e.what());
-  }
+  if (cuda_status s = cuda_detail::check_view_as_status(view, "paged_attention_cuda: view"); !s)
+    return s;
   if (cuda_status s = check_params(params, view); !s) return s;
   KVACTOR_CUDA_CHECK_ARG(num_reqs >= 0, "paged_attention_cuda: num_reqs: ", num_reqs,
                          " is negative");

@@ -8,9 +8,9 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
+#include "../comm/timeouts.h"
 #include "kvactor/kernels/collective_ledger.h"
 
 namespace kvactor::kernels {
@@ -18,12 +18,6 @@ namespace kvactor::kernels {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-std::string seconds(std::chrono::milliseconds d) {
-  std::ostringstream os;
-  os << static_cast<double>(d.count()) / 1000.0 << " s";
-  return os.str();
-}
 
 ncclDataType_t nccl_type(collective_dtype d) {
   return d == collective_dtype::int64 ? ncclInt64 : ncclFloat32;
@@ -156,7 +150,8 @@ public:
              me() + ": NCCL reported an asynchronous error: " + nccl_error(comm_, state));
       if (clock_type::now() >= deadline)
         fail(collective_failure::timeout, collective_status::timed_out,
-             me() + ": " + oldest_pending() + " did not complete within " + seconds(timeout_)
+             me() + ": " + oldest_pending() + " did not complete within "
+                 + detail::seconds(timeout_)
                  + " (a peer did not enter it, or the transport stalled)");
       if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -229,7 +224,7 @@ private:
     if (r == ncclInProgress)
       fail(collective_failure::timeout, collective_status::timed_out,
            me() + ": enqueueing " + describe(ledger_.last(1).front()) + " took longer than "
-               + seconds(timeout_));
+               + detail::seconds(timeout_));
     if (r != ncclSuccess)
       fail(collective_failure::transport, collective_status::failed,
            me() + ": " + describe(ledger_.last(1).front()) + ": " + nccl_error(comm_, r));
@@ -303,7 +298,7 @@ std::shared_ptr<communicator> make_nccl_communicator(const std::vector<char>& un
   if (rank < 0 || rank >= world_size)
     invalid("rank: " + std::to_string(rank) + " is outside [0, " + std::to_string(world_size)
             + ")");
-  if (options.timeout.count() <= 0) invalid("timeout: " + seconds(options.timeout));
+  if (options.timeout.count() <= 0) invalid("timeout: " + detail::seconds(options.timeout));
   const std::string me =
       "rank " + std::to_string(rank) + " (GPU " + std::to_string(options.device) + ")";
   auto cuda = [&](cudaError_t e, const char* what) {
@@ -336,7 +331,7 @@ std::shared_ptr<communicator> make_nccl_communicator(const std::vector<char>& un
   const ncclResult_t state = poll_until(comm, clock_type::now() + options.timeout);
   if (state != ncclSuccess) {
     const std::string why = state == ncclInProgress
-                                ? "did not complete within " + seconds(options.timeout)
+                                ? "did not complete within " + detail::seconds(options.timeout)
                                       + " (not every rank of " + std::to_string(world_size)
                                       + " joined)"
                                 : nccl_error(comm, state);

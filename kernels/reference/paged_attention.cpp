@@ -26,30 +26,34 @@ void visible_keys(const attention_params& params, int32_t p, int32_t seq_len, in
   *hi = h;
 }
 
+void check_attention_sizes(const attention_params& p, const kv_view& view, const char* who) {
+  KVACTOR_CHECK(p.num_q_heads > 0, who, ": num_q_heads: ", p.num_q_heads, " must be > 0");
+  KVACTOR_CHECK(p.num_kv_heads > 0, who, ": num_kv_heads: ", p.num_kv_heads, " must be > 0");
+  KVACTOR_CHECK(p.num_q_heads % p.num_kv_heads == 0, who, ": num_q_heads: ", p.num_q_heads,
+                " is not a multiple of num_kv_heads ", p.num_kv_heads);
+  KVACTOR_CHECK(p.num_kv_heads == view.num_heads, who, ": num_kv_heads: ", p.num_kv_heads,
+                " differs from the view's num_heads ", view.num_heads);
+  KVACTOR_CHECK(p.head_size > 0 && p.head_size <= view.content, who, ": head_size: ", p.head_size,
+                " is outside [1, content = ", view.content, "]");
+  KVACTOR_CHECK(p.v_size > 0, who, ": v_size: ", p.v_size, " must be > 0");
+  KVACTOR_CHECK(p.v_offset >= 0 && p.v_offset + p.v_size <= view.content, who,
+                ": v_offset + v_size: ", p.v_offset, " + ", p.v_size,
+                " is outside the view's content ", view.content);
+}
+
+void check_attention_scores(const attention_params& p, const char* who) {
+  KVACTOR_CHECK(std::isfinite(p.scale), who, ": scale: ", p.scale, " is not finite");
+  KVACTOR_CHECK(p.sliding_window >= 0, who, ": sliding_window: ", p.sliding_window, " is negative");
+  KVACTOR_CHECK(p.chunk_size >= 0, who, ": chunk_size: ", p.chunk_size, " is negative");
+  KVACTOR_CHECK(std::isfinite(p.softcap) && p.softcap >= 0.0f, who, ": softcap: ", p.softcap,
+                " must be finite and >= 0");
+}
+
 namespace {
 
 void check_params(const attention_params& p, const kv_view& view) {
-  KVACTOR_CHECK(p.num_q_heads > 0, "paged_attention: num_q_heads: ", p.num_q_heads, " must be > 0");
-  KVACTOR_CHECK(p.num_kv_heads > 0, "paged_attention: num_kv_heads: ", p.num_kv_heads,
-                " must be > 0");
-  KVACTOR_CHECK(p.num_q_heads % p.num_kv_heads == 0,
-                "paged_attention: num_q_heads: ", p.num_q_heads,
-                " is not a multiple of num_kv_heads ", p.num_kv_heads);
-  KVACTOR_CHECK(p.num_kv_heads == view.num_heads, "paged_attention: num_kv_heads: ", p.num_kv_heads,
-                " differs from the view's num_heads ", view.num_heads);
-  KVACTOR_CHECK(p.head_size > 0 && p.head_size <= view.content,
-                "paged_attention: head_size: ", p.head_size,
-                " is outside [1, content = ", view.content, "]");
-  KVACTOR_CHECK(p.v_size > 0, "paged_attention: v_size: ", p.v_size, " must be > 0");
-  KVACTOR_CHECK(p.v_offset >= 0 && p.v_offset + p.v_size <= view.content,
-                "paged_attention: v_offset + v_size: ", p.v_offset, " + ", p.v_size,
-                " is outside the view's content ", view.content);
-  KVACTOR_CHECK(std::isfinite(p.scale), "paged_attention: scale: ", p.scale, " is not finite");
-  KVACTOR_CHECK(p.sliding_window >= 0, "paged_attention: sliding_window: ", p.sliding_window,
-                " is negative");
-  KVACTOR_CHECK(p.chunk_size >= 0, "paged_attention: chunk_size: ", p.chunk_size, " is negative");
-  KVACTOR_CHECK(std::isfinite(p.softcap) && p.softcap >= 0.0f,
-                "paged_attention: softcap: ", p.softcap, " must be finite and >= 0");
+  check_attention_sizes(p, view, "paged_attention");
+  check_attention_scores(p, "paged_attention");
   if (p.sinks != nullptr)
     for (int32_t h = 0; h < p.num_q_heads; ++h)
       KVACTOR_CHECK(std::isfinite(p.sinks[h]), "paged_attention: sinks[", h, "]: ", p.sinks[h],

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "../kernels/paged_cache.hpp"
 #include "gpu_support.hpp"
 #include "kvactor/kernels/cuda/paged_attention_cuda.h"
 #include "kvactor/kernels/paged_attention.h"
@@ -59,21 +60,9 @@ host_batch build(const attention_case& c) {
   b.num_tokens = b.batch_tokens + c.padding;
 
   kv_view& v = b.view;
-  v.type = c.type;
-  v.num_blocks = blocks_needed + 3;
-  v.num_heads = c.hkv;
-  v.block_size = bs;
-  v.content = content;
-  const int64_t entry = content + 8; // 16 bytes between entries, never written
-  if (c.bnhc) {
-    v.stride_head = entry;
-    v.stride_token = entry * c.hkv;
-    v.stride_block = v.stride_token * bs;
-  } else {
-    v.stride_token = entry;
-    v.stride_head = entry * bs;
-    v.stride_block = v.stride_head * c.hkv;
-  }
+  // 8 elements (16 bytes) between entries, never written.
+  v = test::packed_view(c.type, blocks_needed + 3, c.hkv, bs, content,
+                        c.bnhc ? test::cache_layout::bnhc : test::cache_layout::bhnc, 8);
   b.cache.assign(static_cast<size_t>(v.stride_block * v.num_blocks), 0xffff); // NaN
   v.base = b.cache.data();
 

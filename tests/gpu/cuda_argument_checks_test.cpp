@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/paged_cache.hpp"
 #include "kvactor/kernels/cuda/kv_write_cuda.h"
 #include "kvactor/kernels/cuda/paged_attention_cuda.h"
 
@@ -39,15 +40,8 @@ struct attention_fixture {
     p.v_offset = 128;
     p.v_size = 128;
     p.scale = 0.088f;
+    view = test::packed_view(element_type::bf16, 10, 2, 16, 256);
     view.base = fake();
-    view.type = element_type::bf16;
-    view.num_blocks = 10;
-    view.num_heads = 2;
-    view.block_size = 16;
-    view.content = 256;
-    view.stride_token = 256;
-    view.stride_head = 256 * 16;
-    view.stride_block = 256 * 16 * 2;
   }
   cuda_status run() const {
     const auto* ints = static_cast<const int32_t*>(fake(2048));
@@ -145,15 +139,8 @@ struct write_fixture {
   const int64_t* slots = static_cast<const int64_t*>(fake(1024));
 
   write_fixture() {
+    view = test::packed_view(element_type::f16, 4, 2, 16, 128);
     view.base = fake();
-    view.type = element_type::f16;
-    view.num_blocks = 4;
-    view.num_heads = 2;
-    view.block_size = 16;
-    view.content = 128;
-    view.stride_token = 128;
-    view.stride_head = 128 * 16;
-    view.stride_block = 128 * 16 * 2;
   }
   cuda_status run() const { return kv_write_cuda(view, k, v, type, d, dv, slots, num_tokens, {}); }
 };

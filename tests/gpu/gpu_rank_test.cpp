@@ -8,18 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "deploy/cli.hpp"
+#include "../deploy/cli_support.hpp"
 #include "gpu_support.hpp"
 
 namespace {
 
-struct cli_run {
-  int code = -1;
-  std::string out, err;
+// `kvactor run` in-process, with the summary it wrote (when it succeeded).
+struct cli_run : kvactor::test::cli_result {
   nlohmann::json summary;
 };
 
@@ -27,18 +25,10 @@ cli_run run(const std::string& device, const std::string& tag,
             const std::vector<std::string>& more = {}) {
   const auto path = ::testing::TempDir() + "gpu_rank_" + tag + ".json";
   std::vector<std::string> args{
-      "kvactor",    "run", "--device",      device,           "--seed", "11",
-      "--requests", "24",  "--no-progress", "--summary-json", path,     "--kv-cache-memory",
-      "256MiB"};
+      "run",           "--device",          device,   "--seed",         "11", "--requests", "24",
+      "--no-progress", "--kv-cache-memory", "256MiB", "--summary-json", path};
   args.insert(args.end(), more.begin(), more.end());
-  std::vector<const char*> argv;
-  for (const auto& a : args)
-    argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  cli_run r;
-  r.code = kvactor::kvactor_main(static_cast<int>(argv.size()), argv.data(), out, err);
-  r.out = out.str();
-  r.err = err.str();
+  cli_run r{kvactor::test::run_cli(std::move(args)), {}};
   if (r.code == 0) {
     std::ifstream in(path);
     r.summary = nlohmann::json::parse(in);
@@ -67,6 +57,15 @@ agreement agree(const nlohmann::json& a, const nlohmann::json& b) {
   return {static_cast<double>(first_same) / total, static_cast<double>(all_same) / total};
 }
 
+// The outputs of two runs agree within the bound stated at the top of this file.
+void expect_agreement(const nlohmann::json& a, const nlohmann::json& b, const char* what) {
+  const agreement x = agree(a, b);
+  std::printf("%s: first tokens identical %.0f%%, whole outputs %.0f%%\n", what, 100 * x.first,
+              100 * x.whole);
+  EXPECT_GE(x.first, 0.90) << what;
+  EXPECT_GE(x.whole, 0.75) << what;
+}
+
 } // namespace
 
 TEST(GpuRank, ServesTheDefaultWorkloadAndAgreesWithTheCpuWithinTheStatedTolerance) {
@@ -79,11 +78,7 @@ TEST(GpuRank, ServesTheDefaultWorkloadAndAgreesWithTheCpuWithinTheStatedToleranc
   EXPECT_EQ(gpu.summary["device"], "cuda");
   EXPECT_EQ(gpu.summary["requests"], cpu.summary["requests"]);
   ASSERT_EQ(gpu.summary["outputs"].size(), cpu.summary["outputs"].size());
-  const auto a = agree(gpu.summary, cpu.summary);
-  std::printf("GPU vs CPU: first tokens identical %.0f%%, whole outputs %.0f%%\n", 100 * a.first,
-              100 * a.whole);
-  EXPECT_GE(a.first, 0.90);
-  EXPECT_GE(a.whole, 0.75);
+  expect_agreement(gpu.summary, cpu.summary, "GPU vs CPU");
 }
 
 // Graphs pad a batch to a captured size, so a replayed step multiplies differently shaped
@@ -103,11 +98,7 @@ TEST(GpuRank, CapturesGraphsAtStartUpReplaysThemAndAgreesWithEagerSteps) {
               static_cast<long long>(graphs.summary["steps"].get<int64_t>()));
   EXPECT_GT(replays, graphs.summary["steps"].get<int64_t>() / 2)
       << "every step of at most 512 tokens has a graph";
-  const auto a = agree(graphs.summary, eager.summary);
-  std::printf("graphs vs eager: first tokens %.0f%%, whole outputs %.0f%%\n", 100 * a.first,
-              100 * a.whole);
-  EXPECT_GE(a.first, 0.90);
-  EXPECT_GE(a.whole, 0.75);
+  expect_agreement(graphs.summary, eager.summary, "graphs vs eager");
 }
 
 TEST(GpuRank, LazyCaptureServesEagerlyFirstThenReplaysTheSizesSeen) {

@@ -4,17 +4,13 @@
 // eager), and its real rows agree with the eager step of the real requests alone.
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <random>
-#include <stdexcept>
-
 #include "actors/rank/graph_runner.hpp"
 #include "stack_cuda_support.hpp"
 
 namespace kvactor::kernels::gpu_test {
 namespace {
 
-constexpr int32_t block_size = 16;
+constexpr int32_t block_size = prefilled_stack::block_size;
 
 // The metadata the rank's builders would hand over for a scheduled test batch.
 std::shared_ptr<backend_metadata> metadata_of(const test::step_batch& s) {
@@ -39,33 +35,26 @@ kvactor::step_batch batch_of(const test::step_batch& s) {
   return b;
 }
 
-// Three requests prefilled (30, 21 and 12 of their 30 tokens) on the GPU stack.
-struct warm_cache {
-  stack_config cfg = small_config();
-  stack_on_stream on{cfg, 128};
-  attention_stack cpu{cfg};
-  test::stack_cache host{cpu, 64, block_size, element_type::bf16};
-  device_cache dev{cpu, host};
-  test::block_pool pool{64, 5};
-  std::mt19937 rng{9};
-  std::vector<test::sequence> seqs = std::vector<test::sequence>(3);
-  std::vector<test::sequence*> all;
+// Three requests prefilled (30, 21 and 12 of their 30 tokens) on the GPU stack, each with its
+// next token.
+struct warm_cache : prefilled_stack {
+  warm_cache() : prefilled_stack(9, 3, 30, {30, 21, 12}) { extend_finished(); }
 
-  warm_cache() {
-    for (auto& s : seqs) {
-      for (int i = 0; i < 30; ++i)
-        s.tokens.push_back(static_cast<int32_t>(rng() % 1024));
-      all.push_back(&s);
-    }
-    const auto prefill = test::schedule(all, {30, 21, 12}, pool, block_size, 0);
-    const device_batch pb(prefill, cfg.layers.size());
-    device_array<float> ph(static_cast<size_t>(prefill.num_tokens()) * cfg.hidden_size);
-    if (auto st = on.stack->forward(pb.step, dev.views, {}, ph.get()); !st)
-      throw std::runtime_error(st.message());
-    cuda_or_throw(cudaStreamSynchronize(on.stream), "prefill");
-    for (auto* s : all)
-      if (s->computed == static_cast<int32_t>(s->tokens.size()))
-        s->tokens.push_back(static_cast<int32_t>(rng() % 1024));
+  // The eager step of the scheduled batch `s` alone, unpadded, into `out`.
+  cuda_status forward_alone(const test::step_batch& s, device_array<float>& out) {
+    const device_batch b(s, cfg.layers.size());
+    if (cuda_status st = gpu().forward(b.step, dev.views, {}, out.get()); !st) return st;
+    KVACTOR_CUDA_CALL(cudaStreamSynchronize(on.stream)); // before `b` goes away
+    return {};
+  }
+
+  // A graph runner (one metadata group) whose steps write `hidden`, first filled with 0xff (NaN)
+  // so that a row left unwritten shows.
+  expected<std::unique_ptr<graph_runner>> runner(device_array<float>& hidden,
+                                                 const graph_runner_limits& limits) {
+    hidden.fill_bytes(0xff);
+    return graph_runner::create(gpu(), dev.views, std::vector<int32_t>(cfg.layers.size(), 0), 1,
+                                limits, hidden.get());
   }
 };
 
@@ -101,20 +90,44 @@ eager_and_replayed eager_then_replay(graph_runner& r, const kvactor::step_batch&
   return out;
 }
 
+// The graph's replay of the staged batch `b` against the eager forward of the same staging, and
+// its real rows against `alone`, the eager step of the real requests alone (their first
+// `real_tokens` rows).
+void expect_replay_matches(graph_runner& r, const kvactor::step_batch& b,
+                           const backend_metadata& meta, const batch_descriptor& graph,
+                           int32_t reqs, device_array<float>& hidden,
+                           const device_array<float>& alone, int32_t real_tokens,
+                           const std::vector<int32_t>& sample_rows, const warm_cache& w) {
+  const auto out =
+      eager_then_replay(r, b, meta, graph, reqs, hidden, static_cast<size_t>(graph.num_tokens), w);
+  // README.md and bench/RESULTS.md: a replay equals the eager forward of the same padded batch
+  // bit for bit.
+  EXPECT_TRUE(test::bit_identical(out.eager, out.replayed))
+      << to_string(graph.mode) << " replay differs from the eager step of the same padded batch";
+  // The real requests alone are not the same computation, and nothing claims bit equality for
+  // them: the padded batch multiplies matrices with more rows, for which cuBLAS may pick another
+  // kernel and summation order, so some activations may round to a neighbouring bf16 value.
+  // Agreement within 1e-3 relative L2 over the real rows (this test's bound; a wrong row would
+  // be off by order 1), and the same greedy tokens for these rows: fixed seeds, no near-tie
+  // among them (bench/RESULTS.md: a padded batch may flip a near-tie in long runs).
+  const auto rows = static_cast<size_t>(real_tokens);
+  EXPECT_LE(rel_l2(rows_of(hidden, rows, w.cfg.hidden_size), alone.download()), 1e-3);
+  auto& gpu = *w.on.stack;
+  std::vector<int32_t> t_alone, t_graph;
+  ASSERT_CUDA_OK(gpu.sample(alone.get(), sample_rows, t_alone));
+  ASSERT_CUDA_OK(gpu.sample(hidden.get(), sample_rows, t_graph));
+  EXPECT_EQ(t_alone, t_graph);
+}
+
 TEST(GraphRunner, AFullGraphReplaysTheEagerStepOfThePaddedDecodeBitForBit) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   warm_cache w;
-  auto& gpu = *w.on.stack;
   const auto decode = test::schedule(w.all, {1, 1, 1}, w.pool, block_size, 0);
-  // The real requests alone, eagerly.
-  const device_batch db(decode, w.cfg.layers.size());
   device_array<float> alone(static_cast<size_t>(3) * w.cfg.hidden_size);
-  ASSERT_CUDA_OK(gpu.forward(db.step, w.dev.views, {}, alone.get()));
+  ASSERT_CUDA_OK(w.forward_alone(decode, alone));
 
   device_array<float> hidden(static_cast<size_t>(8) * w.cfg.hidden_size);
-  hidden.fill_bytes(0xff);
-  auto runner = graph_runner::create(gpu, w.dev.views, std::vector<int32_t>(w.cfg.layers.size(), 0),
-                                     1, {8, 8, 8}, hidden.get());
+  auto runner = w.runner(hidden, {8, 8, 8});
   ASSERT_TRUE(runner) << runner.err().message;
   auto& r = **runner;
   const auto meta = metadata_of(decode);
@@ -123,16 +136,8 @@ TEST(GraphRunner, AFullGraphReplaysTheEagerStepOfThePaddedDecodeBitForBit) {
   auto st = r.capture(graph);
   ASSERT_TRUE(st) << st.err().message;
   EXPECT_GT(r.graph_bytes(), -1);
-  // Eager over the staged, padded batch; then the replay over the same staging.
-  const auto out = eager_then_replay(r, b, *meta, graph, 4, hidden, 4, w);
-  EXPECT_EQ(std::memcmp(out.eager.data(), out.replayed.data(), out.eager.size() * sizeof(float)), 0)
-      << "FULL replay differs from the eager step of the same padded batch";
-  // The real rows against the three requests alone: the same tokens.
-  EXPECT_LE(rel_l2(rows_of(hidden, 3, w.cfg.hidden_size), alone.download()), 1e-3);
-  std::vector<int32_t> rows{0, 1, 2}, t_alone, t_graph;
-  ASSERT_CUDA_OK(gpu.sample(alone.get(), rows, t_alone));
-  ASSERT_CUDA_OK(gpu.sample(hidden.get(), rows, t_graph));
-  EXPECT_EQ(t_alone, t_graph);
+  // Eager over the staged batch padded to 4 requests; then the replay over the same staging.
+  expect_replay_matches(r, b, *meta, graph, 4, hidden, alone, 3, {0, 1, 2}, w);
   // More requests than the graph holds: refused, nothing staged.
   EXPECT_FALSE(r.stage(b, {meta.get()}, 2, 2));
 }
@@ -140,17 +145,14 @@ TEST(GraphRunner, AFullGraphReplaysTheEagerStepOfThePaddedDecodeBitForBit) {
 TEST(GraphRunner, APiecewiseGraphReplaysTheEagerStepOfAPaddedMixedBatchBitForBit) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   warm_cache w;
-  auto& gpu = *w.on.stack;
   // A mixed batch: two decodes and the rest of the third prompt (18 tokens): 20 tokens.
   const auto mixed = test::schedule(w.all, {1, 1, 18}, w.pool, block_size, 0);
   ASSERT_EQ(mixed.num_tokens(), 20);
-  const device_batch mb(mixed, w.cfg.layers.size());
   device_array<float> alone(static_cast<size_t>(20) * w.cfg.hidden_size);
-  ASSERT_CUDA_OK(gpu.forward(mb.step, w.dev.views, {}, alone.get()));
+  ASSERT_CUDA_OK(w.forward_alone(mixed, alone));
 
   device_array<float> hidden(static_cast<size_t>(32) * w.cfg.hidden_size);
-  auto runner = graph_runner::create(gpu, w.dev.views, std::vector<int32_t>(w.cfg.layers.size(), 0),
-                                     1, {8, 32, 8}, hidden.get());
+  auto runner = w.runner(hidden, {8, 32, 8});
   ASSERT_TRUE(runner) << runner.err().message;
   auto& r = **runner;
   const batch_descriptor graph{cudagraph_mode::piecewise, 24, 0, 0, 0, 0, false, 1};
@@ -158,14 +160,8 @@ TEST(GraphRunner, APiecewiseGraphReplaysTheEagerStepOfAPaddedMixedBatchBitForBit
   ASSERT_TRUE(st) << st.err().message;
   const auto meta = metadata_of(mixed);
   const auto b = batch_of(mixed);
-  const auto out = eager_then_replay(r, b, *meta, graph, 3, hidden, 24, w);
-  EXPECT_EQ(std::memcmp(out.eager.data(), out.replayed.data(), out.eager.size() * sizeof(float)), 0)
-      << "PIECEWISE replay differs from the eager step of the same padded batch";
-  EXPECT_LE(rel_l2(rows_of(hidden, 20, w.cfg.hidden_size), alone.download()), 1e-3);
-  std::vector<int32_t> rows{0, 1, 19}, t_alone, t_graph;
-  ASSERT_CUDA_OK(gpu.sample(alone.get(), rows, t_alone));
-  ASSERT_CUDA_OK(gpu.sample(hidden.get(), rows, t_graph));
-  EXPECT_EQ(t_alone, t_graph);
+  // Eager over the staged batch padded to 24 tokens; then the replay over the same staging.
+  expect_replay_matches(r, b, *meta, graph, 3, hidden, alone, 20, {0, 1, 19}, w);
   // A FULL graph of a mixed shape is refused by name.
   auto bad = r.capture({cudagraph_mode::full, 24, 3, 0, 0, 0, false, 1});
   ASSERT_FALSE(bad);

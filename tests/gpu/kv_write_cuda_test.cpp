@@ -4,6 +4,7 @@
 #include <random>
 #include <vector>
 
+#include "../kernels/paged_cache.hpp"
 #include "gpu_support.hpp"
 #include "kvactor/kernels/cuda/kv_write_cuda.h"
 #include "kvactor/kernels/kv_write.h"
@@ -25,22 +26,9 @@ struct write_case {
 // NaN-filled cache on the GPU and with write_kv on the host; every cache byte must agree.
 void expect_same_cache(const write_case& c) {
   std::mt19937 rng(7);
-  kv_view v;
-  v.type = c.type;
-  v.num_blocks = c.num_blocks;
-  v.num_heads = c.heads;
-  v.block_size = c.block_size;
-  v.content = c.content;
-  const int64_t entry = c.content + 8;
-  if (c.bnhc) {
-    v.stride_head = entry;
-    v.stride_token = entry * c.heads;
-    v.stride_block = v.stride_token * c.block_size;
-  } else {
-    v.stride_token = entry;
-    v.stride_head = entry * c.block_size;
-    v.stride_block = v.stride_head * c.heads;
-  }
+  // 8 elements (16 bytes) between entries, never written.
+  kv_view v = test::packed_view(c.type, c.num_blocks, c.heads, c.block_size, c.content,
+                                c.bnhc ? test::cache_layout::bnhc : test::cache_layout::bhnc, 8);
   std::vector<uint16_t> host(static_cast<size_t>(v.stride_block * v.num_blocks), 0xffff);
 
   std::vector<int64_t> slots(static_cast<size_t>(v.capacity_tokens()));
@@ -119,15 +107,7 @@ TEST(KvWriteCuda, UnalignedHeadSizesTakeTheScalarPath) {
 
 TEST(KvWriteCuda, SlotsPastTheCacheAreSkippedNotWritten) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
-  kv_view v;
-  v.type = element_type::bf16;
-  v.num_blocks = 2;
-  v.num_heads = 1;
-  v.block_size = 16;
-  v.content = 16;
-  v.stride_token = 16;
-  v.stride_head = 16 * 16;
-  v.stride_block = v.stride_head;
+  kv_view v = test::packed_view(element_type::bf16, 2, 1, 16, 16); // 32 token slots
   device_array<uint16_t> cache(static_cast<size_t>(v.stride_block * v.num_blocks));
   cache.fill_bytes(0xff);
   v.base = cache.get();

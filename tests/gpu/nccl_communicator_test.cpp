@@ -9,8 +9,8 @@
 #include <sstream>
 #include <thread>
 
+#include "../deploy/cli_support.hpp"
 #include "../kernels/collective_support.hpp"
-#include "deploy/cli.hpp"
 #include "gpu_support.hpp"
 #include "kvactor/kernels/collective_ledger.h"
 #include "kvactor/kernels/nccl_communicator.h"
@@ -158,25 +158,12 @@ TEST(NcclCommunicator, ACollectiveAPeerNeverEntersTimesOutWithTheLedger) {
 
 // ---- kvactor run over NCCL ------------------------------------------------------------------
 
-struct cli_run {
-  int code = -1;
-  std::string out, err;
-};
-
-cli_run run(std::vector<std::string> extra) {
+::kvactor::test::cli_result run(const std::vector<std::string>& extra) {
   std::vector<std::string> args{
-      "kvactor", "run",           "--device",          "cuda",  "--seed", "11", "--requests",
-      "12",      "--no-progress", "--kv-cache-memory", "256MiB"};
+      "run",           "--device",          "cuda",  "--seed", "11", "--requests", "12",
+      "--no-progress", "--kv-cache-memory", "256MiB"};
   args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<const char*> argv;
-  for (const auto& a : args)
-    argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  cli_run r;
-  r.code = kvactor::kvactor_main(static_cast<int>(argv.size()), argv.data(), out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
+  return ::kvactor::test::run_cli(std::move(args));
 }
 
 std::string digest_of(const std::string& out) {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "../kernels/stack_fixture.hpp" // the CPU oracle's caches and step builder
@@ -141,6 +143,48 @@ struct device_batch {
     lb.width = b.width;
     lb.num_reqs = b.num_reqs();
     step.layers.assign(num_layers, lb);
+  }
+};
+
+/// A stack (small_config, on a stream of its own) whose device cache holds the first `prefill[i]`
+/// tokens of each of `num_seqs` random sequences of `len` tokens, written by one eager step; with
+/// the CPU twin whose cache layout the device cache copies. Throws when the stack cannot be
+/// created or the step fails.
+struct prefilled_stack {
+  static constexpr int32_t block_size = 16;
+  stack_config cfg = small_config();
+  stack_on_stream on{cfg, 128};
+  attention_stack cpu{cfg};
+  test::stack_cache host{cpu, 64, block_size, element_type::bf16};
+  device_cache dev{cpu, host};
+  test::block_pool pool{64, 5};
+  std::mt19937 rng;
+  std::vector<test::sequence> seqs;
+  std::vector<test::sequence*> all;
+
+  prefilled_stack(uint32_t seed, size_t num_seqs, int32_t len, const std::vector<int32_t>& prefill)
+      : rng(seed), seqs(num_seqs) {
+    if (!on.stack) throw std::runtime_error("attention_stack_cuda::create failed");
+    for (auto& s : seqs) {
+      for (int32_t i = 0; i < len; ++i)
+        s.tokens.push_back(random_token());
+      all.push_back(&s);
+    }
+    const auto step = test::schedule(all, prefill, pool, block_size, 0);
+    const device_batch b(step, cfg.layers.size());
+    device_array<float> hidden(static_cast<size_t>(step.num_tokens()) * cfg.hidden_size);
+    if (cuda_status st = on.stack->forward(b.step, dev.views, {}, hidden.get()); !st)
+      throw std::runtime_error(st.message());
+    cuda_or_throw(cudaStreamSynchronize(on.stream), "prefill");
+  }
+
+  attention_stack_cuda& gpu() { return *on.stack; }
+  int32_t random_token() { return static_cast<int32_t>(rng() % 1024); }
+  /// A next token for every sequence whose tokens are all in the cache.
+  void extend_finished() {
+    for (auto* s : all)
+      if (s->computed == static_cast<int32_t>(s->tokens.size()))
+        s->tokens.push_back(random_token());
   }
 };
 

@@ -15,27 +15,38 @@ namespace kvactor::kernels::test {
 
 enum class cache_layout { bhnc, bnhc };
 
+/// The view of a densely packed cache of this shape (base null): [block, head, token, entry]
+/// (bhnc) or [block, token, head, entry] (bnhc), each entry `content` elements plus `pad` never
+/// written.
+inline kv_view packed_view(element_type type, int64_t num_blocks, int32_t num_heads,
+                           int32_t block_size, int32_t content,
+                           cache_layout layout = cache_layout::bhnc, int32_t pad = 0) {
+  kv_view v;
+  v.type = type;
+  v.num_blocks = num_blocks;
+  v.num_heads = num_heads;
+  v.block_size = block_size;
+  v.content = content;
+  const int64_t entry = content + pad;
+  if (layout == cache_layout::bhnc) {
+    v.stride_token = entry;
+    v.stride_head = entry * block_size;
+    v.stride_block = v.stride_head * num_heads;
+  } else {
+    v.stride_head = entry;
+    v.stride_token = entry * num_heads;
+    v.stride_block = v.stride_token * block_size;
+  }
+  return v;
+}
+
 /// One layer's cache. Filled with 0xff bytes (NaN in every element type), so that reading an
 /// entry that was never written poisons the result.
 class cache_buffer {
 public:
   cache_buffer(element_type type, int64_t num_blocks, int32_t num_heads, int32_t block_size,
-               int32_t content, cache_layout layout = cache_layout::bhnc, int32_t pad = 0) {
-    view_.type = type;
-    view_.num_blocks = num_blocks;
-    view_.num_heads = num_heads;
-    view_.block_size = block_size;
-    view_.content = content;
-    const int64_t entry = content + pad; // pad: room between entries, never written
-    if (layout == cache_layout::bhnc) {
-      view_.stride_token = entry;
-      view_.stride_head = entry * block_size;
-      view_.stride_block = view_.stride_head * num_heads;
-    } else {
-      view_.stride_head = entry;
-      view_.stride_token = entry * num_heads;
-      view_.stride_block = view_.stride_token * block_size;
-    }
+               int32_t content, cache_layout layout = cache_layout::bhnc, int32_t pad = 0)
+      : view_(packed_view(type, num_blocks, num_heads, block_size, content, layout, pad)) {
     const auto bytes = static_cast<size_t>(view_.stride_block * num_blocks) * element_size(type);
     storage_.resize((bytes + 3) / 4);
     std::memset(storage_.data(), 0xff, storage_.size() * sizeof(float));

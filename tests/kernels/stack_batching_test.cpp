@@ -2,16 +2,10 @@
 // generation versus token-by-token generation all give bit-identical results.
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include "stack_fixture.hpp"
 
 namespace kvactor::kernels::test {
 namespace {
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 std::vector<float> concat(std::vector<float> a, const std::vector<float>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -30,20 +24,20 @@ TEST(stack_batching, microbatch_split_is_bit_identical) {
 
   // Step 1 (prefills, one a partial chunk) runs whole on both caches.
   const step_batch s1 = schedule({all[0], all[1], all[2]}, {11, 6, 8}, pool, 4);
-  ASSERT_TRUE(same_bits(run_step(stack, whole, s1), run_step(stack, split, s1)));
+  ASSERT_TRUE(bit_identical(run_step(stack, whole, s1), run_step(stack, split, s1)));
   // Step 2 mixes decodes, the rest of a chunked prefill and a new prefill.
   const step_batch s2 = schedule(all, {1, 1, 9, 3}, pool, 4);
   const std::vector<float> one = run_step(stack, whole, s2);
   const std::vector<float> two =
       concat(run_step(stack, split, s2.slice(0, 2)), run_step(stack, split, s2.slice(2, 4)));
-  EXPECT_TRUE(same_bits(one, two));
+  EXPECT_TRUE(bit_identical(one, two));
   EXPECT_TRUE(whole.same_bytes(split));
   // Step 3: decodes, split unevenly.
   const step_batch s3 = schedule(all, {1, 1, 1, 1}, pool, 4);
   const std::vector<float> one3 = run_step(stack, whole, s3);
   const std::vector<float> two3 =
       concat(run_step(stack, split, s3.slice(0, 1)), run_step(stack, split, s3.slice(1, 4)));
-  EXPECT_TRUE(same_bits(one3, two3));
+  EXPECT_TRUE(bit_identical(one3, two3));
   EXPECT_TRUE(whole.same_bytes(split));
 }
 
@@ -59,7 +53,7 @@ TEST(stack_batching, padding_tokens_do_not_change_real_tokens) {
   const std::vector<float> ha = run_step(stack, plain, sa);
   std::vector<float> hb = run_step(stack, padded, sb);
   hb.resize(ha.size());
-  EXPECT_TRUE(same_bits(ha, hb));
+  EXPECT_TRUE(bit_identical(ha, hb));
   EXPECT_TRUE(plain.same_bytes(padded));
 }
 
@@ -80,7 +74,7 @@ TEST(stack_batching, batched_generation_matches_token_by_token) {
   EXPECT_EQ(batched, serial);
   for (size_t r = 0; r < prompts.size(); ++r)
     for (size_t k = 0; k < 6; ++k)
-      EXPECT_TRUE(same_bits(rows_batched[r][k], rows_serial[r][k])) << r << " " << k;
+      EXPECT_TRUE(bit_identical(rows_batched[r][k], rows_serial[r][k])) << r << " " << k;
 }
 
 } // namespace

@@ -1,8 +1,13 @@
 // Test support for the attention stack: per-layer caches, one step over a scheduled batch,
-// greedy generation under a token budget, and a host all-reduce for TP ranks on threads.
+// greedy generation under a token budget, a host all-reduce for TP ranks on threads, and the
+// bit-for-bit comparison of two results.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <barrier>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -152,5 +157,29 @@ private:
   std::vector<float*> buffers_;
   std::vector<float> sum_;
 };
+
+/// Whether `b` holds the same bits as `a`, element for element (sizes first), naming the first
+/// difference. An element with every bit set (the 0xff fill with which the GPU tests mark memory
+/// not yet written, a NaN) fails too: two unwritten results would otherwise compare equal.
+inline ::testing::AssertionResult bit_identical(const std::vector<float>& a,
+                                                const std::vector<float>& b) {
+  if (a.size() != b.size())
+    return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " and " << b.size();
+  const auto unwritten = [](float x) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &x, sizeof bits);
+    return bits == 0xffffffffu;
+  };
+  size_t differ = 0, first = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (unwritten(a[i]) || unwritten(b[i]))
+      return ::testing::AssertionFailure() << "element " << i << " was not written";
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+  }
+  if (differ == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << differ << " of " << a.size() << " elements differ; the first, " << first << ": "
+         << a[first] << " and " << b[first];
+}
 
 } // namespace kvactor::kernels::test

@@ -128,3 +128,15 @@ TEST(KvGrouping, AttentionAndStateLayersShareOnePoolAfterBlockAlignment) {
   ASSERT_EQ(r->groups.size(), 8u); // 2 attention layers -> 1 group; 14 state layers -> 7
   EXPECT_EQ(r->groups[0].spec.kind, kv_cache_spec_kind::mamba);
 }
+
+TEST(KvGrouping, KvSharingLayersJoinTheirTargetsGroup) {
+  std::vector<kv_cache_group> groups{{{"t0"}, full()}, {{"t1"}, full()}};
+  auto out = add_kv_sharing_layers(groups, {{"t3", "t1"}});
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->at(1).layer_names, (std::vector<std::string>{"t1", "t3"}));
+  auto missing = add_kv_sharing_layers(groups, {{"t3", "missing"}});
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.err().code, errc::invalid_argument);
+  EXPECT_NE(missing.err().message.find("kv_sharing_target of t3: missing"), std::string::npos)
+      << missing.err().message;
+}

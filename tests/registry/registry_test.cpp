@@ -140,14 +140,6 @@ TEST(AttentionGroups, LayerWithoutBindingIsAnError) {
   EXPECT_NE(groups.err().message.find("a"), std::string::npos);
 }
 
-TEST(AttentionGroups, KvSharingLayersJoinTheirTargetsGroup) {
-  std::vector<kv_cache_group> groups{{{"t0"}, full16()}, {{"t1"}, full16()}};
-  auto out = add_kv_sharing_layers(groups, {{"t3", "t1"}});
-  ASSERT_TRUE(out);
-  EXPECT_EQ(out->at(1).layer_names, (std::vector<std::string>{"t1", "t3"}));
-  EXPECT_FALSE(add_kv_sharing_layers(groups, {{"t3", "missing"}}));
-}
-
 TEST(KernelBlockSize, EncoderOnlyGroupsKeepTheirIndexWithNone) {
   auto r = backend_registry::with_builtins();
   std::vector<kv_cache_group> groups{{{"e"}, encoder_only_spec(16, 8, 128, dtype::bfloat16)},

@@ -59,6 +59,15 @@ void check_paged_attention(const attention_params& params, const kv_view& view, 
                            const int32_t* block_table, int32_t width, int32_t num_reqs,
                            const float* out);
 
+/// The checks of `params` against `view` that every paged-attention entry point makes, in two
+/// parts that throw std::invalid_argument "WHO: argument: value ..." (WHO the entry point).
+/// Heads and sizes: heads positive, num_q_heads a multiple of num_kv_heads, num_kv_heads the
+/// view's num_heads, head_size and V inside the view's content.
+void check_attention_sizes(const attention_params& params, const kv_view& view, const char* who);
+/// Scores and masking: a finite scale, window and chunk not negative, a finite softcap >= 0.
+/// (Neither part reads the sinks, which a device implementation holds in device memory.)
+void check_attention_scores(const attention_params& params, const char* who);
+
 /// The keys visible to the query at position p of a sequence of seq_len tokens: [*lo, *hi]
 /// (the visibility rules above always leave a contiguous range, and it always holds p).
 void visible_keys(const attention_params& params, int32_t p, int32_t seq_len, int32_t* lo,

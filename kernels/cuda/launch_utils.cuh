@@ -1,0 +1,95 @@
+// Internal: the host side of launching the attention kernels (decode, prefill, MLA, merge), shared
+// by their .cu files: dispatch on the element type and the head size, and the launch itself
+// (dynamic shared memory, programmatic dependent launch), every failure as a cuda_status.
+// Compiled as C++17 by nvcc.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "attention_args.h"
+
+namespace kvactor::kernels::cuda_detail {
+
+/// A type as a value, for the dispatchers below: decltype(tag)::type.
+template <class T>
+struct type_tag {
+  using type = T;
+};
+
+/// f(type_tag<__nv_bfloat16>{}) when bf16, else f(type_tag<__half>{}): the 16-bit element types
+/// of the attention kernels (dispatch_element_type of kv_cache_view.h covers the host types).
+template <class F>
+cuda_status dispatch_half_type(bool bf16, F&& f) {
+  if (bf16) return f(type_tag<__nv_bfloat16>{});
+  return f(type_tag<__half>{});
+}
+
+/// f(std::integral_constant<int, D>{}) for the instantiated head sizes D = 64, 128, 256; any other
+/// (which the host checks reject first) fails as "KERNEL: head_size N is not instantiated".
+template <class F>
+cuda_status dispatch_head_size(const char* kernel, int32_t head_size, F&& f) {
+  switch (head_size) {
+  case 64: return f(std::integral_constant<int, 64>{});
+  case 128: return f(std::integral_constant<int, 128>{});
+  case 256: return f(std::integral_constant<int, 256>{});
+  default: break;
+  }
+  return detail::invalid_cuda_argument(kernel, ": head_size ", head_size, " is not instantiated");
+}
+
+/// Launches kernel<<<grid, threads, smem, stream>>>(a), as a programmatic dependent when pdl.
+template <class Kernel>
+cuda_status launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, bool pdl,
+                          cudaStream_t stream, const attention_args& a) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  KVACTOR_CUDA_CALL(cudaLaunchKernelEx(&cfg, kernel, a));
+  return {};
+}
+
+/// launch_kernel for a kernel with `smem` bytes of dynamic shared memory, which may exceed the
+/// 48 KiB default: the kernel's limit is raised to `smem` first.
+template <class Kernel>
+cuda_status launch_kernel_with_smem(Kernel kernel, dim3 grid, unsigned threads, size_t smem,
+                                    bool pdl, cudaStream_t stream, const attention_args& a) {
+  KVACTOR_CUDA_CALL(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+  return launch_kernel(kernel, grid, threads, smem, pdl, stream, a);
+}
+
+/// The kernel of one family (decode, prefill) for element type T and head size D, with D's
+/// launch configuration:
+///   struct Kernels {
+///     template <int D> using config = ...;             // threads, smem_bytes
+///     template <class T, int D> static auto instance(); // the __global__ function
+///   };
+/// launch_per_head_size<Kernels> launches the instance for the call's element type (bf16, else
+/// f16) and head size (64, 128 or 256; `name` names the family when it is another).
+template <class Kernels>
+cuda_status launch_per_head_size(const char* name, const attention_args& a, bool bf16, dim3 grid,
+                                 bool pdl, cudaStream_t stream) {
+  return dispatch_half_type(bf16, [&](auto type) {
+    using T = typename decltype(type)::type;
+    return dispatch_head_size(name, a.head_size, [&](auto head_size) {
+      constexpr int D = decltype(head_size)::value;
+      using cfg = typename Kernels::template config<D>;
+      return launch_kernel_with_smem(Kernels::template instance<T, D>(), grid, cfg::threads,
+                                     cfg::smem_bytes, pdl, stream, a);
+    });
+  });
+}
+
+} // namespace kvactor::kernels::cuda_detail
