@@ -1,10 +1,11 @@
 // The driver's pool of KV cache block ids: one pool for every KV cache group.
 //
-// NOTE: the design notes speak of "one block pool per group", but the groups of a KV cache config
-// alias one backing allocation from byte 0 (spec §9 item 2): block id b names the same bytes in
-// every group. Separate per-group pools would hand the same id to two groups at once and corrupt
-// each other's pages. So there is ONE free queue of ids here, and kv_block_manager keeps one block
-// table per group per request on top of it; an id is owned by at most one (request, group).
+// NOTE: one pool serves every group, not one per group: the groups of a KV cache config alias
+// one backing allocation from byte 0 (docs/vllm-semantics.md §9 item 2): block id b names the same
+// bytes in every group. Separate per-group pools would hand the same id to two groups at once and
+// corrupt each other's pages. So there is ONE free queue of ids here, and kv_block_manager keeps
+// one block table per group per request on top of it; an id is owned by at most one (request,
+// group).
 #pragma once
 
 #include <cstdint>

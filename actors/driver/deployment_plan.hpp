@@ -1,7 +1,8 @@
 // What a deployment will look like before anything is allocated: the driver's planning core.
-// It runs, as plain functions, the sequence each rank follows at start-up (§1.10 of the spec):
-// layers -> specs -> KV cache plan (minimum over ranks) -> attention groups and kernel block
-// sizes -> CUDA graph mode and candidates -> tensors and per-layer views.
+// It runs, as plain functions, the sequence each rank follows at start-up
+// (docs/vllm-semantics.md §1.10): layers -> specs -> KV cache plan (minimum over ranks) ->
+// attention groups and kernel block sizes -> CUDA graph mode and candidates -> tensors and
+// per-layer views.
 #pragma once
 
 #include <map>

@@ -1,4 +1,4 @@
-// The rank's synthetic attention stack, shaped by the model (ARCHITECTURE.md, "The workload a
+// The rank's synthetic attention stack, shaped by the model (docs/design.md, "The workload a
 // rank executes"), and the bridge from KV cache views to kernel views.
 #pragma once
 
