@@ -351,14 +351,11 @@ TEST_F(RankProtocol, RejectsAStepOverTheTokenBudgetUnchanged) {
                             {decode_request_1(1, 9)});
 }
 
-// NOTE(RankProtocol): disabled, it exposes a rank bug. step_state::validate
-// (actors/rank/step_state.cpp) does not bound the number of scheduled requests by max_num_seqs, so
-// this plan passes validation and is applied (seq advanced, requests 2..17 admitted) before
-// cudagraph's dispatch rejects num_reqs 17 > max_num_seqs 16. The rank replies an error but is
-// changed: the next valid step (seq 1) is refused as "already executed", against the contract of
-// rank_actor ("rejected, unchanged"). Fix: give step_state max_num_seqs (from rank_config, where
-// actors/rank/actor.cpp constructs it at allocate) and reject in validate with
-// "scheduled: N requests exceed max_num_seqs M" next to the max_num_batched_tokens check.
+// More requests in one step than max_num_seqs are refused by step_state::validate, next to the
+// max_num_batched_tokens check, before anything is applied: the rank replies
+// "scheduled: 17 requests exceed max_num_seqs 16", its sequence number is not consumed, and the
+// next valid step (seq 1) runs as on a rank that never saw the bad plan. (Before validate bounded
+// the request count, cudagraph's dispatch refused it only after the step was applied.)
 TEST_F(RankProtocol, RejectsAStepWithMoreRequestsThanMaxNumSeqsUnchanged) {
   // 17 requests in one step; tiny_rank_config() allows 16 sequences.
   auto bad = decode_request_1(1, 9);
@@ -369,7 +366,8 @@ TEST_F(RankProtocol, RejectsAStepWithMoreRequestsThanMaxNumSeqsUnchanged) {
     bad.block_updates.push_back({id, 1, 0, {2 * r}});
     bad.scheduled.push_back({id, 0, {r}, true});
   }
-  expect_rejected_unchanged(bad, "scheduled:", {}, {decode_request_1(1, 9)});
+  expect_rejected_unchanged(bad, "scheduled: 17 requests exceed max_num_seqs 16", {},
+                            {decode_request_1(1, 9)});
 }
 
 } // namespace
