@@ -115,7 +115,9 @@ fault_run() {
   local fa=$node_addr
   start_node "$victim_log" --cpu-ranks 2
   local victim=$node_pid fb=$node_addr
-  # --record: the trace shows when the run has finished its first step.
+  # --record: the trace shows when the run has finished its first step (remove the last run's
+  # trace first: kvactor creates the file only once it starts, and a stale step must not count).
+  rm -f "$dir/$name.kvtrace"
   "$kvactor" run --nodes "$fa,$fb" --tensor-parallel-size 4 --requests 48 --output-len 200:300 \
     --no-progress --log-level info --summary-json "$dir/$name.json" --record "$dir/$name.kvtrace" \
     >"$dir/$name.out" 2>"$dir/$name.err" &
@@ -160,6 +162,7 @@ start_node "$dir/re-a.log" --cpu-ranks 2
 ra=$node_addr
 start_node "$dir/re-b.log" --cpu-ranks 2
 rb=$node_addr rb_pid=$node_pid
+rm -f "$dir/rebuild.kvtrace" # a stale trace would show a step this run has not made
 "$kvactor" run --nodes "$ra,$rb" --tensor-parallel-size 4 --requests 16 --output-len 300:400 \
   --seed 7 --no-progress --restart-policy rebuild --restart-wait 30 --log-level info \
   --record "$dir/rebuild.kvtrace" >"$dir/rebuild.out" 2>"$dir/rebuild.err" &

@@ -82,7 +82,8 @@ echo "cluster_netns: 2 namespaced nodes x 2 CPU ranks over TLS: digest $got, as 
 
 # Cut node b's link mid-run: once the run has finished a step (its trace, written as the driver
 # goes, holds a step_done); 48 requests of 200-300 tokens take hundreds of steps, so the cut lands
-# mid-run however fast the machine is.
+# mid-run however fast the machine is. The last run's trace goes first: a stale step must not count.
+rm -f "$dir/cut.kvtrace"
 "$kvactor" run --nodes "$nodes" --tensor-parallel-size 4 --requests 48 --output-len 200:300 \
   --no-progress --log-level info --summary-json "$dir/cut.json" --record "$dir/cut.kvtrace" \
   "${drv_tls[@]}" >"$dir/cut.out" 2>"$dir/cut.err" &
