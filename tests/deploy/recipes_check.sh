@@ -102,7 +102,14 @@ check_shell() {
     # The manifests' own problems are the k8s part's to report; here only their scripts matter.
     mkdir -p "$work/k8s-scripts"
     python3 "$here/check_k8s.py" "$k8s" "$work/k8s-scripts" >/dev/null 2>&1 || true
-    for f in "$work"/k8s-scripts/*.sh; do [[ -e $f ]] && scripts+=("$f"); done
+    local extracted=0
+    for f in "$work"/k8s-scripts/*.sh; do
+      [[ -e $f ]] || continue
+      scripts+=("$f")
+      extracted=$((extracted + 1))
+    done
+    ((extracted > 0)) ||
+      skip "deploy/k8s embedded bash -c scripts: none extracted (check_k8s.py failed: see k8s)"
   fi
   for f in "${scripts[@]}"; do
     name=${f#"$root"/}
