@@ -104,7 +104,7 @@ TEST_F(CudagraphProtocol, DispatchesAUniformDecodeBatchToAFullGraphOnGpuWithFull
   auto d = expect_reply<batch_descriptor>(graphs, rec.actor);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->mode, cudagraph_mode::full);
-  EXPECT_GE(d->num_tokens, 4);
+  EXPECT_EQ(d->num_tokens, 4) << "4 is on the ladder (1, 2, 4, 8, 16, ...): no padding";
   EXPECT_EQ(d->uniform_token_count, 1);
 }
 
@@ -116,7 +116,7 @@ TEST_F(CudagraphProtocol, DispatchesAMixedBatchToAPiecewiseGraphOnGpu) {
   auto d = expect_reply<batch_descriptor>(graphs, rec.actor);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->mode, cudagraph_mode::piecewise);
-  EXPECT_GE(d->num_tokens, 9);
+  EXPECT_EQ(d->num_tokens, 16) << "9 tokens pad to the next size of the ladder (1, 2, 4, 8, 16)";
 }
 
 TEST_F(CudagraphProtocol, AtStartUpOffersThePlanInOrderAndDispatchesOnlyWhatIsCaptured) {

@@ -240,8 +240,10 @@ TEST_F(DriverProtocol, ARankThatDiesMidRunEndsTheRunWithEveryUnfinishedRequestFa
   EXPECT_THAT(summary->error.message, HasSubstr("rank 1 stopped"));
   EXPECT_EQ(summary->finished + summary->failed, 2) << "none lost";
   EXPECT_EQ(summary->failed, 2);
-  for (const auto& r : summary->results)
-    if (!r.finished) EXPECT_THAT(r.failure, HasSubstr("not run: rank 1 stopped"));
+  for (const auto& r : summary->results) {
+    EXPECT_FALSE(r.finished) << "request " << r.request_id;
+    EXPECT_THAT(r.failure, HasSubstr("not run: rank 1 stopped")) << "request " << r.request_id;
+  }
   EXPECT_EQ(r1.log->steps.size(), 2u);
   EXPECT_TRUE(expect_no_message(rec.actor)) << "one reply to run";
 }
@@ -294,11 +296,9 @@ TEST_F(DriverProtocol, AFailedCollectiveEndsTheRunWithTheDiagnosisFromEveryRanks
   EXPECT_EQ(r0.log->steps.size(), 2u) << "no step after the failed collective";
 }
 
-// NOTE(DriverProtocol): disabled, it exposes a driver bug. The down handler of actors/driver/
-// actor.cpp only fails a *running* run; a rank that dies while `start` waits for its configure
-// (or allocate) reply leaves the start promise pending forever (requests use caf::infinite), so
-// `kvactor run` hangs at start-up. Fix: in the down handler, also deliver an error to a pending
-// start (keep its promise in driver_state, e.g. `starting`), as it does for `done`.
+// A rank that dies while `start` waits for its configure reply fails the start at once: the
+// driver's down handler delivers the pending start promise an io_error naming the rank and its
+// exit reason, so `kvactor run` reports the lost rank instead of hanging at start-up.
 TEST_F(DriverProtocol, ARankThatDiesDuringStartFailsTheStartWithAnError) {
   auto r0 = track(spawn_mock_rank(sys, canned_rank(0, 64)));
   auto script = canned_rank(1, 64);
@@ -309,7 +309,8 @@ TEST_F(DriverProtocol, ARankThatDiesDuringStartFailsTheStartWithAnError) {
   run_all_but(rec.actor);
   auto err = expect_error(drv, rec.actor);
   ASSERT_TRUE(err);
-  EXPECT_THAT(message_of(*err), HasSubstr("rank"));
+  EXPECT_TRUE(is_kvactor_error(*err, errc::io_error, "rank 1 stopped: exit_reason(kill)"))
+      << message_of(*err);
 }
 
 TEST_F(DriverProtocol, ARequestSubmittedDuringARunIsServedInThatRun) {

@@ -42,13 +42,17 @@ TEST_F(KvCacheProtocol, PlansKvactorTinyWithinTheBudget) {
   auto p = plan();
   ASSERT_TRUE(p);
   EXPECT_EQ(p->available_bytes, tiny_kv_cache_memory);
-  EXPECT_GT(p->config.num_blocks, 1);
+  EXPECT_EQ(p->config.num_blocks, tiny_expected_blocks()) << "8 MiB in 16 KiB blocks";
   ASSERT_EQ(p->config.groups.size(), 2u) << "a sliding and a full group";
   // One backing allocation: every tensor reports its size, the groups alias it.
   ASSERT_FALSE(p->config.tensors.empty());
   for (const auto& t : p->config.tensors)
     EXPECT_EQ(t.size, p->config.tensors.front().size);
-  EXPECT_LE(p->config.tensors.front().size, tiny_kv_cache_memory);
+  // Two tensors (one per layer position in a group); each reports the one backing allocation,
+  // which is the whole budget: 512 blocks of 16 KiB.
+  EXPECT_EQ(p->config.tensors.size(), 2u);
+  EXPECT_EQ(p->config.tensors.front().size, tiny_expected_blocks() * tiny_block_bytes());
+  EXPECT_EQ(p->config.tensors.front().size, tiny_kv_cache_memory);
 }
 
 TEST_F(KvCacheProtocol, AllocatesThePlannedBlocksAndReturnsAViewPerLayer) {
@@ -60,7 +64,7 @@ TEST_F(KvCacheProtocol, AllocatesThePlannedBlocksAndReturnsAViewPerLayer) {
   auto a = expect_reply<kv_allocation>(kv, rec.actor);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->num_blocks, n);
-  EXPECT_GT(a->bytes, 0);
+  EXPECT_EQ(a->bytes, n * tiny_block_bytes()) << "the agreed blocks, not the planned budget";
   EXPECT_NE(allocator->base(), nullptr);
   std::vector<std::string> layers;
   for (const auto& v : a->views) {

@@ -16,6 +16,7 @@
 #include "tests/support/errors.hpp"
 #include "tests/support/recorder.hpp"
 #include "tests/support/tiny_model.hpp"
+#include "tests/support/tiny_reference.hpp"
 
 namespace kvactor::test {
 namespace {
@@ -134,7 +135,7 @@ TEST_F(RankProtocol, ConfigureLoadsTheModelPlansTheKvCacheThenAsksTheRegistry) {
   auto plan = expect_reply<rank_plan>(rk, rec.actor);
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->rank, 0);
-  EXPECT_GT(plan->kv.config.num_blocks, 1);
+  EXPECT_EQ(plan->kv.config.num_blocks, tiny_expected_blocks()) << "8 MiB in 16 KiB blocks";
   EXPECT_EQ(plan->backends.kernel_block_sizes, (std::vector<int32_t>{16, 16}));
   std::vector<std::string> phases;
   for (const auto& p : plan->phases)
@@ -167,7 +168,7 @@ TEST_F(RankProtocol, AllocateBindsTheAgreedBlockCountAndPlansEagerGraphsOnCpu) {
   auto ready = allocate(rk, planned);
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->num_blocks, planned);
-  EXPECT_GT(ready->kv_cache_bytes, 0);
+  EXPECT_EQ(ready->kv_cache_bytes, planned * tiny_block_bytes()) << "the whole 8 MiB budget";
   EXPECT_EQ(ready->graphs.mode, cudagraph_mode::none);
   std::vector<std::string> phases;
   for (const auto& p : ready->phases)
@@ -236,8 +237,10 @@ TEST_F(RankProtocol, AValidStepForOneRequestSamplesOneToken) {
   EXPECT_EQ(done->rank, 0);
   ASSERT_EQ(done->sampled.size(), 1u);
   EXPECT_EQ(done->sampled[0].request_id, 1u);
-  EXPECT_GE(done->sampled[0].token, 0);
-  EXPECT_LT(done->sampled[0].token, 512);
+  // The tokens the attention stack alone generates after the prompt 5 6 7 8 (seed 1).
+  const auto want = tiny_reference_tokens({5, 6, 7, 8}, 2, 1);
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_EQ(done->sampled[0].token, want[0]);
   EXPECT_EQ(done->executed.mode, cudagraph_mode::none);
   // The decode feeds the sampled token back.
   auto next = step(rk, decode_request_1(1, done->sampled[0].token));
@@ -245,6 +248,7 @@ TEST_F(RankProtocol, AValidStepForOneRequestSamplesOneToken) {
   EXPECT_EQ(next->seq, 1u);
   ASSERT_EQ(next->sampled.size(), 1u);
   EXPECT_EQ(next->sampled[0].request_id, 1u);
+  EXPECT_EQ(next->sampled[0].token, want[1]);
 }
 
 TEST_F(RankProtocol, SplitsAStepOverTwoBuildersWhenAskedForTwoMicrobatches) {
@@ -274,7 +278,7 @@ TEST_F(RankProtocol, SplitsAStepOverTwoBuildersWhenAskedForTwoMicrobatches) {
   EXPECT_EQ(work[0].token_start, 0);
   EXPECT_EQ(work[0].token_end, work[1].token_start) << "the slices tile the step";
   EXPECT_EQ(work[1].token_end, 10);
-  EXPECT_GT(work[0].token_end, 0);
+  EXPECT_EQ(work[0].token_end, 5) << "split at num_tokens / 2 (spec 8.1): request 2 straddles";
   // A CPU rank planned no graphs: it runs the batch eagerly without asking cudagraph.
   run_all_but(rec.actor);
   auto done = expect_reply<step_done>(rk, rec.actor);
@@ -352,14 +356,11 @@ TEST_F(RankProtocol, RejectsAStepOverTheTokenBudgetUnchanged) {
                             {decode_request_1(1, 9)});
 }
 
-// NOTE(RankProtocol): disabled, it exposes a rank bug. step_state::validate
-// (actors/rank/step_state.cpp) does not bound the number of scheduled requests by max_num_seqs, so
-// this plan passes validation and is applied (seq advanced, requests 2..17 admitted) before
-// cudagraph's dispatch rejects num_reqs 17 > max_num_seqs 16. The rank replies an error but is
-// changed: the next valid step (seq 1) is refused as "already executed", against the contract of
-// rank_actor ("rejected, unchanged"). Fix: give step_state max_num_seqs (from rank_config, where
-// actors/rank/actor.cpp constructs it at allocate) and reject in validate with
-// "scheduled: N requests exceed max_num_seqs M" next to the max_num_batched_tokens check.
+// More requests in one step than max_num_seqs are refused by step_state::validate, next to the
+// max_num_batched_tokens check, before anything is applied: the rank replies
+// "scheduled: 17 requests exceed max_num_seqs 16", its sequence number is not consumed, and the
+// next valid step (seq 1) runs as on a rank that never saw the bad plan. (Before validate bounded
+// the request count, cudagraph's dispatch refused it only after the step was applied.)
 TEST_F(RankProtocol, RejectsAStepWithMoreRequestsThanMaxNumSeqsUnchanged) {
   // 17 requests in one step; tiny_rank_config() allows 16 sequences.
   auto bad = decode_request_1(1, 9);
@@ -370,7 +371,8 @@ TEST_F(RankProtocol, RejectsAStepWithMoreRequestsThanMaxNumSeqsUnchanged) {
     bad.block_updates.push_back({id, 1, 0, {2 * r}});
     bad.scheduled.push_back({id, 0, {r}, true});
   }
-  expect_rejected_unchanged(bad, "scheduled:", {}, {decode_request_1(1, 9)});
+  expect_rejected_unchanged(bad, "scheduled: 17 requests exceed max_num_seqs 16", {},
+                            {decode_request_1(1, 9)});
 }
 
 } // namespace

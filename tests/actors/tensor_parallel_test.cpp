@@ -79,7 +79,7 @@ protected:
 TEST_F(TensorParallel, TwoRanksAgreeOnTheBlockCountInOneCollective) {
   spawn_group(2);
   const int64_t n = configure_all();
-  ASSERT_GT(n, 0);
+  ASSERT_EQ(n, tiny_expected_blocks(2)) << "one KV head per rank: half the block, twice the count";
   for (auto& ready : allocate_all(n)) {
     ASSERT_TRUE(ready) << message_of(ready.error());
     EXPECT_EQ(ready->num_blocks, n);
@@ -95,7 +95,7 @@ TEST_F(TensorParallel, TwoRanksAgreeOnTheBlockCountInOneCollective) {
 TEST_F(TensorParallel, ADriverMinimumOtherThanTheRanksOwnIsRefusedNamingBothValues) {
   spawn_group(2);
   const int64_t n = configure_all();
-  ASSERT_GT(n, 1);
+  ASSERT_EQ(n, tiny_expected_blocks(2));
   for (auto& ready : allocate_all(n - 1)) {
     ASSERT_FALSE(ready);
     EXPECT_TRUE(is_kvactor_error(ready.error(), errc::incompatible_specs, "allocate:"));

@@ -6,8 +6,12 @@
 # within 5 s, and every request is reported (finished or failed), none lost; with mutual TLS a
 # driver without the CA's certificate is refused; with --restart-policy rebuild a killed node that
 # returns gets the run finished with the digest of an uninterrupted one.
+# Every step waits on the event it needs (a log line, a step in the run's trace, a process gone),
+# never on a fixed sleep; the only timings checked are the detection bounds under test.
 #   usage: cluster_local.sh KVACTOR_BINARY WORKDIR
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=wait_for.sh
+source "$(dirname "$0")/wait_for.sh"
 kvactor=$1
 dir=$2
 mkdir -p "$dir"
@@ -29,14 +33,17 @@ start_node() {
   "$kvactor" node --listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
   node_pid=$!
   pids+=("$node_pid")
-  node_addr=""
-  for _ in $(seq 1 200); do
-    node_addr=$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$log" | awk '{print $3}' || true)
-    [[ -n $node_addr ]] && return 0
-    sleep 0.05
-  done
-  cat "$log"
-  fail "node did not announce its address"
+  wait_for 30 in_file 'listening on 127\.0\.0\.1:[0-9]+' "$log" ||
+    { cat "$log"; fail "node ($log) did not announce its address within 30 s"; }
+  node_addr=$(grep -oE 'listening on 127\.0\.0\.1:[0-9]+' "$log" | awk '{print $3}')
+}
+
+# Waits until the run recording into TRACE has finished a step (so it is serving, not starting);
+# the trace is written as the driver goes, so a step_done in it is one that happened.
+wait_serving() {
+  local name=$1 trace=$2 err=$3
+  wait_for 60 in_file 'kvactor::step_done' "$trace" ||
+    { cat "$err"; fail "$name: the run finished no step within 60 s"; }
 }
 
 now() { date +%s.%N; }
@@ -95,7 +102,8 @@ expect_error "half the TLS flags" "go together" node --listen 127.0.0.1:0 --tls-
 "$kvactor" node --listen 0.0.0.0:0 --cpu-ranks 1 "${node_tls[@]}" >"$dir/wide.log" 2>&1 &
 wide=$!
 pids+=("$wide")
-for _ in $(seq 1 100); do grep -q "listening on 0.0.0.0" "$dir/wide.log" && break; sleep 0.05; done
+wait_for 30 in_file "listening on 0\.0\.0\.0" "$dir/wide.log" ||
+  { cat "$dir/wide.log"; fail "the node off loopback did not announce its address within 30 s"; }
 grep -q "mutual TLS" "$dir/wide.log" || { cat "$dir/wide.log"; fail "no TLS node off loopback"; }
 echo "cluster_local: off loopback with TLS: $(head -1 "$dir/wide.log")"
 kill "$wide"
@@ -107,17 +115,17 @@ fault_run() {
   local fa=$node_addr
   start_node "$victim_log" --cpu-ranks 2
   local victim=$node_pid fb=$node_addr
+  # --record: the trace shows when the run has finished its first step (remove the last run's
+  # trace first: kvactor creates the file only once it starts, and a stale step must not count).
+  rm -f "$dir/$name.kvtrace"
   "$kvactor" run --nodes "$fa,$fb" --tensor-parallel-size 4 --requests 48 --output-len 200:300 \
-    --no-progress --log-level info --summary-json "$dir/$name.json" \
+    --no-progress --log-level info --summary-json "$dir/$name.json" --record "$dir/$name.kvtrace" \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   local run=$!
   pids+=("$run")
-  # Strike once the run is serving (the ranks are planned; the log is unbuffered).
-  for _ in $(seq 1 400); do
-    grep -q "common block count" "$dir/$name.err" && break
-    sleep 0.05
-  done
-  sleep 1
+  # Strike once the run is serving. 48 requests of 200-300 tokens take hundreds of steps, so the
+  # fault lands mid-run however fast the machine is.
+  wait_serving "$name" "$dir/$name.kvtrace" "$dir/$name.err"
   local struck
   struck=$(now)
   kill "-$signal" "$victim"
@@ -154,20 +162,23 @@ start_node "$dir/re-a.log" --cpu-ranks 2
 ra=$node_addr
 start_node "$dir/re-b.log" --cpu-ranks 2
 rb=$node_addr rb_pid=$node_pid
+rm -f "$dir/rebuild.kvtrace" # a stale trace would show a step this run has not made
 "$kvactor" run --nodes "$ra,$rb" --tensor-parallel-size 4 --requests 16 --output-len 300:400 \
   --seed 7 --no-progress --restart-policy rebuild --restart-wait 30 --log-level info \
-  >"$dir/rebuild.out" 2>"$dir/rebuild.err" &
+  --record "$dir/rebuild.kvtrace" >"$dir/rebuild.out" 2>"$dir/rebuild.err" &
 run=$!
 pids+=("$run")
-for _ in $(seq 1 400); do
-  grep -q "common block count" "$dir/rebuild.err" && break
-  sleep 0.05
-done
-sleep 0.3 # long outputs: still serving on a fast machine; a loss while starting rebuilds too
+# The loss comes mid-run (16 requests of 300-400 tokens: hundreds of steps), and the node comes
+# back only once the old process is gone (its port free) and the driver has reported the loss.
+wait_serving rebuild "$dir/rebuild.kvtrace" "$dir/rebuild.err"
 kill -9 "$rb_pid"
-sleep 0.5
+wait "$rb_pid" 2>/dev/null || true
+wait_for 30 in_file "waiting up to 30 s to rebuild the group" "$dir/rebuild.err" ||
+  { cat "$dir/rebuild.err"; fail "the driver did not report the lost node within 30 s"; }
 "$kvactor" node --listen "$rb" --cpu-ranks 2 >"$dir/re-b2.log" 2>&1 &
 pids+=($!)
+wait_for 30 in_file "listening on $rb" "$dir/re-b2.log" ||
+  { cat "$dir/re-b2.log"; fail "node b did not come back at $rb within 30 s"; }
 wait "$run" || { cat "$dir/rebuild.err"; fail "the rebuilt run failed"; }
 grep -q "^restarts   1" "$dir/rebuild.out" || { cat "$dir/rebuild.out"; fail "no restart"; }
 rebuilt=$(awk '/^digest/ {print $2}' "$dir/rebuild.out")
@@ -176,6 +187,5 @@ echo "cluster_local: rebuild: $(grep -o 'group rebuilt in [0-9.]* s; re-running 
 
 # 6. A node stops cleanly on SIGTERM.
 kill -TERM "$pid_b"
-for _ in $(seq 1 100); do kill -0 "$pid_b" 2>/dev/null || break; sleep 0.05; done
-if kill -0 "$pid_b" 2>/dev/null; then fail "a node ignored SIGTERM"; fi
+wait_for 10 gone "$pid_b" || fail "a node ignored SIGTERM (still running 10 s later)"
 echo "cluster_local: ok"

@@ -1,60 +1,116 @@
 #!/usr/bin/env bash
-# Checks the cluster-mode deployment recipes without a cluster, so that they cannot rot unseen:
-#   (a) deploy/k8s: every manifest parses and they agree with each other (check_k8s.py);
-#   (b) shellcheck on the Slurm script, the TLS script, the scripts inside the manifests and this
-#       file;
-#   (c) the systemd unit passes `systemd-analyze verify` (or, without it, has its sections);
-#   (d) deploy/tls/make-test-certs.sh makes certificates that verify against their CA, a rogue
-#       one that does not, and keeps a current set when run again.
-# A missing tool (shellcheck, systemd-analyze, python3 with PyYAML) skips its part with a
-# message; any failure is reported with its file, and the script exits 1 after all checks ran.
-# Usage: recipes_check.sh REPO_ROOT
+# Checks the cluster-mode deployment recipes without a cluster, so that they cannot rot unseen.
+# Four parts, each with the tool it needs:
+#   k8s      deploy/k8s: every manifest parses and they agree with each other (check_k8s.py;
+#            python3 with PyYAML). `kubectl kustomize` also renders them when kubectl is at hand:
+#            an extra, named in the output either way, that the part does not depend on.
+#   shell    shellcheck on the Slurm script, the TLS script, the scripts inside the manifests
+#            (extracted by check_k8s.py, so python3 with PyYAML too) and this file.
+#   systemd  the unit runs `kvactor node` with its environment file, whose example sets every
+#            variable the unit uses, and passes `systemd-analyze verify` (without the tool only
+#            its sections are checked, and verify counts as skipped).
+#   certs    deploy/tls/make-test-certs.sh makes certificates that verify against their CA, a
+#            rogue one that does not, and keeps a current set when run again (openssl).
+# Outcome: any failure exits 1 (after every check ran). Otherwise, when a missing tool left a
+# check undone, the summary line names each part as passed, partly skipped or skipped, the lines
+# after it name every check not done, and the script exits 77, which ctest reports as skipped;
+# otherwise it exits 0. Skipped rather than passed-with-a-note because ctest's summary is what
+# gets read: a pass there would claim, say, that the recipes pass shellcheck on a machine that
+# has no shellcheck. CMake runs one ctest test per part, so a missing tool skips only its part
+# and the parts that did run still show as passed.
+# Usage: recipes_check.sh REPO_ROOT [PART...]   (PART: k8s shell systemd certs; default: all)
 set -euo pipefail
 
-if [[ $# -ne 1 || ! -d $1/deploy ]]; then
-  echo "usage: $(basename "$0") REPO_ROOT (the directory holding deploy/)" >&2
+all_parts=(k8s shell systemd certs)
+if [[ $# -lt 1 || ! -d $1/deploy ]]; then
+  echo "usage: $(basename "$0") REPO_ROOT [PART...] (PART: ${all_parts[*]})" >&2
   exit 2
 fi
 root=$(cd "$1" && pwd)
+shift
+parts=("$@")
+((${#parts[@]} > 0)) || parts=("${all_parts[@]}")
+for part in "${parts[@]}"; do
+  [[ " ${all_parts[*]} " == *" $part "* ]] || {
+    echo "$(basename "$0"): unknown part '$part' (expected one of: ${all_parts[*]})" >&2
+    exit 2
+  }
+done
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 failures=0
+passes=0
+skipped=()
 fail() {
   echo "FAIL: $*"
   failures=$((failures + 1))
 }
-skip() { echo "SKIP: $*"; }
-ok() { echo "ok:   $*"; }
+skip() {
+  echo "SKIP: $*"
+  skipped+=("$*")
+}
+ok() {
+  echo "ok:   $*"
+  passes=$((passes + 1))
+}
 
-# (a) Kubernetes manifests.
 k8s=$root/deploy/k8s
-mkdir -p "$work/k8s-scripts"
-if ! command -v python3 >/dev/null; then
-  skip "deploy/k8s: python3 is not installed"
-elif ! python3 -c "import yaml" 2>/dev/null; then
-  skip "deploy/k8s: python3 has no yaml module (Debian: apt-get install python3-yaml)"
-elif out=$(python3 "$here/check_k8s.py" "$k8s" "$work/k8s-scripts" 2>&1); then
-  ok "deploy/k8s: $(find "$k8s" -name '*.yaml' | wc -l) manifests parse and agree"
-else
-  fail "deploy/k8s:"$'\n'"$out"
-fi
-# Offline render, when kubectl is at hand: kustomize accepts the directory.
-if command -v kubectl >/dev/null && [[ -f $k8s/kustomization.yaml ]]; then
-  if out=$(kubectl kustomize "$k8s" 2>&1 >/dev/null); then
-    ok "deploy/k8s: kubectl kustomize renders"
-  else
-    fail "deploy/k8s/kustomization.yaml: kubectl kustomize: $out"
+# Why python3 with PyYAML cannot run, or nothing when it can.
+no_yaml() {
+  if ! command -v python3 >/dev/null; then
+    echo "python3 is not installed"
+  elif ! python3 -c "import yaml" 2>/dev/null; then
+    echo "python3 has no yaml module (Debian: apt-get install python3-yaml)"
   fi
-fi
+}
 
-# (b) Shell scripts.
-scripts=("$root"/deploy/slurm/*.sbatch "$root"/deploy/tls/*.sh "$here/recipes_check.sh")
-for f in "$work"/k8s-scripts/*.sh; do [[ -e $f ]] && scripts+=("$f"); done
-if ! command -v shellcheck >/dev/null; then
-  skip "shellcheck is not installed (Debian: apt-get install shellcheck)"
-else
+check_k8s() {
+  local why out
+  why=$(no_yaml)
+  if [[ -n $why ]]; then
+    skip "deploy/k8s: $why"
+  elif out=$(python3 "$here/check_k8s.py" "$k8s" 2>&1); then
+    ok "deploy/k8s: $(find "$k8s" -name '*.yaml' | wc -l) manifests parse and agree"
+  else
+    fail "deploy/k8s:"$'\n'"$out"
+  fi
+  # Offline render, an extra: kustomize accepts the directory.
+  if ! command -v kubectl >/dev/null; then
+    echo "note: deploy/k8s: kubectl is not installed, so \`kubectl kustomize\` did not render (an extra)"
+  elif [[ -f $k8s/kustomization.yaml ]]; then
+    if out=$(kubectl kustomize "$k8s" 2>&1 >/dev/null); then
+      ok "deploy/k8s: kubectl kustomize renders"
+    else
+      fail "deploy/k8s/kustomization.yaml: kubectl kustomize: $out"
+    fi
+  fi
+}
+
+check_shell() {
+  local scripts=("$root"/deploy/slurm/*.sbatch "$root"/deploy/tls/*.sh "$here/recipes_check.sh")
+  local why f name out
+  why=$(no_yaml)
+  if ! command -v shellcheck >/dev/null; then
+    skip "shell scripts: shellcheck is not installed (Debian: apt-get install shellcheck)"
+    return
+  fi
+  if [[ -n $why ]]; then
+    skip "deploy/k8s embedded bash -c scripts: not extracted, $why"
+  else
+    # The manifests' own problems are the k8s part's to report; here only their scripts matter.
+    mkdir -p "$work/k8s-scripts"
+    python3 "$here/check_k8s.py" "$k8s" "$work/k8s-scripts" >/dev/null 2>&1 || true
+    local extracted=0
+    for f in "$work"/k8s-scripts/*.sh; do
+      [[ -e $f ]] || continue
+      scripts+=("$f")
+      extracted=$((extracted + 1))
+    done
+    ((extracted > 0)) ||
+      skip "deploy/k8s embedded bash -c scripts: none extracted (check_k8s.py failed: see k8s)"
+  fi
   for f in "${scripts[@]}"; do
     name=${f#"$root"/}
     [[ $f == "$work"/* ]] && name="deploy/k8s/${f##*/} (embedded bash -c script)"
@@ -66,13 +122,15 @@ else
       fail "$name: shellcheck:"$'\n'"$out"
     fi
   done
-fi
+}
 
-# (c) systemd unit.
-unit=$root/deploy/systemd/kvactor-node.service
-if [[ ! -f $unit ]]; then
-  fail "deploy/systemd/kvactor-node.service: missing"
-else
+check_systemd() {
+  local unit=$root/deploy/systemd/kvactor-node.service
+  local unit_vars var out rc section before=$failures
+  if [[ ! -f $unit ]]; then
+    fail "deploy/systemd/kvactor-node.service: missing"
+    return
+  fi
   grep -q '^ExecStart=/usr/local/bin/kvactor node ' "$unit" ||
     fail "deploy/systemd/kvactor-node.service: ExecStart does not run /usr/local/bin/kvactor node"
   grep -q '^EnvironmentFile=/etc/kvactor/node.env$' "$unit" ||
@@ -83,6 +141,9 @@ else
     grep -q "^$var=" "$root/deploy/systemd/node.env.example" ||
       fail "deploy/systemd/node.env.example: does not set $var, which the unit uses"
   done
+  if ((failures == before)); then
+    ok "deploy/systemd/kvactor-node.service: runs kvactor node with node.env, whose example sets its ${#unit_vars[@]} variables"
+  fi
   if command -v systemd-analyze >/dev/null; then
     # verify insists that the ExecStart binary exists; kvactor is not installed here, so check a
     # copy whose ExecStart runs /bin/true instead (everything else unchanged). Verify reports
@@ -97,24 +158,29 @@ else
       ok "deploy/systemd/kvactor-node.service: systemd-analyze verify"
     fi
   else
-    skip "systemd-analyze is not installed; checking the unit's sections only"
+    skip "deploy/systemd/kvactor-node.service: systemd-analyze is not installed, so not verified (its sections are checked)"
+    before=$failures
     for section in '[Unit]' '[Service]' '[Install]'; do
       grep -qxF "$section" "$unit" ||
         fail "deploy/systemd/kvactor-node.service: no $section section"
     done
+    if ((failures == before)); then
+      ok "deploy/systemd/kvactor-node.service: has its [Unit], [Service] and [Install] sections"
+    fi
   fi
-fi
+}
 
-# (d) Test certificates.
-certs_script=$root/deploy/tls/make-test-certs.sh
-if ! command -v openssl >/dev/null; then
-  skip "deploy/tls/make-test-certs.sh: openssl is not installed"
-elif ! out=$(KVACTOR_CERT_NAMES="node-a.example 10.1.2.3" \
-  bash "$certs_script" "$work/certs" 2>&1); then
-  fail "deploy/tls/make-test-certs.sh: failed:"$'\n'"$out"
-else
-  certs_ok=1
-  c=$work/certs
+check_certs() {
+  local certs_script=$root/deploy/tls/make-test-certs.sh
+  local c=$work/certs certs_ok=1 out sans name key before
+  if ! command -v openssl >/dev/null; then
+    skip "deploy/tls/make-test-certs.sh: openssl is not installed"
+    return
+  fi
+  if ! out=$(KVACTOR_CERT_NAMES="node-a.example 10.1.2.3" bash "$certs_script" "$c" 2>&1); then
+    fail "deploy/tls/make-test-certs.sh: failed:"$'\n'"$out"
+    return
+  fi
   if ! out=$(openssl verify -CAfile "$c/ca.crt" "$c/node.crt" "$c/driver.crt" 2>&1); then
     fail "deploy/tls/make-test-certs.sh: node.crt/driver.crt do not verify against ca.crt: $out"
     certs_ok=0
@@ -147,12 +213,35 @@ else
     fail "deploy/tls/make-test-certs.sh: runs without its DIR argument (expected a usage error)"
     certs_ok=0
   fi
-  ((certs_ok)) &&
+  if ((certs_ok)); then
     ok "deploy/tls/make-test-certs.sh: node and driver verify, rogue does not, rerun keeps the set"
-fi
+  fi
+}
 
+# Run the parts; each one's outcome goes into the summary line.
+outcomes=()
+for part in "${parts[@]}"; do
+  failed_before=$failures passed_before=$passes skipped_before=${#skipped[@]}
+  "check_$part"
+  if ((failures > failed_before)); then
+    outcomes+=("$part FAILED ($((failures - failed_before)))")
+  elif ((${#skipped[@]} > skipped_before && passes > passed_before)); then
+    outcomes+=("$part partly skipped")
+  elif ((${#skipped[@]} > skipped_before)); then
+    outcomes+=("$part skipped")
+  else
+    outcomes+=("$part passed")
+  fi
+done
+summary=$(IFS=,; echo "${outcomes[*]}")
+summary=${summary//,/, }
 if ((failures > 0)); then
-  echo "recipes_check: $failures failure(s)"
+  echo "recipes_check: $failures failure(s): $summary"
   exit 1
 fi
-echo "recipes_check: all deployment recipe checks passed"
+if ((${#skipped[@]} > 0)); then
+  echo "recipes_check: SKIPPED (a missing tool left checks undone): $summary"
+  for s in "${skipped[@]}"; do echo "  not checked: $s"; done
+  exit 77
+fi
+echo "recipes_check: all checks passed: $summary"

@@ -1,6 +1,7 @@
 // `kvactor run` end to end on the CPU: the summary contract, determinism and the bad flags.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -8,6 +9,7 @@
 
 #include "cli_support.hpp"
 #include "kvactor/kernels/device_runtime.h"
+#include "messages/request.hpp"
 #include "messages/step.hpp"
 #include "messages/trace.hpp"
 
@@ -38,22 +40,83 @@ std::vector<std::string> small_run(std::vector<std::string> extra = {}) {
 
 } // namespace
 
+namespace {
+
+// The workload a recorded run received (the client's request_spec records).
+std::vector<kvactor::request_spec> recorded_workload(const std::string& trace) {
+  std::ifstream in(trace, std::ios::binary);
+  auto records = kvactor::trace_reader(in).read_all();
+  EXPECT_TRUE(records) << records.err().message;
+  std::vector<kvactor::request_spec> out;
+  if (!records) return out;
+  for (const auto& r : *records)
+    if (r.sender == "client" && r.type == "kvactor::request_spec") {
+      auto spec = kvactor::decode_record<kvactor::request_spec>(r);
+      EXPECT_TRUE(spec) << spec.err().message;
+      if (spec) out.push_back(*spec);
+    }
+  return out;
+}
+
+// The KV cache blocks a run of `w` holds at its peak, from the workload alone, when every prompt
+// is prefilled in step 0 and every request then decodes one token per step (it takes part in
+// steps 0 .. max_output_tokens - 1, its cache holding prompt + k tokens in step k, and frees its
+// blocks after its last step). kvactor-tiny has 2 KV cache groups of 16-token blocks; below 64
+// tokens the sliding-window group frees nothing, so both groups hold ceil(tokens / 16) blocks.
+int64_t peak_blocks(const std::vector<kvactor::request_spec>& w) {
+  int32_t steps = 0;
+  for (const auto& r : w)
+    steps = std::max(steps, r.max_output_tokens);
+  int64_t peak = 0;
+  for (int32_t k = 0; k < steps; ++k) {
+    int64_t used = 0;
+    for (const auto& r : w)
+      if (k < r.max_output_tokens)
+        used += 2 * ((static_cast<int64_t>(r.prompt.size()) + k + 15) / 16);
+    peak = std::max(peak, used);
+  }
+  return peak;
+}
+
+} // namespace
+
 TEST(RunCli, WritesTheSummaryContract) {
   auto path = ::testing::TempDir() + "run_summary.json";
-  auto r = run_cli(small_run({"--summary-json", path, "--seed", "5"}));
+  auto trace = ::testing::TempDir() + "run_summary.kvtrace";
+  auto r = run_cli(small_run({"--summary-json", path, "--seed", "5", "--record", trace}));
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = read_json(path);
+  const auto workload = recorded_workload(trace);
+  ASSERT_EQ(workload.size(), 6u);
+  int prompt = 0, generated = 0, longest = 0;
+  for (const auto& w : workload) {
+    prompt += static_cast<int>(w.prompt.size());
+    generated += w.max_output_tokens;
+    longest = std::max(longest, w.max_output_tokens);
+    ASSERT_LE(w.prompt.size() + static_cast<size_t>(w.max_output_tokens), 64u)
+        << "peak_blocks assumes no request outgrows the sliding window";
+  }
+  ASSERT_LE(prompt, 256) << "every prompt fits step 0's token budget";
   EXPECT_EQ(j["schema"], "kvactor.run/1");
   EXPECT_EQ(j["requests"]["finished"], 6);
   EXPECT_EQ(j["requests"]["failed"], 0);
-  EXPECT_GE(j["requests"]["preempted"].get<int>(), 0);
-  EXPECT_GT(j["tokens"]["prompt"].get<int>(), 0);
-  EXPECT_GT(j["tokens"]["generated"].get<int>(), 0);
-  EXPECT_GT(j["steps"].get<int>(), 0);
-  EXPECT_GT(j["throughput_tok_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["requests"]["preempted"], 0) << "16383 free blocks: nothing to preempt for";
+  EXPECT_EQ(j["tokens"]["prompt"], prompt);
+  EXPECT_EQ(j["tokens"]["generated"], generated) << "no stop token: every output is full length";
+  ASSERT_EQ(j["outputs"].size(), workload.size());
+  for (size_t i = 0; i < workload.size(); ++i) {
+    EXPECT_EQ(j["outputs"][i]["request_id"], workload[i].request_id);
+    EXPECT_EQ(j["outputs"][i]["tokens"].size(), static_cast<size_t>(workload[i].max_output_tokens))
+        << "request " << workload[i].request_id;
+  }
+  EXPECT_EQ(j["steps"], longest) << "one prefill step, then one decode step per further token";
+  EXPECT_DOUBLE_EQ(j["throughput_tok_s"].get<double>(),
+                   (prompt + generated) / j["wall_s"].get<double>());
   EXPECT_GE(j["step_ms"]["p99"].get<double>(), j["step_ms"]["p50"].get<double>());
-  EXPECT_GT(j["kv_blocks"]["total"].get<int>(), 0);
-  EXPECT_GT(j["kv_blocks"]["peak_used"].get<int>(), 0);
+  // --kv-cache-memory defaults to 256 MiB on the CPU: 16384 blocks of 16 KiB, block 0 the null
+  // block.
+  EXPECT_EQ(j["kv_blocks"]["total"], (int64_t{256} << 20) / (16 * 1024) - 1);
+  EXPECT_EQ(j["kv_blocks"]["peak_used"], peak_blocks(workload));
   EXPECT_EQ(j["output_digest"].get<std::string>().size(), 16u);
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["tensor_parallel_size"], 1);

@@ -96,7 +96,8 @@ TEST(attention_stack, different_seed_gives_different_results) {
   size_t differing = 0;
   for (size_t i = 0; i < a.first.size(); ++i)
     differing += a.first[i] != b.first[i];
-  EXPECT_GT(differing, a.first.size() * 9 / 10);
+  // Every weight differs, so every hidden value does: none of the 21 x 64 floats coincides.
+  EXPECT_EQ(differing, a.first.size());
 }
 
 TEST(attention_stack, sample_takes_the_lowest_index_on_ties) {

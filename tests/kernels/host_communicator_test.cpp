@@ -37,6 +37,24 @@ void on_every_rank(const comms_t& comms, const std::function<void(communicator&)
 using test::catch_collective;
 using test::caught;
 
+// Whether rank c has entered a collective it has not left: its ledger's last entry is pending
+// (a rank records a collective before it waits for its peers).
+bool waiting_in_a_collective(const communicator& c) {
+  const auto last = c.ledger().last(1);
+  return !last.empty() && last.front().status == collective_status::pending;
+}
+
+// Polls `event` until it holds or `limit` passes; false if it never held. The communicator has
+// no hook to block on, so this is how a test waits for "a rank is waiting in a collective".
+bool wait_until(const std::function<bool()>& event, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!event()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 class HostCollectives : public ::testing::TestWithParam<int> {
 protected:
   int world = GetParam();
@@ -113,9 +131,16 @@ TEST_P(HostCollectives, BroadcastGivesEveryRankTheRootsElements) {
 }
 
 TEST_P(HostCollectives, BarrierReturnsOnlyOnceEveryRankHasEnteredIt) {
+  // The last rank arrives late on purpose, and provably so: it enters only once every other rank
+  // is waiting in the barrier. So the others' EXPECTs run after a real wait, whatever the timing.
   std::atomic<int> entered{0};
   on_every_rank(comms, [&](communicator& c) {
-    if (c.rank() == world - 1) std::this_thread::sleep_for(20ms); // the last one is late
+    if (c.rank() == world - 1)
+      for (int r = 0; r < world - 1; ++r)
+        EXPECT_TRUE(wait_until([&] {
+          return waiting_in_a_collective(*comms[static_cast<size_t>(r)]);
+        })) << "rank "
+            << r << " never entered the barrier";
     ++entered;
     c.barrier();
     EXPECT_EQ(entered.load(), world);
@@ -220,10 +245,11 @@ TEST(HostCommunicatorFailures, AbortWakesAWaitingRankWithTheReason) {
     std::vector<float> buf{1.0f};
     c = catch_collective([&] { comms[0]->all_reduce(buf.data(), buf.size()); });
   });
-  while (comms[0]->ledger().entries().empty())
-    std::this_thread::sleep_for(1ms);
+  // Abort only once rank 0 waits in the all-reduce, so that the abort wakes a waiting rank.
+  const bool waiting = wait_until([&] { return waiting_in_a_collective(*comms[0]); });
   comms[1]->abort("rank 1 failed its step");
   waiter.join();
+  ASSERT_TRUE(waiting) << "rank 0 never entered the all-reduce";
   EXPECT_EQ(c.kind, collective_failure::aborted);
   EXPECT_NE(c.what.find("rank 1 failed its step"), std::string::npos) << c.what;
   EXPECT_EQ(comms[0]->ledger().entries().back().status, collective_status::aborted);

@@ -1,6 +1,9 @@
 // One test per shipped config (deploy/models): layer count, kinds, heads, head size, windows,
 // dtype.
 #include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "tests/model/model_test_support.hpp"
 
@@ -226,9 +229,27 @@ TEST(ModelLoader, DeepSeekV3IsMlaWithOneLatent) {
   }
 }
 
+// The file names in the table of deploy/models/SOURCES.md ("| llama-3.1-8b.json | ..."), stems
+// sorted.
+std::vector<std::string> names_in_sources_md() {
+  std::ifstream in(std::string{KVACTOR_SOURCE_DIR} + "/deploy/models/SOURCES.md");
+  EXPECT_TRUE(in) << "deploy/models/SOURCES.md";
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto end = line.find(".json |");
+    if (line.rfind("| ", 0) == 0 && end != std::string::npos)
+      out.push_back(line.substr(2, end - 2));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 TEST(ModelLoader, EveryShippedConfigLoads) {
   auto names = shipped_model_names();
-  EXPECT_GE(names.size(), 15u); // the configs SOURCES.md lists
+  // Exactly the configs SOURCES.md documents (the 15 real ones and the synthetic default).
+  EXPECT_EQ(names, names_in_sources_md());
+  EXPECT_EQ(names.size(), 16u);
   auto types = supported_model_types();
   for (const auto& name : names) {
     SCOPED_TRACE(name);

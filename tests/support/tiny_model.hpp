@@ -1,5 +1,5 @@
 // The shipped kvactor-tiny model (deploy/models/kvactor-tiny.json: llama, 4 layers alternating
-// sliding(64)/full, hidden 256, 8 q / 2 kv heads of 32, vocab 512, max len 2048) as the actor
+// sliding(64)/full, hidden 256, 4 q / 2 kv heads of 64, vocab 512, max len 2048) as the actor
 // tests use it: a rank_config, the layout and its KV cache groups.
 #pragma once
 
@@ -15,6 +15,19 @@
 namespace kvactor::test {
 
 inline constexpr int64_t tiny_kv_cache_memory = int64_t{8} << 20;
+
+/// Bytes of one block of kvactor-tiny's KV cache on one rank, from the model's shape alone: 16
+/// tokens x 2 KV heads (split over the tensor-parallel ranks) x head_dim 64 x K and V x 2 bytes
+/// (bfloat16) per layer, and 2 layers per block id (the sliding and the full group each hold 2
+/// of the 4 layers; vLLM's hybrid layout lets the i-th layer of every group share a tensor).
+inline constexpr int64_t tiny_block_bytes(int32_t tensor_parallel_size = 1) {
+  return int64_t{16} * (2 / tensor_parallel_size) * 64 * 2 * 2 * 2;
+}
+
+/// The blocks tiny_rank_config()'s 8 MiB hold: 512 on one rank, 1024 per rank with TP 2.
+inline constexpr int64_t tiny_expected_blocks(int32_t tensor_parallel_size = 1) {
+  return tiny_kv_cache_memory / tiny_block_bytes(tensor_parallel_size);
+}
 
 /// A CPU rank_config for kvactor-tiny with an 8 MiB KV cache.
 inline rank_config tiny_rank_config(int32_t num_ubatches = 1, uint64_t seed = 1) {
