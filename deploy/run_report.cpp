@@ -1,5 +1,6 @@
 #include "deploy/run_report.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -72,15 +73,19 @@ void print_summary(const run_summary& s, std::ostream& out) {
 // Empty when the first group was lost while starting (then rebuilt).
 void print_ready(const run_configuration& run, const session_result& s, std::ostream& out) {
   if (s.ready.empty()) return;
-  const bool graphs = s.ready.front().graphs.mode != cudagraph_mode::none;
+  const auto& phases = s.ready.front().phases;
+  auto capture = std::find_if(phases.begin(), phases.end(),
+                              [](const phase_timing& p) { return p.phase == "cudagraph capture"; });
+  const bool lazy =
+      s.ready.front().graphs.mode != cudagraph_mode::none && run.configs.front().cudagraph_lazy;
   fmt::print(out, "ready in   {:.2f} s (model, weights, KV cache{})\n", s.ready_s,
-             !graphs                              ? ""
-             : run.configs.front().cudagraph_lazy ? ", graphs captured lazily later"
-                                                  : ", graph capture");
-  for (const auto& ph : s.ready.front().phases)
-    if (ph.phase == "cudagraph capture")
-      fmt::print(out, "           graph capture {:.2f} s, {} in graphs\n",
-                 static_cast<double>(ph.duration_ns) / 1e9, format_bytes(ph.memory_bytes));
+             capture != phases.end() ? ", graph capture"
+             : lazy                  ? ", graphs captured lazily later"
+                                     : "");
+  if (capture != phases.end())
+    fmt::print(out, "           graph capture {:.2f} s, {} in graphs\n",
+               static_cast<double>(capture->duration_ns) / 1e9,
+               format_bytes(capture->memory_bytes));
 }
 
 int write_files(const run_flags& flags, const run_configuration& run, const session_result& s,

@@ -9,6 +9,15 @@
 
 namespace kvactor {
 
+int start_exit_code(const error& e) {
+  switch (e.code) {
+  case errc::step_failed:
+  case errc::collective_failed:
+  case errc::rank_lost: return exit_failure;
+  default: return exit_bad_input;
+  }
+}
+
 session_result serve(caf::actor_system& sys, const driver_actor& drv,
                      const std::vector<request_spec>& workload, const on_ready_fn& on_ready) {
   caf::scoped_actor self{sys};
@@ -19,7 +28,10 @@ session_result serve(caf::actor_system& sys, const driver_actor& drv,
   const auto start = std::chrono::steady_clock::now();
   self->request(drv, caf::infinite, atom::start_v)
       .receive([&](std::vector<rank_ready>& r) { out.ready = std::move(r); },
-               failed_with(exit_bad_input));
+               [&](caf::error& e) {
+                 auto err = from_caf_error(e);
+                 out.failure = run_failure{start_exit_code(err), std::move(err)};
+               });
   out.ready_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!out.failure && on_ready) out.failure = on_ready(out.ready);
   if (!out.failure)

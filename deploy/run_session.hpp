@@ -15,8 +15,8 @@
 
 namespace kvactor {
 
-/// Why a session ended without a summary, and the exit code it means: a failure while starting is
-/// bad input (exit 2: a flag, a model, a budget, or a rank lost at start), later ones exit 1.
+/// Why a session ended without a summary, and the exit code it means (start_exit_code while
+/// starting, exit 1 later).
 struct run_failure {
   int exit_code = 1;
   error err;
@@ -28,6 +28,10 @@ struct session_result {
   double ready_s = 0;            // seconds from start to every rank ready
   run_summary summary;
 };
+
+/// The exit code of a run that could not start with `e`: 2 (bad input) when a flag, model or
+/// budget is at fault; 1 when the ranks failed (a rank lost, a step or a collective failed).
+int start_exit_code(const error& e);
 
 /// Between start and submit (every rank ready): a failure here ends the session.
 using on_ready_fn = std::function<std::optional<run_failure>(const std::vector<rank_ready>&)>;

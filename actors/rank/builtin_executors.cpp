@@ -22,6 +22,10 @@ public:
                                      const std::vector<executed_ubatch>&) override {
     return std::vector<int32_t>(b.sample_ids.size(), 0);
   }
+  status prepare_graphs(const graph_setup&) override {
+    return make_error(errc::unsupported,
+                      "CUDA graphs: the protocol executor runs no kernels; every step is eager");
+  }
   std::vector<memory_entry> ledger() const override { return {}; }
   const char* device() const override { return device_ == device_kind::cuda ? "cuda" : "cpu"; }
 

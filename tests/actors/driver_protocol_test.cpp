@@ -309,7 +309,7 @@ TEST_F(DriverProtocol, ARankThatDiesDuringStartFailsTheStartWithAnError) {
   run_all_but(rec.actor);
   auto err = expect_error(drv, rec.actor);
   ASSERT_TRUE(err);
-  EXPECT_TRUE(is_kvactor_error(*err, errc::io_error, "rank 1 stopped: exit_reason(kill)"))
+  EXPECT_TRUE(is_kvactor_error(*err, errc::rank_lost, "rank 1 stopped: exit_reason(kill)"))
       << message_of(*err);
 }
 

@@ -2,8 +2,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "deploy/cli.hpp"
 #include "deploy/run_modes.hpp"
 #include "deploy/run_options.hpp"
+#include "deploy/run_session.hpp"
 
 namespace kvactor::test {
 namespace {
@@ -71,6 +73,15 @@ TEST(RestartDecision, RebuildsOnALostRankOrAFailedCollectiveByCodeNotByMessage) 
   EXPECT_FALSE(rebuild_helps(make_error(errc::invalid_argument, "rank 1 is unreachable: x")));
   EXPECT_FALSE(rebuild_helps(make_error(errc::step_failed, "rank 0 stopped: killed")));
   EXPECT_FALSE(rebuild_helps(error{}));
+}
+
+TEST(StartExitCode, IsBadInputForAFlagModelOrBudgetAndAFailureWhenTheRanksFail) {
+  EXPECT_EQ(start_exit_code(make_error(errc::invalid_argument, "")), exit_bad_input);
+  EXPECT_EQ(start_exit_code(make_error(errc::insufficient_memory, "")), exit_bad_input);
+  EXPECT_EQ(start_exit_code(make_error(errc::invalid_split, "")), exit_bad_input);
+  EXPECT_EQ(start_exit_code(make_error(errc::rank_lost, "")), exit_failure);
+  EXPECT_EQ(start_exit_code(make_error(errc::collective_failed, "")), exit_failure);
+  EXPECT_EQ(start_exit_code(make_error(errc::step_failed, "")), exit_failure);
 }
 
 } // namespace
