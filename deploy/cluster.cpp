@@ -1,5 +1,6 @@
 #include "deploy/cluster.hpp"
 #include "deploy/run_session.hpp"
+#include "deploy/tcp_probe.hpp"
 
 #include <fstream>
 #include <map>
@@ -77,6 +78,10 @@ expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std:
                         fmt::format("--nodes: {} is off this machine: its node requires mutual "
                                     "TLS; give --tls-cert, --tls-key and --tls-ca",
                                     a));
+    // The middleman's connect has no deadline of its own: probe first, within the cluster's.
+    if (auto reachable = tcp_probe(hp->first, hp->second, cluster_connection_timeout); !reachable)
+      return make_error(errc::io_error, fmt::format("--nodes: node {} is unreachable: {}", a,
+                                                    reachable.err().message));
     auto node = tls.enabled() ? caf::openssl::remote_actor<node_actor>(sys, hp->first, hp->second)
                               : sys.middleman().remote_actor<node_actor>(hp->first, hp->second);
     if (!node)

@@ -1,0 +1,64 @@
+#include "deploy/tcp_probe.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+namespace kvactor {
+
+namespace {
+
+struct fd_closer {
+  int fd;
+  ~fd_closer() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// One address: a non-blocking connect, then poll until it completes or the deadline passes.
+std::string try_connect(const addrinfo& a, std::chrono::milliseconds timeout) {
+  fd_closer s{::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC, a.ai_protocol)};
+  if (s.fd < 0) return std::strerror(errno);
+  ::fcntl(s.fd, F_SETFL, ::fcntl(s.fd, F_GETFL) | O_NONBLOCK);
+  if (::connect(s.fd, a.ai_addr, a.ai_addrlen) == 0) return {};
+  if (errno != EINPROGRESS) return std::strerror(errno);
+  pollfd p{s.fd, POLLOUT, 0};
+  const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  if (ready == 0)
+    return fmt::format("no answer within {:.1f} s", std::chrono::duration<double>(timeout).count());
+  if (ready < 0) return std::strerror(errno);
+  int err = 0;
+  socklen_t len = sizeof err;
+  ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  return err == 0 ? std::string{} : std::strerror(err);
+}
+
+} // namespace
+
+status tcp_probe(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const auto service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
+    return make_error(errc::io_error,
+                      fmt::format("{}:{}: cannot resolve: {}", host, port, ::gai_strerror(rc)));
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list{found, ::freeaddrinfo};
+  std::string why = "no address";
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    why = try_connect(*a, timeout);
+    if (why.empty()) return ok();
+  }
+  return make_error(errc::io_error, fmt::format("{}:{}: {}", host, port, why));
+}
+
+} // namespace kvactor

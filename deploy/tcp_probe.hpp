@@ -1,0 +1,17 @@
+// A TCP connect with a deadline, tried before CAF's middleman connects (which waits as long as the
+// kernel retries a SYN, about two minutes, when a node's link is cut before the connection).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "messages/errc.hpp"
+
+namespace kvactor {
+
+/// Connects to host:port and closes again; errc::io_error naming the address and the reason
+/// (refused, unreachable, or no answer within `timeout`) when it cannot.
+status tcp_probe(const std::string& host, uint16_t port, std::chrono::milliseconds timeout);
+
+} // namespace kvactor
