@@ -273,6 +273,81 @@ void next_step(self_ptr self) {
   send_step(self, std::move(*plan), clock_type::now());
 }
 
+// A rank that stops (its node died or its link was cut) ends the run: every request not
+// finished is reported failed with the reason, none is lost, nothing waits for it.
+void on_rank_down(self_ptr self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  std::string who = "a rank";
+  for (size_t i = 0; i < st.setup.ranks.size(); ++i)
+    if (msg.source == caf::actor_cast<caf::actor_addr>(st.setup.ranks[i])) {
+      who = fmt::format("rank {}", i);
+      if (i < st.setup.rank_locations.size() && !st.setup.rank_locations[i].empty())
+        who += " on " + st.setup.rank_locations[i];
+    }
+  auto why = msg.reason == caf::exit_reason::remote_link_unreachable
+                 ? fmt::format("{} is unreachable: its node died or the link to it was cut", who)
+                 : fmt::format("{} stopped: {}", who, to_string(msg.reason));
+  spdlog::error("driver: {}", why);
+  if (st.starting.pending()) st.starting.deliver(to_caf_error(make_error(errc::rank_lost, why)));
+  if (st.running) {
+    st.error = make_error(errc::rank_lost, why);
+    fail_unfinished(st, fmt::format("not run: {}", why));
+    st.stepping = false;
+    finish_run(self);
+  } else if (st.error.code == errc::no_error) {
+    st.error = make_error(errc::rank_lost, why); // between start and run: the run ends at once
+  }
+}
+
+// The `submit` handler: queues `specs` by arrival time and answers with the number queued.
+caf::result<int64_t> on_submit(self_ptr self, std::vector<request_spec>& specs) {
+  auto& st = self->state;
+  if (st.finished)
+    return to_caf_error(make_error(errc::invalid_argument,
+                                   "submit: the run has finished; nothing is "
+                                   "admitted after it"));
+  std::set<uint64_t> ids;
+  for (const auto& s : st.pending)
+    ids.insert(s.request_id);
+  for (const auto& s : specs)
+    if (!ids.insert(s.request_id).second)
+      return to_caf_error(
+          make_error(errc::invalid_argument,
+                     fmt::format("submit: request_id {} is submitted twice", s.request_id)));
+  // During a run (live injection) a request cannot arrive in the past: it arrives now, and
+  // only the not yet admitted tail of the queue is reordered.
+  const auto now_ns = st.running ? static_cast<int64_t>(elapsed_s(st) * 1e9) : 0;
+  for (auto& s : specs) {
+    s.arrival_ns = std::max(s.arrival_ns, now_ns);
+    st.pending.push_back(std::move(s));
+  }
+  std::stable_sort(st.pending.begin() + static_cast<std::ptrdiff_t>(st.next_arrival),
+                   st.pending.end(),
+                   [](const auto& a, const auto& b) { return a.arrival_ns < b.arrival_ns; });
+  if (st.running) next_step(self); // wakes an idle driver; a stepping one ignores it
+  return static_cast<int64_t>(st.pending.size());
+}
+
+// The `run` handler: starts the step loop and answers with the summary once the run ends.
+caf::result<run_summary> on_run(self_ptr self) {
+  auto& st = self->state;
+  if (st.finished)
+    return to_caf_error(make_error(errc::invalid_argument,
+                                   "run: this driver has finished its run; spawn a new one"));
+  if (!st.sched) return to_caf_error(make_error(errc::invalid_argument, "run: send start first"));
+  if (st.running) return to_caf_error(make_error(errc::invalid_argument, "run: already running"));
+  st.running = true;
+  st.started = clock_type::now();
+  st.done = self->make_response_promise<run_summary>();
+  if (st.error.code != errc::no_error) { // a rank stopped before the run began
+    fail_unfinished(st, fmt::format("not run: {}", st.error.message));
+    finish_run(self);
+    return st.done;
+  }
+  next_step(self);
+  return st.done;
+}
+
 } // namespace
 
 std::string output_digest(const std::vector<request_result>& results) {
@@ -297,82 +372,15 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
   self->state.setup = std::move(setup);
   for (const auto& r : self->state.setup.ranks)
     self->monitor(r);
-  // A rank that stops (its node died or its link was cut) ends the run: every request not
-  // finished is reported failed with the reason, none is lost, nothing waits for it.
-  self->set_down_handler([self](const caf::down_msg& msg) {
-    auto& st = self->state;
-    std::string who = "a rank";
-    for (size_t i = 0; i < st.setup.ranks.size(); ++i)
-      if (msg.source == caf::actor_cast<caf::actor_addr>(st.setup.ranks[i])) {
-        who = fmt::format("rank {}", i);
-        if (i < st.setup.rank_locations.size() && !st.setup.rank_locations[i].empty())
-          who += " on " + st.setup.rank_locations[i];
-      }
-    auto why = msg.reason == caf::exit_reason::remote_link_unreachable
-                   ? fmt::format("{} is unreachable: its node died or the link to it was cut", who)
-                   : fmt::format("{} stopped: {}", who, to_string(msg.reason));
-    spdlog::error("driver: {}", why);
-    if (st.starting.pending()) st.starting.deliver(to_caf_error(make_error(errc::rank_lost, why)));
-    if (st.running) {
-      st.error = make_error(errc::rank_lost, why);
-      fail_unfinished(st, fmt::format("not run: {}", why));
-      st.stepping = false;
-      finish_run(self);
-    } else if (st.error.code == errc::no_error) {
-      st.error = make_error(errc::rank_lost, why); // between start and run: the run ends at once
-    }
-  });
+  self->set_down_handler([self](const caf::down_msg& msg) { on_rank_down(self, msg); });
   return {
       [self](atom::start) -> caf::result<std::vector<rank_ready>> {
         return driver_detail::start_ranks(self);
       },
       [self](atom::submit, std::vector<request_spec>& specs) -> caf::result<int64_t> {
-        auto& st = self->state;
-        if (st.finished)
-          return to_caf_error(make_error(errc::invalid_argument,
-                                         "submit: the run has finished; nothing is "
-                                         "admitted after it"));
-        std::set<uint64_t> ids;
-        for (const auto& s : st.pending)
-          ids.insert(s.request_id);
-        for (const auto& s : specs)
-          if (!ids.insert(s.request_id).second)
-            return to_caf_error(
-                make_error(errc::invalid_argument,
-                           fmt::format("submit: request_id {} is submitted twice", s.request_id)));
-        // During a run (live injection) a request cannot arrive in the past: it arrives now, and
-        // only the not yet admitted tail of the queue is reordered.
-        const auto now_ns = st.running ? static_cast<int64_t>(elapsed_s(st) * 1e9) : 0;
-        for (auto& s : specs) {
-          s.arrival_ns = std::max(s.arrival_ns, now_ns);
-          st.pending.push_back(std::move(s));
-        }
-        std::stable_sort(st.pending.begin() + static_cast<std::ptrdiff_t>(st.next_arrival),
-                         st.pending.end(),
-                         [](const auto& a, const auto& b) { return a.arrival_ns < b.arrival_ns; });
-        if (st.running) next_step(self); // wakes an idle driver; a stepping one ignores it
-        return static_cast<int64_t>(st.pending.size());
+        return on_submit(self, specs);
       },
-      [self](atom::run) -> caf::result<run_summary> {
-        auto& st = self->state;
-        if (st.finished)
-          return to_caf_error(make_error(errc::invalid_argument,
-                                         "run: this driver has finished its run; spawn a new one"));
-        if (!st.sched)
-          return to_caf_error(make_error(errc::invalid_argument, "run: send start first"));
-        if (st.running)
-          return to_caf_error(make_error(errc::invalid_argument, "run: already running"));
-        st.running = true;
-        st.started = clock_type::now();
-        st.done = self->make_response_promise<run_summary>();
-        if (st.error.code != errc::no_error) { // a rank stopped before the run began
-          fail_unfinished(st, fmt::format("not run: {}", st.error.message));
-          finish_run(self);
-          return st.done;
-        }
-        next_step(self);
-        return st.done;
-      },
+      [self](atom::run) -> caf::result<run_summary> { return on_run(self); },
       [self](atom::step) { next_step(self); },
   };
 }

@@ -67,30 +67,20 @@ expected<std::vector<int64_t>> available_per_rank(const plan_request& r, size_t 
   return std::vector<int64_t>(ranks, 0); // sized by the block override
 }
 
-} // namespace
-
-int32_t attention_block_size(const deployment_plan& plan) {
-  for (const auto& g : plan.groups) {
-    auto k = group_kind(g.spec);
-    if (k != kv_cache_spec_kind::mamba && k != kv_cache_spec_kind::encoder_only)
-      return g.spec.block_size;
-  }
-  return plan.request.block_size;
-}
-
-expected<deployment_plan> plan_deployment(const plan_request& request) {
-  if (auto v = validate(request); !v) return v.err();
-  deployment_plan plan;
-  plan.request = request;
-  auto path = resolve_model_path(request.model);
+// The model file and its layout on every rank.
+status load_ranks(deployment_plan& plan) {
+  auto path = resolve_model_path(plan.request.model);
   if (!path) return path.err();
   plan.model_path = *path;
-  auto ranks = load_model(*path, request.load);
+  auto ranks = load_model(*path, plan.request.load);
   if (!ranks) return ranks.err();
   plan.ranks = std::move(*ranks);
-  const auto& model = plan.ranks.front();
+  return ok();
+}
 
-  // Limits: max_model_len defaults to what the model was trained for, and may not exceed it.
+// Limits: max_model_len defaults to what the model was trained for, and may not exceed it.
+status resolve_limits(deployment_plan& plan) {
+  const auto& model = plan.ranks.front();
   auto& req = plan.request;
   if (req.max_model_len == 0) req.max_model_len = model.max_position_embeddings;
   if (model.max_position_embeddings > 0 && req.max_model_len > model.max_position_embeddings)
@@ -102,9 +92,13 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
   plan.limits.max_model_len = req.max_model_len;
   plan.limits.max_in_flight_tokens = req.max_num_batched_tokens;
   plan.limits.max_encoder_input_tokens = model.max_encoder_input_tokens;
+  return ok();
+}
 
-  // Specs per rank, then one KV cache plan with the minimum block count over ranks.
-  spec_options sopt{req.block_size, req.max_model_len};
+// Specs per rank, then one KV cache plan with the minimum block count over ranks. The whole
+// kv_plan is returned: the per-rank summaries quote it.
+expected<kv_plan> plan_kv_cache_per_rank(deployment_plan& plan, const spec_options& sopt) {
+  const auto& req = plan.request;
   std::vector<layer_spec_list> specs;
   for (const auto& r : plan.ranks)
     specs.push_back(kv_cache_specs(r.layers, sopt));
@@ -121,8 +115,13 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
   plan.config = kv->per_rank.front();
   plan.bytes_per_block = bytes_per_block(plan.config.groups);
   plan.capacity = kv_capacity(plan.config, plan.limits);
+  return kv;
+}
 
-  // Groups as the rank sees them, then backends, attention groups and kernel block sizes.
+// Groups as the rank sees them, then backends, attention groups and kernel block sizes.
+status plan_groups_and_backends(deployment_plan& plan, const spec_options& sopt) {
+  const auto& model = plan.ranks.front();
+  const auto& req = plan.request;
   plan.kv_sharing = shared_kv_cache_layers(model.layers);
   auto groups = rank_groups(plan.config, model.layers, sopt);
   if (!groups) return groups.err();
@@ -136,8 +135,12 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
   plan.kernel_block_sizes = std::move(assignment->kernel_block_sizes);
   plan.graph_support = assignment->support;
   plan.query_lens_mismatch_backend = assignment->query_lens_mismatch_backend;
+  return ok();
+}
 
-  // CUDA graphs: a CPU device has none to capture.
+// CUDA graphs: a CPU device has none to capture.
+status plan_graphs(deployment_plan& plan) {
+  const auto& req = plan.request;
   cudagraph_options copt;
   copt.requested = req.device == device_kind::cpu ? cudagraph_mode::none : req.cudagraph;
   copt.support = plan.graph_support;
@@ -156,12 +159,21 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
   if (req.device == device_kind::cpu && req.cudagraph != cudagraph_mode::none)
     plan.cudagraphs.notes.insert(plan.cudagraphs.notes.begin(),
                                  "cpu device: CUDA graphs need a GPU, every step runs eagerly");
+  return ok();
+}
 
-  // Per-layer views over the one backing allocation; sharing layers alias their target.
+// Per-layer views over the one backing allocation; sharing layers alias their target.
+status plan_views(deployment_plan& plan) {
   auto views = build_views(plan.config, plan.groups, plan.kernel_block_sizes, plan.kv_sharing);
   if (!views) return views.err();
   plan.views = std::move(*views);
+  return ok();
+}
 
+// Each rank's heads (those of its first non-Mamba layer) and the blocks its budget allowed before
+// the minimum over ranks was taken.
+std::vector<rank_summary> rank_summaries(const deployment_plan& plan, const kv_plan& kv) {
+  std::vector<rank_summary> out;
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     rank_summary s;
     s.rank = static_cast<int32_t>(r);
@@ -171,11 +183,38 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
         s.num_kv_heads = l.num_kv_heads;
         break;
       }
-    s.available_bytes = kv->available_per_rank[r];
-    s.planned_blocks = kv->planned_blocks[r];
-    s.num_blocks = kv->per_rank[r].num_blocks;
-    plan.per_rank.push_back(s);
+    s.available_bytes = kv.available_per_rank[r];
+    s.planned_blocks = kv.planned_blocks[r];
+    s.num_blocks = kv.per_rank[r].num_blocks;
+    out.push_back(s);
   }
+  return out;
+}
+
+} // namespace
+
+int32_t attention_block_size(const deployment_plan& plan) {
+  for (const auto& g : plan.groups) {
+    auto k = group_kind(g.spec);
+    if (k != kv_cache_spec_kind::mamba && k != kv_cache_spec_kind::encoder_only)
+      return g.spec.block_size;
+  }
+  return plan.request.block_size;
+}
+
+expected<deployment_plan> plan_deployment(const plan_request& request) {
+  if (auto v = validate(request); !v) return v.err();
+  deployment_plan plan;
+  plan.request = request;
+  if (auto s = load_ranks(plan); !s) return s.err();
+  if (auto s = resolve_limits(plan); !s) return s.err();
+  const spec_options sopt{plan.request.block_size, plan.request.max_model_len};
+  auto kv = plan_kv_cache_per_rank(plan, sopt);
+  if (!kv) return kv.err();
+  if (auto s = plan_groups_and_backends(plan, sopt); !s) return s.err();
+  if (auto s = plan_graphs(plan); !s) return s.err();
+  if (auto s = plan_views(plan); !s) return s.err();
+  plan.per_rank = rank_summaries(plan, *kv);
   return plan;
 }
 

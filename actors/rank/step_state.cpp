@@ -31,27 +31,69 @@ step_state::step_state(std::vector<group_geometry> groups, int64_t num_blocks,
   }
 }
 
+// What a plan changes, as validate() sees it before anything is applied: whether it starts a new
+// life, the requests it finishes and admits, and copies of the block tables its updates touch.
+struct step_state::plan_view {
+  plan_view(const step_state& state, const step_plan& plan)
+      : st(state), new_life(state.starts_new_life(plan)),
+        finished(plan.finished_requests.begin(), plan.finished_requests.end()) {}
+
+  const step_state& st;
+  bool new_life = false;
+  std::set<uint64_t> finished;
+  std::map<uint64_t, int32_t> admitted; // id -> prompt_len
+  std::map<std::pair<uint64_t, int32_t>, std::vector<int32_t>> touched;
+
+  // Held before the plan and not finished by it (a new life holds nothing).
+  bool alive_before(uint64_t id) const {
+    return !new_life && st.requests_.count(id) > 0 && finished.count(id) == 0;
+  }
+  // Alive after this plan's removals and admissions.
+  bool known(uint64_t id) const { return alive_before(id) || admitted.count(id) > 0; }
+  // The block table as the updates checked so far leave it.
+  const std::vector<int32_t>& table_of(uint64_t id, int32_t g) const {
+    static const std::vector<int32_t> empty;
+    if (auto it = touched.find({id, g}); it != touched.end()) return it->second;
+    if (!alive_before(id)) return empty;
+    return st.requests_.at(id).tables[static_cast<size_t>(g)];
+  }
+};
+
 std::optional<step_rejection> step_state::validate(const step_plan& plan) const {
-  // Sequence and epoch: a new epoch is a new life of the ranks and starts at seq 0.
+  if (auto r = check_sequence(plan)) return r;
+  if (plan.num_ubatches < 1 || plan.num_ubatches > 2)
+    return reject(fmt::format("num_ubatches: {} is not 1 or 2", plan.num_ubatches));
+  plan_view view{*this, plan};
+  if (auto r = check_new_requests(plan, view)) return r;
+  if (auto r = check_block_updates(plan, view)) return r;
+  // Scheduled work: no duplicates, known requests, matching progress, covered positions, within
+  // the limits.
+  if (auto r = check_duplicates(plan)) return r;
+  int64_t total = 0;
+  for (const auto& s : plan.scheduled) {
+    if (auto r = check_scheduled(s, view)) return r;
+    total += static_cast<int64_t>(s.token_ids.size());
+  }
+  return check_limits(plan, total);
+}
+
+// Sequence and epoch: a new epoch is a new life of the ranks and starts at seq 0.
+std::optional<step_rejection> step_state::check_sequence(const step_plan& plan) const {
   if (started_ && plan.epoch < epoch_)
     return reject(fmt::format("epoch: {} is stale (this rank is in epoch {})", plan.epoch, epoch_));
-  const bool new_life = !started_ || plan.epoch > epoch_;
-  const uint64_t expected_seq = new_life ? 0 : next_seq_;
+  const uint64_t expected_seq = starts_new_life(plan) ? 0 : next_seq_;
   if (plan.seq != expected_seq)
     return reject(
         plan.seq < expected_seq
             ? fmt::format("seq: step {} was already executed (expected {})", plan.seq, expected_seq)
             : fmt::format("seq: gap, got step {} but expected {}", plan.seq, expected_seq));
-  if (plan.num_ubatches < 1 || plan.num_ubatches > 2)
-    return reject(fmt::format("num_ubatches: {} is not 1 or 2", plan.num_ubatches));
-  // Requests alive after this plan's removals and admissions.
-  std::set<uint64_t> finished(plan.finished_requests.begin(), plan.finished_requests.end());
-  auto alive_before = [&](uint64_t id) {
-    return !new_life && requests_.count(id) > 0 && finished.count(id) == 0;
-  };
-  std::map<uint64_t, int32_t> admitted; // id -> prompt_len
+  return std::nullopt;
+}
+
+std::optional<step_rejection> step_state::check_new_requests(const step_plan& plan,
+                                                             plan_view& view) const {
   for (const auto& r : plan.new_requests) {
-    if (alive_before(r.request_id) || admitted.count(r.request_id) > 0)
+    if (view.alive_before(r.request_id) || view.admitted.count(r.request_id) > 0)
       return reject(fmt::format("new_requests: request {} is already active", r.request_id),
                     {r.request_id});
     if (r.prompt_len <= 0 || r.prompt_len >= max_model_len_ || r.max_output_tokens < 0)
@@ -59,25 +101,22 @@ std::optional<step_rejection> step_state::validate(const step_plan& plan) const 
                                 "{} (prompt_len must be in [1, {}))",
                                 r.request_id, r.prompt_len, r.max_output_tokens, max_model_len_),
                     {r.request_id});
-    admitted.emplace(r.request_id, r.prompt_len);
+    view.admitted.emplace(r.request_id, r.prompt_len);
   }
-  auto known = [&](uint64_t id) { return alive_before(id) || admitted.count(id) > 0; };
-  // Block table updates, applied to copies of the tables they touch.
-  std::map<std::pair<uint64_t, int32_t>, std::vector<int32_t>> touched;
-  auto table_of = [&](uint64_t id, int32_t g) -> const std::vector<int32_t>& {
-    static const std::vector<int32_t> empty;
-    if (auto it = touched.find({id, g}); it != touched.end()) return it->second;
-    if (!alive_before(id)) return empty;
-    return requests_.at(id).tables[static_cast<size_t>(g)];
-  };
+  return std::nullopt;
+}
+
+// Block table updates, applied to copies of the tables they touch.
+std::optional<step_rejection> step_state::check_block_updates(const step_plan& plan,
+                                                              plan_view& view) const {
   for (const auto& u : plan.block_updates) {
-    if (!known(u.request_id))
+    if (!view.known(u.request_id))
       return reject(fmt::format("block_updates: unknown request {}", u.request_id), {u.request_id});
     if (u.group_id < 0 || static_cast<size_t>(u.group_id) >= groups_.size())
       return reject(fmt::format("block_updates: group_id {} of request {} is outside [0, {})",
                                 u.group_id, u.request_id, groups_.size()),
                     {u.request_id});
-    auto table = table_of(u.request_id, u.group_id);
+    auto table = view.table_of(u.request_id, u.group_id);
     if (u.start < 0 || static_cast<size_t>(u.start) > table.size())
       return reject(fmt::format("block_updates: start {} of request {} (group {}) leaves a gap "
                                 "after {} blocks",
@@ -91,49 +130,63 @@ std::optional<step_rejection> step_state::validate(const step_plan& plan) const 
                       {u.request_id});
     if (table.size() < u.start + u.block_ids.size()) table.resize(u.start + u.block_ids.size());
     std::copy(u.block_ids.begin(), u.block_ids.end(), table.begin() + u.start);
-    touched[{u.request_id, u.group_id}] = std::move(table);
+    view.touched[{u.request_id, u.group_id}] = std::move(table);
   }
-  // Scheduled work: known requests, matching progress, covered positions, within the budget.
-  int64_t total = 0;
-  // Duplicates: sorted ids in a buffer reused step after step (no tree allocations per step).
+  return std::nullopt;
+}
+
+// Duplicates: sorted ids in a buffer reused step after step (no tree allocations per step).
+std::optional<step_rejection> step_state::check_duplicates(const step_plan& plan) const {
   seen_.clear();
   for (const auto& s : plan.scheduled)
     seen_.push_back(s.request_id);
   std::sort(seen_.begin(), seen_.end());
   if (auto dup = std::adjacent_find(seen_.begin(), seen_.end()); dup != seen_.end())
     return reject(fmt::format("scheduled: request {} appears twice", *dup), {*dup});
-  for (const auto& s : plan.scheduled) {
-    if (!known(s.request_id))
-      return reject(fmt::format("scheduled: unknown request {}", s.request_id), {s.request_id});
-    const int32_t computed =
-        admitted.count(s.request_id) > 0 ? 0 : requests_.at(s.request_id).num_computed;
-    if (s.num_computed_tokens != computed)
-      return reject(fmt::format("scheduled: request {} has num_computed_tokens {}, this rank has "
-                                "{}",
-                                s.request_id, s.num_computed_tokens, computed),
-                    {s.request_id});
-    if (s.token_ids.empty())
-      return reject(fmt::format("scheduled: request {} has no tokens", s.request_id),
-                    {s.request_id});
-    const int64_t end = int64_t{computed} + static_cast<int64_t>(s.token_ids.size());
-    if (end > max_model_len_)
-      return reject(fmt::format("scheduled: request {} reaches position {} beyond max_model_len "
-                                "{}",
-                                s.request_id, end, max_model_len_),
-                    {s.request_id});
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      const auto& table = table_of(s.request_id, static_cast<int32_t>(g));
-      const int64_t last_block = groups_[g].positional ? (end - 1) / groups_[g].block_size : 0;
-      const int64_t first_block = groups_[g].positional ? computed / groups_[g].block_size : 0;
-      for (int64_t b = first_block; b <= last_block; ++b)
-        if (b >= static_cast<int64_t>(table.size()) || table[static_cast<size_t>(b)] == 0)
-          return reject(fmt::format("block_updates: the block table of request {} (group {}) "
-                                    "does not cover position {}",
-                                    s.request_id, g, b * groups_[g].block_size),
-                        {s.request_id});
-    }
-    total += static_cast<int64_t>(s.token_ids.size());
+  return std::nullopt;
+}
+
+std::optional<step_rejection> step_state::check_scheduled(const scheduled_request& s,
+                                                          const plan_view& view) const {
+  if (!view.known(s.request_id))
+    return reject(fmt::format("scheduled: unknown request {}", s.request_id), {s.request_id});
+  const int32_t computed =
+      view.admitted.count(s.request_id) > 0 ? 0 : requests_.at(s.request_id).num_computed;
+  if (s.num_computed_tokens != computed)
+    return reject(fmt::format("scheduled: request {} has num_computed_tokens {}, this rank has "
+                              "{}",
+                              s.request_id, s.num_computed_tokens, computed),
+                  {s.request_id});
+  if (s.token_ids.empty())
+    return reject(fmt::format("scheduled: request {} has no tokens", s.request_id), {s.request_id});
+  const int64_t end = int64_t{computed} + static_cast<int64_t>(s.token_ids.size());
+  if (end > max_model_len_)
+    return reject(fmt::format("scheduled: request {} reaches position {} beyond max_model_len "
+                              "{}",
+                              s.request_id, end, max_model_len_),
+                  {s.request_id});
+  return check_coverage(s.request_id, computed, end, view);
+}
+
+// Every position in [computed, end) has a block in every group's table (state groups: the
+// one block of the request).
+std::optional<step_rejection> step_state::check_coverage(uint64_t id, int32_t computed, int64_t end,
+                                                         const plan_view& view) const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto& table = view.table_of(id, static_cast<int32_t>(g));
+    const int64_t last_block = groups_[g].positional ? (end - 1) / groups_[g].block_size : 0;
+    const int64_t first_block = groups_[g].positional ? computed / groups_[g].block_size : 0;
+    for (int64_t b = first_block; b <= last_block; ++b)
+      if (b >= static_cast<int64_t>(table.size()) || table[static_cast<size_t>(b)] == 0)
+        return reject(fmt::format("block_updates: the block table of request {} (group {}) "
+                                  "does not cover position {}",
+                                  id, g, b * groups_[g].block_size),
+                      {id});
   }
+  return std::nullopt;
+}
+
+std::optional<step_rejection> step_state::check_limits(const step_plan& plan, int64_t total) const {
   if (plan.scheduled.size() > static_cast<size_t>(max_num_seqs_))
     return reject(fmt::format("scheduled: {} requests exceed max_num_seqs {}",
                               plan.scheduled.size(), max_num_seqs_));

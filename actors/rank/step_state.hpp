@@ -63,6 +63,21 @@ private:
   bool started_ = false;
   std::vector<int32_t> widths_;        // [num_groups] kernel block-table entries per request
   mutable std::vector<uint64_t> seen_; // validate()'s scratch
+
+  // validate()'s steps, in the order it takes them; each returns the first rejection it finds.
+  // `plan_view` is what the plan changes, seen before anything is applied (defined in the .cpp).
+  struct plan_view;
+  // The first plan, or one of a newer epoch: the ranks' new life, which holds no requests yet.
+  bool starts_new_life(const step_plan& plan) const { return !started_ || plan.epoch > epoch_; }
+  std::optional<step_rejection> check_sequence(const step_plan& plan) const;
+  std::optional<step_rejection> check_new_requests(const step_plan& plan, plan_view& view) const;
+  std::optional<step_rejection> check_block_updates(const step_plan& plan, plan_view& view) const;
+  std::optional<step_rejection> check_duplicates(const step_plan& plan) const;
+  std::optional<step_rejection> check_scheduled(const scheduled_request& s,
+                                                const plan_view& view) const;
+  std::optional<step_rejection> check_coverage(uint64_t id, int32_t computed, int64_t end,
+                                               const plan_view& view) const;
+  std::optional<step_rejection> check_limits(const step_plan& plan, int64_t total) const;
 };
 
 } // namespace kvactor

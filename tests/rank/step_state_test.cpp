@@ -81,3 +81,94 @@ TEST(StepState, TooManyRequestsOrTokensAreRejectedNamingTheLimit) {
   EXPECT_NE(r->err.message.find("max_num_batched_tokens"), std::string::npos);
   EXPECT_EQ(st.next_seq(), 0u);
 }
+
+// validate() takes its steps in a fixed order (sequence, ubatches, new requests, block updates,
+// duplicates, each scheduled request with its coverage, limits) and names the first failure: the
+// exact message and the requests it is about, for every check.
+TEST(StepState, EveryCheckNamesItsFailureAndTheEarlierCheckWins) {
+  const step_state st({{16, 16, true}}, 64, 256, 128, 4);
+  auto plan = [](std::vector<int32_t> blocks, std::vector<scheduled_request> scheduled) {
+    step_plan p;
+    p.new_requests = {{1, 20, 4}};
+    p.block_updates = {{1, 0, 0, std::move(blocks)}};
+    p.scheduled = std::move(scheduled);
+    return p;
+  };
+  auto tokens = [](uint64_t id, int32_t computed, size_t n) {
+    return scheduled_request{id, computed, std::vector<int32_t>(n, 7), true};
+  };
+  struct rejected {
+    step_plan plan;
+    std::string message;
+    std::vector<uint64_t> ids;
+  };
+  std::vector<rejected> cases;
+  auto add = [&](step_plan p, std::string message, std::vector<uint64_t> ids) {
+    cases.push_back({std::move(p), std::move(message), std::move(ids)});
+  };
+  {
+    auto p = plan({1, 2}, {tokens(1, 0, 20)});
+    p.seq = 1;
+    p.num_ubatches = 3;
+    add(p, "seq: gap, got step 1 but expected 0", {});
+  }
+  {
+    auto p = plan({1, 2}, {tokens(1, 0, 20)});
+    p.num_ubatches = 3;
+    p.new_requests.push_back({1, 20, 4});
+    add(p, "num_ubatches: 3 is not 1 or 2", {});
+  }
+  {
+    auto p = plan({1, 2}, {tokens(1, 0, 20)});
+    p.new_requests.push_back({1, 20, 4});
+    add(p, "new_requests: request 1 is already active", {1});
+  }
+  {
+    auto p = plan({1, 2}, {tokens(1, 0, 20)});
+    p.new_requests[0].prompt_len = 256;
+    add(p,
+        "new_requests: request 1 has prompt_len 256 / max_output_tokens 4 (prompt_len must be "
+        "in [1, 256))",
+        {1});
+  }
+  {
+    auto p = plan({1, 2}, {tokens(1, 0, 20)});
+    p.block_updates.push_back({2, 0, 0, {3}});
+    add(p, "block_updates: unknown request 2", {2});
+  }
+  {
+    auto p = plan({1, 2}, {tokens(1, 0, 20)});
+    p.block_updates[0].group_id = 1;
+    add(p, "block_updates: group_id 1 of request 1 is outside [0, 1)", {1});
+  }
+  {
+    auto p = plan({1, 2}, {tokens(1, 0, 20)});
+    p.block_updates[0].start = 1;
+    add(p, "block_updates: start 1 of request 1 (group 0) leaves a gap after 0 blocks", {1});
+  }
+  add(plan({1, 64}, {tokens(99, 0, 1)}),
+      "block_updates: block id 64 of request 1 (group 0) is outside [0, 64)", {1});
+  add(plan({1, 2}, {tokens(99, 0, 1), tokens(1, 0, 20), tokens(1, 0, 20)}),
+      "scheduled: request 1 appears twice", {1});
+  add(plan({1, 2}, {tokens(99, 0, 1), tokens(1, 0, 20)}), "scheduled: unknown request 99", {99});
+  add(plan({1, 2}, {tokens(1, 3, 20)}),
+      "scheduled: request 1 has num_computed_tokens 3, this rank has 0", {1});
+  add(plan({1, 2}, {tokens(1, 0, 0)}), "scheduled: request 1 has no tokens", {1});
+  add(plan({1, 2}, {tokens(1, 0, 257)}),
+      "scheduled: request 1 reaches position 257 beyond max_model_len 256", {1});
+  add(plan({1}, {tokens(1, 0, 20)}),
+      "block_updates: the block table of request 1 (group 0) does not cover position 16", {1});
+  add(plan({1, 0}, {tokens(1, 0, 20)}),
+      "block_updates: the block table of request 1 (group 0) does not cover position 16", {1});
+  add(plan({1, 2, 3, 4, 5, 6, 7, 8, 9}, {tokens(1, 0, 129)}),
+      "scheduled: 129 tokens exceed max_num_batched_tokens 128", {});
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.message);
+    auto r = st.validate(c.plan);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->err.code, errc::invalid_argument);
+    EXPECT_EQ(r->err.message, c.message);
+    EXPECT_EQ(r->request_ids, c.ids);
+  }
+  EXPECT_FALSE(st.validate(plan({1, 2}, {tokens(1, 0, 20)})));
+}
