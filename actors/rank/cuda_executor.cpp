@@ -125,42 +125,8 @@ public:
 
   expected<std::vector<int32_t>> run(const step_batch& b,
                                      const std::vector<executed_ubatch>& ubatches) override {
-    const auto hidden_size = static_cast<size_t>(stack_->config().hidden_size);
-    positions_.assign(b.positions.begin(), b.positions.end());
-    // Pack the whole step first: the staging buffer is reused, so no copy may be in flight.
-    packer pack;
-    const size_t ids_at = pack.add(b.token_ids.data(), b.token_ids.size());
-    const size_t pos_at = pack.add(positions_.data(), positions_.size());
-    struct meta_at {
-      size_t qsl, seq_lens, table, slots;
-    };
-    std::vector<std::map<const backend_metadata*, meta_at>> placed(ubatches.size());
-    for (size_t u = 0; u < ubatches.size(); ++u)
-      for (const auto& name : names_) {
-        auto it = ubatches[u].layers->find(name);
-        if (it == ubatches[u].layers->end())
-          return make_error(errc::invalid_argument, fmt::format("no metadata for layer {}", name));
-        const auto* m = it->second.get();
-        if (placed[u].count(m) > 0) continue;
-        const auto& c = m->common;
-        const auto rows =
-            static_cast<size_t>(c.num_reqs) * static_cast<size_t>(c.block_table_width);
-        placed[u][m] = {
-            pack.add(c.query_start_loc.data(), c.query_start_loc.size()),
-            pack.add(c.seq_lens.data(), c.seq_lens.size()),
-            pack.add(c.block_table.data(), std::min(rows, c.block_table.size())),
-            pack.add(c.slot_mapping.data(),
-                     std::min(static_cast<size_t>(ubatches[u].token_end - ubatches[u].token_start),
-                              c.slot_mapping.size()))};
-      }
-    if (auto st = staging_.reserve(pack.bytes()); !st) return from_status(st);
-    pack.copy_into(staging_.host());
-    if (auto e = cudaMemcpyAsync(staging_.device(), staging_.host(), pack.bytes(),
-                                 cudaMemcpyHostToDevice, stream_);
-        e != cudaSuccess)
-      return make_error(errc::io_error,
-                        fmt::format("step upload: cudaMemcpyAsync: {}", cudaGetErrorString(e)));
-    auto* dev = staging_.device();
+    auto packed = pack_and_upload(b, ubatches);
+    if (!packed) return packed.err();
     // The all-reduce of every layer, on the stack's stream; a collective failure is kept whole.
     std::optional<std::string> collective_failure;
     std::function<kernels::cuda_status(float*, size_t)> reduce;
@@ -179,23 +145,11 @@ public:
       if (comm_) comm_->abort(fmt::format("rank {}: {}", comm_->rank(), st.message()));
       return from_status(st);
     };
+    const auto hidden_size = static_cast<size_t>(stack_->config().hidden_size);
     for (size_t u = 0; u < ubatches.size(); ++u) {
-      const auto& ub = ubatches[u];
-      kernels::device_step step;
-      step.token_ids = reinterpret_cast<const int32_t*>(dev + ids_at) + ub.token_start;
-      step.positions = reinterpret_cast<const int32_t*>(dev + pos_at) + ub.token_start;
-      step.num_tokens = ub.token_end - ub.token_start;
-      for (const auto& name : names_) {
-        const auto* m = ub.layers->find(name)->second.get();
-        const auto& at = placed[u].at(m);
-        step.layers.push_back({reinterpret_cast<const int32_t*>(dev + at.qsl),
-                               reinterpret_cast<const int32_t*>(dev + at.seq_lens),
-                               reinterpret_cast<const int32_t*>(dev + at.table),
-                               reinterpret_cast<const int64_t*>(dev + at.slots),
-                               m->common.block_table_width, m->common.num_reqs});
-      }
-      auto st = stack_->forward(step, views_, reduce,
-                                hidden_ + static_cast<size_t>(ub.token_start) * hidden_size);
+      auto st =
+          stack_->forward(device_step_of(*packed, ubatches[u], u), views_, reduce,
+                          hidden_ + static_cast<size_t>(ubatches[u].token_start) * hidden_size);
       if (!st) return failed(st);
     }
     // Sampling waits on the stream: first make sure no collective on it waits for a peer.
@@ -278,6 +232,74 @@ public:
   const char* device() const override { return "cuda"; }
 
 private:
+  // Where one metadata object's arrays sit in the uploaded step (byte offsets).
+  struct meta_at {
+    size_t qsl, seq_lens, table, slots;
+  };
+  // The step as uploaded: token ids and positions, and every ubatch's metadata.
+  struct packed_step {
+    size_t ids_at = 0, pos_at = 0;
+    std::vector<std::map<const backend_metadata*, meta_at>> placed; // [ubatch]
+  };
+
+  // Packs the whole step first (the staging buffer is reused, so no copy may be in flight), then
+  // uploads it with one copy on the stack's stream.
+  expected<packed_step> pack_and_upload(const step_batch& b,
+                                        const std::vector<executed_ubatch>& ubatches) {
+    positions_.assign(b.positions.begin(), b.positions.end());
+    packer pack;
+    packed_step out;
+    out.ids_at = pack.add(b.token_ids.data(), b.token_ids.size());
+    out.pos_at = pack.add(positions_.data(), positions_.size());
+    out.placed.resize(ubatches.size());
+    for (size_t u = 0; u < ubatches.size(); ++u)
+      for (const auto& name : names_) {
+        auto it = ubatches[u].layers->find(name);
+        if (it == ubatches[u].layers->end())
+          return make_error(errc::invalid_argument, fmt::format("no metadata for layer {}", name));
+        const auto* m = it->second.get();
+        if (out.placed[u].count(m) > 0) continue;
+        const auto& c = m->common;
+        const auto rows =
+            static_cast<size_t>(c.num_reqs) * static_cast<size_t>(c.block_table_width);
+        out.placed[u][m] = {
+            pack.add(c.query_start_loc.data(), c.query_start_loc.size()),
+            pack.add(c.seq_lens.data(), c.seq_lens.size()),
+            pack.add(c.block_table.data(), std::min(rows, c.block_table.size())),
+            pack.add(c.slot_mapping.data(),
+                     std::min(static_cast<size_t>(ubatches[u].token_end - ubatches[u].token_start),
+                              c.slot_mapping.size()))};
+      }
+    if (auto st = staging_.reserve(pack.bytes()); !st) return from_status(st);
+    pack.copy_into(staging_.host());
+    if (auto e = cudaMemcpyAsync(staging_.device(), staging_.host(), pack.bytes(),
+                                 cudaMemcpyHostToDevice, stream_);
+        e != cudaSuccess)
+      return make_error(errc::io_error,
+                        fmt::format("step upload: cudaMemcpyAsync: {}", cudaGetErrorString(e)));
+    return out;
+  }
+
+  // Ubatch u of the uploaded step, as the stack reads it: device pointers per layer.
+  kernels::device_step device_step_of(const packed_step& p, const executed_ubatch& ub,
+                                      size_t u) const {
+    auto* dev = staging_.device();
+    kernels::device_step step;
+    step.token_ids = reinterpret_cast<const int32_t*>(dev + p.ids_at) + ub.token_start;
+    step.positions = reinterpret_cast<const int32_t*>(dev + p.pos_at) + ub.token_start;
+    step.num_tokens = ub.token_end - ub.token_start;
+    for (const auto& name : names_) {
+      const auto* m = ub.layers->find(name)->second.get();
+      const auto& at = p.placed[u].at(m);
+      step.layers.push_back({reinterpret_cast<const int32_t*>(dev + at.qsl),
+                             reinterpret_cast<const int32_t*>(dev + at.seq_lens),
+                             reinterpret_cast<const int32_t*>(dev + at.table),
+                             reinterpret_cast<const int64_t*>(dev + at.slots),
+                             m->common.block_table_width, m->common.num_reqs});
+    }
+    return step;
+  }
+
   // The metadata of each group when `wanted` names a captured graph this batch fits (one
   // ubatch; FULL: uniform one-token decode; every layer of a group on one metadata object);
   // empty: run eagerly.
