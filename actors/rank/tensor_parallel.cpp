@@ -31,8 +31,7 @@ std::shared_ptr<kernels::communicator> with_stall(std::shared_ptr<kernels::commu
                                                   uint64_t at,
                                                   std::chrono::milliseconds collective_timeout) {
   if (at == 0) return comm;
-  return std::make_shared<kernels::stalling_communicator>(std::move(comm), at,
-                                                          max_stall(collective_timeout));
+  return kernels::make_stalling_communicator(std::move(comm), at, max_stall(collective_timeout));
 }
 
 caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t world, uint64_t epoch) {

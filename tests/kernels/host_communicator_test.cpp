@@ -258,7 +258,7 @@ TEST(HostCommunicatorFailures, AbortWakesAWaitingRankWithTheReason) {
 
 TEST(HostCommunicatorFailures, AStalledRankIsOneCollectiveBehindItsTimedOutPeers) {
   auto group = make_group(2, 200ms);
-  comms_t comms{group[0], std::make_shared<stalling_communicator>(group[1], 2, 10s)};
+  comms_t comms{group[0], make_stalling_communicator(group[1], 2, 10s)};
   std::vector<caught> got(2);
   const auto start = std::chrono::steady_clock::now();
   on_every_rank(comms, [&](communicator& c) {

@@ -8,46 +8,16 @@
 
 #include <chrono>
 #include <memory>
-#include <string>
 
 #include "kvactor/kernels/communicator.h"
 
 namespace kvactor::kernels {
 
-class stalling_communicator final : public communicator {
-public:
-  /// REQUIRES: inner != nullptr, at >= 1.
-  stalling_communicator(std::shared_ptr<communicator> inner, uint64_t at,
-                        std::chrono::milliseconds max_stall);
-
-  using communicator::all_reduce;
-
-  int rank() const override { return inner_->rank(); }
-  int world_size() const override { return inner_->world_size(); }
-  memory_space space() const override { return inner_->space(); }
-  void all_reduce(void* buffer, size_t count, collective_dtype dtype, reduce_op op,
-                  void* stream = nullptr) override;
-  void all_gather(const void* send, void* recv, size_t count, collective_dtype dtype,
-                  void* stream = nullptr) override;
-  void broadcast(void* buffer, size_t count, collective_dtype dtype, int root,
-                 void* stream = nullptr) override;
-  void barrier() override;
-  int64_t agree(int64_t value, reduce_op op) override;
-  void synchronize() override { inner_->synchronize(); }
-  void abort(const std::string& why) override { inner_->abort(why); }
-  bool aborted() const override { return inner_->aborted(); }
-  const collective_ledger& ledger() const override;
-
-  /// Whether the stall happened (the rank reached collective `at`).
-  bool stalled() const { return stalled_; }
-
-private:
-  void maybe_stall();
-
-  std::shared_ptr<communicator> inner_;
-  uint64_t at_;
-  std::chrono::milliseconds max_stall_;
-  bool stalled_ = false;
-};
+/// A communicator that forwards to `inner` but stalls before its collective number `at` for at
+/// most `max_stall` (less when `inner` is aborted meanwhile). Throws std::invalid_argument unless
+/// inner != nullptr and at >= 1.
+std::shared_ptr<communicator> make_stalling_communicator(std::shared_ptr<communicator> inner,
+                                                         uint64_t at,
+                                                         std::chrono::milliseconds max_stall);
 
 } // namespace kvactor::kernels
