@@ -1,5 +1,6 @@
 // Names of the vocabulary's enums, as they appear in flags, JSON and logs.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <string>
 
@@ -105,14 +106,10 @@ expected<graph_support> parse_graph_support(std::string_view name) {
 }
 
 std::string_view to_string(collective_status x) {
-  switch (x) {
-  case collective_status::pending: return "pending";
-  case collective_status::completed: return "completed";
-  case collective_status::timed_out: return "timed_out";
-  case collective_status::aborted: return "aborted";
-  case collective_status::failed: return "failed";
-  }
-  return "unknown";
+  constexpr std::array<std::string_view, 5> names{"pending", "completed", "timed_out", "aborted",
+                                                  "failed"};
+  const auto i = static_cast<size_t>(x);
+  return i < names.size() ? names[i] : "unknown";
 }
 
 std::string_view to_string(cudagraph_mode x) {

@@ -4,16 +4,16 @@ namespace kvactor {
 
 namespace {
 
-// The message vocabulary mirrors the kernels' enum (messages do not depend on kernels).
+// The message vocabulary mirrors the kernels' enum value for value (messages do not depend on
+// kernels), so the conversion is a cast, checked here.
 collective_status to_message(kernels::collective_status s) {
-  switch (s) {
-  case kernels::collective_status::pending: return collective_status::pending;
-  case kernels::collective_status::completed: return collective_status::completed;
-  case kernels::collective_status::timed_out: return collective_status::timed_out;
-  case kernels::collective_status::aborted: return collective_status::aborted;
-  case kernels::collective_status::failed: return collective_status::failed;
-  }
-  return collective_status::failed;
+  using k = kernels::collective_status;
+  static_assert(static_cast<int>(k::pending) == static_cast<int>(collective_status::pending));
+  static_assert(static_cast<int>(k::completed) == static_cast<int>(collective_status::completed));
+  static_assert(static_cast<int>(k::timed_out) == static_cast<int>(collective_status::timed_out));
+  static_assert(static_cast<int>(k::aborted) == static_cast<int>(collective_status::aborted));
+  static_assert(static_cast<int>(k::failed) == static_cast<int>(collective_status::failed));
+  return static_cast<collective_status>(s);
 }
 
 } // namespace
