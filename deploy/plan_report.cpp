@@ -97,10 +97,11 @@ std::string capacity_line(const deployment_plan& plan) {
                      plan.capacity.max_concurrency);
 }
 
-json plan_to_json(const deployment_plan& plan) {
+namespace {
+
+// The plan's headline figures, as the top-level fields of the JSON object.
+void summary_json(const deployment_plan& plan, json& j) {
   const auto& model = plan.ranks.front();
-  const auto idx = layer_indices(plan);
-  json j;
   j["schema"] = plan_schema;
   j["model"] = plan.request.model;
   j["model_path"] = plan.model_path;
@@ -117,32 +118,41 @@ json plan_to_json(const deployment_plan& plan) {
   j["max_num_seqs"] = plan.request.max_num_seqs;
   j["max_num_batched_tokens"] = plan.request.max_num_batched_tokens;
   j["layout"] = std::string{to_string(plan.config.layout)};
+}
+
+json group_json(const deployment_plan& plan, size_t gid,
+                const std::map<std::string, int32_t>& idx) {
+  const auto& g = plan.groups[gid];
+  json jg;
+  jg["id"] = gid;
+  jg["kind"] = kind_name(g.spec);
+  jg["layers"] = indices_of(g, idx);
+  jg["layer_names"] = g.layer_names;
+  jg["block_size"] = g.spec.block_size;
+  auto kbs = plan.kernel_block_sizes.at(gid);
+  jg["kernel_block_size"] = kbs > 0 ? json(kbs) : json(nullptr);
+  jg["page_size_bytes"] = page_size_bytes(g.spec);
+  auto w = window_of(g.spec);
+  jg["sliding_window"] = w > 0 ? json(w) : json(nullptr);
+  if (g.spec.attention_chunk_size > 0) jg["attention_chunk_size"] = g.spec.attention_chunk_size;
+  jg["dtype"] = std::string{to_string(g.spec.kind == kv_cache_spec_kind::uniform_type
+                                          ? g.spec.layer_specs.front().kv_dtype
+                                          : g.spec.kv_dtype)};
+  jg["backend"] = group_backends(plan, gid);
+  jg["blocks_per_request"] =
+      (page_size_bytes(g.spec) > 0)
+          ? (max_memory_usage_bytes(g.spec, plan.limits) + page_size_bytes(g.spec) - 1)
+                / page_size_bytes(g.spec)
+          : 0;
+  return jg;
+}
+
+// KV cache groups, attention groups, the backing tensors, per-layer views and KV sharing.
+void layout_json(const deployment_plan& plan, json& j) {
+  const auto idx = layer_indices(plan);
   json groups = json::array();
-  for (size_t gid = 0; gid < plan.groups.size(); ++gid) {
-    const auto& g = plan.groups[gid];
-    json jg;
-    jg["id"] = gid;
-    jg["kind"] = kind_name(g.spec);
-    jg["layers"] = indices_of(g, idx);
-    jg["layer_names"] = g.layer_names;
-    jg["block_size"] = g.spec.block_size;
-    auto kbs = plan.kernel_block_sizes.at(gid);
-    jg["kernel_block_size"] = kbs > 0 ? json(kbs) : json(nullptr);
-    jg["page_size_bytes"] = page_size_bytes(g.spec);
-    auto w = window_of(g.spec);
-    jg["sliding_window"] = w > 0 ? json(w) : json(nullptr);
-    if (g.spec.attention_chunk_size > 0) jg["attention_chunk_size"] = g.spec.attention_chunk_size;
-    jg["dtype"] = std::string{to_string(g.spec.kind == kv_cache_spec_kind::uniform_type
-                                            ? g.spec.layer_specs.front().kv_dtype
-                                            : g.spec.kv_dtype)};
-    jg["backend"] = group_backends(plan, gid);
-    jg["blocks_per_request"] =
-        (page_size_bytes(g.spec) > 0)
-            ? (max_memory_usage_bytes(g.spec, plan.limits) + page_size_bytes(g.spec) - 1)
-                  / page_size_bytes(g.spec)
-            : 0;
-    groups.push_back(std::move(jg));
-  }
+  for (size_t gid = 0; gid < plan.groups.size(); ++gid)
+    groups.push_back(group_json(plan, gid, idx));
   j["groups"] = std::move(groups);
   json attn = json::array();
   for (const auto& list : plan.attention_groups)
@@ -173,6 +183,9 @@ json plan_to_json(const deployment_plan& plan) {
     sharing[layer] = target;
   j["kv_sharing"] = std::move(sharing);
   j["fast_prefill_layers"] = plan.fast_prefill_layers;
+}
+
+json cudagraph_json(const deployment_plan& plan) {
   const auto& cg = plan.cudagraphs;
   json jc;
   jc["requested_mode"] = std::string{to_string(cg.requested)};
@@ -193,7 +206,10 @@ json plan_to_json(const deployment_plan& plan) {
     piecewise.push_back(descriptor_json(d, false));
   jc["piecewise_graphs"] = std::move(piecewise);
   jc["notes"] = cg.notes;
-  j["cudagraph"] = std::move(jc);
+  return jc;
+}
+
+json ranks_json(const deployment_plan& plan) {
   json ranks = json::array();
   for (const auto& r : plan.per_rank)
     ranks.push_back({{"rank", r.rank},
@@ -202,7 +218,17 @@ json plan_to_json(const deployment_plan& plan) {
                      {"available_bytes", r.available_bytes},
                      {"planned_blocks", r.planned_blocks},
                      {"num_blocks", r.num_blocks}});
-  j["per_rank"] = std::move(ranks);
+  return ranks;
+}
+
+} // namespace
+
+json plan_to_json(const deployment_plan& plan) {
+  json j;
+  summary_json(plan, j);
+  layout_json(plan, j);
+  j["cudagraph"] = cudagraph_json(plan);
+  j["per_rank"] = ranks_json(plan);
   j["warnings"] = plan.warnings;
   return j;
 }
