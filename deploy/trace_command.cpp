@@ -46,139 +46,157 @@ nlohmann::ordered_json payload_json(const trace_record& r) {
   return nullptr;
 }
 
+// The step protocol: plans, replies and the builders' work.
+bool describe_step(const trace_record& r, described& d) {
+  return try_describe<step_plan>(
+             r,
+             [](const step_plan& p) {
+               size_t tokens = 0;
+               for (const auto& s : p.scheduled)
+                 tokens += s.token_ids.size();
+               return described{
+                   fmt::format("seq {} epoch {}: {} new, {} finished, {} block updates, {} "
+                               "requests / {} tokens, {} ubatch(es)",
+                               p.seq, p.epoch, p.new_requests.size(), p.finished_requests.size(),
+                               p.block_updates.size(), p.scheduled.size(), tokens, p.num_ubatches),
+                   p.seq};
+             },
+             d)
+         || try_describe<step_done>(
+             r,
+             [](const step_done& x) {
+               return described{fmt::format("seq {}: {} sampled, {:.3f} ms ({:.3f} metadata)",
+                                            x.seq, x.sampled.size(), x.timing.total_ns / 1e6,
+                                            x.timing.metadata_ns / 1e6),
+                                x.seq};
+             },
+             d)
+         || try_describe<ubatch_work>(
+             r,
+             [](const ubatch_work& w) {
+               return described{fmt::format("seq {} ubatch {}: tokens [{}, {}) requests [{}, {})",
+                                            w.seq, w.ubatch, w.token_start, w.token_end,
+                                            w.req_start, w.req_end),
+                                w.seq};
+             },
+             d)
+         || try_describe<metadata_ready>(
+             r,
+             [](const metadata_ready& m) {
+               return described{fmt::format("seq {} ubatch {}: {} requests, {} tokens, built in "
+                                            "{:.2f} us",
+                                            m.seq, m.ubatch, m.num_reqs, m.num_tokens,
+                                            m.build_ns / 1e3),
+                                m.seq};
+             },
+             d);
+}
+
+// Start-up and the run: configurations, plans, readiness, requests, results.
+bool describe_startup(const trace_record& r, described& d) {
+  return try_describe<rank_config>(
+             r,
+             [](const rank_config& c) {
+               return described{fmt::format("rank {}/{} of {} on {}, {} bytes of KV cache", c.rank,
+                                            c.tensor_parallel_size, c.model, to_string(c.device),
+                                            c.kv_cache_memory),
+                                std::nullopt};
+             },
+             d)
+         || try_describe<rank_plan>(
+             r,
+             [](const rank_plan& p) {
+               return described{fmt::format("rank {}: {} blocks planned, {} groups", p.rank,
+                                            p.kv.config.num_blocks, p.kv.config.groups.size()),
+                                std::nullopt};
+             },
+             d)
+         || try_describe<rank_ready>(
+             r,
+             [](const rank_ready& x) {
+               return described{fmt::format("rank {}: {} blocks, {} bytes, graphs {}", x.rank,
+                                            x.num_blocks, x.kv_cache_bytes,
+                                            to_string(x.graphs.mode)),
+                                std::nullopt};
+             },
+             d)
+         || try_describe<request_spec>(
+             r,
+             [](const request_spec& q) {
+               return described{
+                   fmt::format("request {}: {} prompt tokens, up to {} output, arrives "
+                               "at {:.3f} ms",
+                               q.request_id, q.prompt.size(), q.max_output_tokens,
+                               q.arrival_ns / 1e6),
+                   std::nullopt};
+             },
+             d)
+         || try_describe<run_summary>(
+             r,
+             [](const run_summary& s) {
+               return described{fmt::format("{} finished, {} failed, {} steps, digest {}",
+                                            s.finished, s.failed, s.steps, s.output_digest),
+                                std::nullopt};
+             },
+             d)
+         || try_describe<step_rejected>(
+             r,
+             [](const step_rejected& x) {
+               return described{fmt::format("seq {}: rank {} refused it ({} request(s) named): {}",
+                                            x.seq, x.rank, x.request_ids.size(), x.reason.message),
+                                x.seq};
+             },
+             d);
+}
+
+// CUDA graphs: what a rank asks, the plan, captures and dispatches.
+bool describe_graphs(const trace_record& r, described& d) {
+  return try_describe<cudagraph_request>(
+             r,
+             [](const cudagraph_request& x) {
+               return described{
+                   fmt::format("mode {}, max {} seqs / {} tokens, {} capture sizes given",
+                               to_string(x.requested), x.max_num_seqs, x.max_num_batched_tokens,
+                               x.capture_sizes.size()),
+                   std::nullopt};
+             },
+             d)
+         || try_describe<cudagraph_plan>(
+             r,
+             [](const cudagraph_plan& x) {
+               return described{fmt::format("mode {} (asked {}), {} full and {} piecewise graphs",
+                                            to_string(x.mode), to_string(x.requested),
+                                            x.full_graphs.size(), x.piecewise_graphs.size()),
+                                std::nullopt};
+             },
+             d)
+         || try_describe<cudagraph_captured>(
+             r,
+             [](const cudagraph_captured& x) {
+               return described{
+                   x.error.empty()
+                       ? fmt::format("captured {} graph of {} tokens: {} bytes, {:.1f} ms",
+                                     to_string(x.graph.mode), x.graph.num_tokens, x.bytes,
+                                     static_cast<double>(x.duration_ns) / 1e6)
+                       : fmt::format("{} graph of {} tokens stays eager: {}",
+                                     to_string(x.graph.mode), x.graph.num_tokens, x.error),
+                   std::nullopt};
+             },
+             d)
+         || try_describe<batch_descriptor>(
+             r,
+             [](const batch_descriptor& b) {
+               return described{fmt::format("{}: {} tokens, {} requests", to_string(b.mode),
+                                            b.num_tokens, b.num_reqs),
+                                std::nullopt};
+             },
+             d);
+}
+
+// One line per message type: the step, start-up and graph families in turn.
 described describe(const trace_record& r) {
   described d{fmt::format("{} bytes", r.payload.size()), std::nullopt};
-  try_describe<step_plan>(
-      r,
-      [](const step_plan& p) {
-        size_t tokens = 0;
-        for (const auto& s : p.scheduled)
-          tokens += s.token_ids.size();
-        return described{fmt::format("seq {} epoch {}: {} new, {} finished, {} block updates, {} "
-                                     "requests / {} tokens, {} ubatch(es)",
-                                     p.seq, p.epoch, p.new_requests.size(),
-                                     p.finished_requests.size(), p.block_updates.size(),
-                                     p.scheduled.size(), tokens, p.num_ubatches),
-                         p.seq};
-      },
-      d)
-      || try_describe<step_done>(
-          r,
-          [](const step_done& x) {
-            return described{fmt::format("seq {}: {} sampled, {:.3f} ms ({:.3f} metadata)", x.seq,
-                                         x.sampled.size(), x.timing.total_ns / 1e6,
-                                         x.timing.metadata_ns / 1e6),
-                             x.seq};
-          },
-          d)
-      || try_describe<ubatch_work>(
-          r,
-          [](const ubatch_work& w) {
-            return described{fmt::format("seq {} ubatch {}: tokens [{}, {}) requests [{}, {})",
-                                         w.seq, w.ubatch, w.token_start, w.token_end, w.req_start,
-                                         w.req_end),
-                             w.seq};
-          },
-          d)
-      || try_describe<metadata_ready>(
-          r,
-          [](const metadata_ready& m) {
-            return described{fmt::format("seq {} ubatch {}: {} requests, {} tokens, built in "
-                                         "{:.2f} us",
-                                         m.seq, m.ubatch, m.num_reqs, m.num_tokens,
-                                         m.build_ns / 1e3),
-                             m.seq};
-          },
-          d)
-      || try_describe<rank_config>(
-          r,
-          [](const rank_config& c) {
-            return described{fmt::format("rank {}/{} of {} on {}, {} bytes of KV cache", c.rank,
-                                         c.tensor_parallel_size, c.model, to_string(c.device),
-                                         c.kv_cache_memory),
-                             std::nullopt};
-          },
-          d)
-      || try_describe<rank_plan>(
-          r,
-          [](const rank_plan& p) {
-            return described{fmt::format("rank {}: {} blocks planned, {} groups", p.rank,
-                                         p.kv.config.num_blocks, p.kv.config.groups.size()),
-                             std::nullopt};
-          },
-          d)
-      || try_describe<rank_ready>(
-          r,
-          [](const rank_ready& x) {
-            return described{fmt::format("rank {}: {} blocks, {} bytes, graphs {}", x.rank,
-                                         x.num_blocks, x.kv_cache_bytes, to_string(x.graphs.mode)),
-                             std::nullopt};
-          },
-          d)
-      || try_describe<request_spec>(
-          r,
-          [](const request_spec& q) {
-            return described{fmt::format("request {}: {} prompt tokens, up to {} output, arrives "
-                                         "at {:.3f} ms",
-                                         q.request_id, q.prompt.size(), q.max_output_tokens,
-                                         q.arrival_ns / 1e6),
-                             std::nullopt};
-          },
-          d)
-      || try_describe<run_summary>(
-          r,
-          [](const run_summary& s) {
-            return described{fmt::format("{} finished, {} failed, {} steps, digest {}", s.finished,
-                                         s.failed, s.steps, s.output_digest),
-                             std::nullopt};
-          },
-          d)
-      || try_describe<step_rejected>(
-          r,
-          [](const step_rejected& x) {
-            return described{fmt::format("seq {}: rank {} refused it ({} request(s) named): {}",
-                                         x.seq, x.rank, x.request_ids.size(), x.reason.message),
-                             x.seq};
-          },
-          d)
-      || try_describe<cudagraph_request>(
-          r,
-          [](const cudagraph_request& x) {
-            return described{fmt::format("mode {}, max {} seqs / {} tokens, {} capture sizes given",
-                                         to_string(x.requested), x.max_num_seqs,
-                                         x.max_num_batched_tokens, x.capture_sizes.size()),
-                             std::nullopt};
-          },
-          d)
-      || try_describe<cudagraph_plan>(
-          r,
-          [](const cudagraph_plan& x) {
-            return described{fmt::format("mode {} (asked {}), {} full and {} piecewise graphs",
-                                         to_string(x.mode), to_string(x.requested),
-                                         x.full_graphs.size(), x.piecewise_graphs.size()),
-                             std::nullopt};
-          },
-          d)
-      || try_describe<cudagraph_captured>(
-          r,
-          [](const cudagraph_captured& x) {
-            return described{
-                x.error.empty() ? fmt::format("captured {} graph of {} tokens: {} bytes, {:.1f} ms",
-                                              to_string(x.graph.mode), x.graph.num_tokens, x.bytes,
-                                              static_cast<double>(x.duration_ns) / 1e6)
-                                : fmt::format("{} graph of {} tokens stays eager: {}",
-                                              to_string(x.graph.mode), x.graph.num_tokens, x.error),
-                std::nullopt};
-          },
-          d)
-      || try_describe<batch_descriptor>(
-          r,
-          [](const batch_descriptor& b) {
-            return described{fmt::format("{}: {} tokens, {} requests", to_string(b.mode),
-                                         b.num_tokens, b.num_reqs),
-                             std::nullopt};
-          },
-          d);
+  (void)(describe_step(r, d) || describe_startup(r, d) || describe_graphs(r, d));
   return d;
 }
 
