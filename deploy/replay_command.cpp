@@ -71,26 +71,155 @@ struct replay_context {
   }
 };
 
-// Rebuilds ranks `which` (all of them, or one of a single-rank trace) and re-delivers their steps.
-int replay_ranks(const replay_context& cx, const recorded_run& run, std::vector<int> which) {
-  const auto world = static_cast<int>(which.size());
+// The ranks a replay rebuilds, `which` of the recording (all of them, or one of a single-rank
+// trace), with what they say to their children observed.
+struct replayed_ranks {
+  const replay_context& cx;
+  const recorded_run& run;
+  std::vector<int> which;
+  std::shared_ptr<trace_recorder> observed;
+  std::vector<rank_actor> ranks;
+  caf::scoped_actor& self;
+
+  int world() const { return static_cast<int>(which.size()); }
+  const recorded_rank& rec(int i) const {
+    return run.ranks[static_cast<size_t>(which[static_cast<size_t>(i)])];
+  }
+  // Index of a rank in `which`; a rank outside it counts as the last.
+  size_t index_of(int32_t rank) const {
+    const auto i = std::find(which.begin(), which.end(), rank) - which.begin();
+    return static_cast<size_t>(std::min<std::ptrdiff_t>(i, world() - 1));
+  }
+};
+
+// Every replayed rank must have received as many step plans as the first.
+std::optional<int> check_step_counts(const replay_context& cx, const recorded_run& run,
+                                     const std::vector<int>& which) {
+  const auto& first = run.ranks[static_cast<size_t>(which[0])];
   for (int r : which)
-    if (run.ranks[static_cast<size_t>(r)].steps.size()
-        != run.ranks[static_cast<size_t>(which[0])].steps.size())
+    if (run.ranks[static_cast<size_t>(r)].steps.size() != first.steps.size())
       return cx.bad(fmt::format("rank {} received {} step plans, rank {} {}", r,
                                 run.ranks[static_cast<size_t>(r)].steps.size(), which[0],
-                                run.ranks[static_cast<size_t>(which[0])].steps.size()));
+                                first.steps.size()));
+  return std::nullopt;
+}
+
+// A start-up reply of rank index i: its failure, or (with --verify) its difference.
+std::optional<int> startup_outcome(const replayed_ranks& g, int i, const std::string& failure,
+                                   const std::string& diff) {
+  const int r = g.which[static_cast<size_t>(i)];
+  if (!failure.empty()) return g.cx.bad(fmt::format("start-up of rank {}: {}", r, failure));
+  if (g.cx.flags.verify && !diff.empty())
+    return g.cx.diverged(0, 0, fmt::format("start-up, rank[{}]: {}", r, diff));
+  return std::nullopt;
+}
+
+// Start-up, as the driver did it: configure every rank, then allocate every rank.
+std::optional<int> replay_startup(replayed_ranks& g) {
+  for (int i = 0; i < g.world(); ++i) {
+    std::string failure, diff;
+    g.self
+        ->request(g.ranks[static_cast<size_t>(i)], caf::infinite, atom::configure_v,
+                  g.rec(i).config)
+        .receive([&](rank_plan& p) { diff = diff_messages(g.rec(i).plan, p); },
+                 [&](caf::error& e) { failure = from_caf_error(e).message; });
+    if (auto code = startup_outcome(g, i, failure, diff)) return code;
+  }
+  // Every rank gets its allocate before any reply is awaited: TP ranks agree on the block count
+  // in a collective.
+  for (int i = 0; i < g.world(); ++i)
+    g.self->send(g.ranks[static_cast<size_t>(i)], atom::allocate_v, g.rec(i).ready.num_blocks);
+  std::vector<bool> allocated(static_cast<size_t>(g.world()), false);
+  for (int answered = 0; answered < g.world(); ++answered) {
+    std::string failure, diff;
+    // Errors carry no rank: give one to the first rank still without a reply.
+    auto i =
+        static_cast<int>(std::find(allocated.begin(), allocated.end(), false) - allocated.begin());
+    g.self->receive(
+        [&](rank_ready& x) {
+          i = static_cast<int>(g.index_of(x.rank));
+          diff = diff_messages(g.rec(i).ready, x);
+        },
+        [&](caf::error& e) { failure = from_caf_error(e).message; });
+    allocated[static_cast<size_t>(i)] = true;
+    if (auto code = startup_outcome(g, i, failure, diff)) return code;
+  }
+  (void)g.observed->take(); // the graph manager's plan is compared by rank_ready.graphs
+  return std::nullopt;
+}
+
+// Every rank's answer to one replayed step.
+struct step_answers {
+  std::vector<std::optional<step_done>> done;
+  std::vector<std::optional<step_rejected>> rejected;
+};
+
+// Sends step s to every rank before awaiting any reply (TP ranks meet in the all-reduce).
+step_answers replay_step(replayed_ranks& g, size_t s, uint64_t seq) {
+  for (int i = 0; i < g.world(); ++i)
+    g.self->send(g.ranks[static_cast<size_t>(i)], g.rec(i).steps[s].plan);
+  step_answers a{std::vector<std::optional<step_done>>(static_cast<size_t>(g.world())),
+                 std::vector<std::optional<step_rejected>>(static_cast<size_t>(g.world()))};
+  for (int n = 0; n < g.world(); ++n)
+    g.self->receive(
+        [&](step_done& d) { a.done[g.index_of(d.rank)] = std::move(d); },
+        [&](caf::error& e) {
+          // Errors carry no rank: give it to the first rank still without a reply.
+          for (size_t i = 0; i < a.done.size(); ++i)
+            if (!a.done[i] && !a.rejected[i]) {
+              a.rejected[i] = step_rejected{seq, g.which[i], from_caf_error(e), request_ids_of(e)};
+              break;
+            }
+        });
+  return a;
+}
+
+// The recorded answer of rank index i to step s against the replayed one; empty when equal.
+std::string diff_answer(const recorded_step& want, const std::optional<step_done>& got_done,
+                        const std::optional<step_rejected>& got_rejected) {
+  if (want.done && got_done) return diff_messages(*want.done, *got_done);
+  if (want.rejected && got_rejected) return diff_messages(*want.rejected, *got_rejected);
+  if (want.done)
+    return fmt::format("recorded step_done, replay refused the step: {}",
+                       got_rejected ? got_rejected->reason.message : "no reply");
+  if (want.rejected)
+    return fmt::format("recorded a refusal ({}), replay answered step_done",
+                       want.rejected->reason.message);
+  return {};
+}
+
+// --verify: each rank's messages to its children and its answer, against the recording.
+std::optional<int> verify_step(replayed_ranks& g, size_t s, uint64_t seq, const step_answers& a) {
+  auto inner = g.observed->take();
+  for (int i = 0; i < g.world(); ++i) {
+    const auto& want = g.rec(i).steps[s];
+    const int r = g.which[static_cast<size_t>(i)];
+    std::vector<trace_record> mine;
+    for (auto& x : inner)
+      if (owner_rank(x.sender) == r || owner_rank(x.receiver) == r) mine.push_back(x);
+    if (auto d = diff_inner(want.inner, mine); !d.empty())
+      return g.cx.diverged(seq, want.record, d);
+    const auto u = static_cast<size_t>(i);
+    if (auto d = diff_answer(want, a.done[u], a.rejected[u]); !d.empty())
+      return g.cx.diverged(seq, want.record, fmt::format("rank[{}]: {}", r, d));
+  }
+  return std::nullopt;
+}
+
+// Rebuilds ranks `which` (all of them, or one of a single-rank trace) and re-delivers their steps.
+int replay_ranks(const replay_context& cx, const recorded_run& run, std::vector<int> which) {
+  if (auto code = check_step_counts(cx, run, which)) return *code;
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
   caf::actor_system sys{cfg};
-  auto observed = std::make_shared<trace_recorder>(); // what the replayed ranks say to children
-  rank_group_options group;
-  group.world = world;
-  group.recorder = observed;
-  group.metadata_digest = true;
-  std::vector<rank_actor> ranks = spawn_rank_group(sys, group);
   caf::scoped_actor self{sys};
+  replayed_ranks g{cx, run, std::move(which), std::make_shared<trace_recorder>(), {}, self};
+  rank_group_options group;
+  group.world = g.world();
+  group.recorder = g.observed;
+  group.metadata_digest = true;
+  g.ranks = spawn_rank_group(sys, group);
   struct stopper {
     caf::scoped_actor& self;
     std::vector<rank_actor>& ranks;
@@ -98,106 +227,22 @@ int replay_ranks(const replay_context& cx, const recorded_run& run, std::vector<
       for (auto& h : ranks)
         self->send_exit(h, caf::exit_reason::user_shutdown);
     }
-  } stop{self, ranks};
-  auto rec = [&](int i) -> const recorded_rank& {
-    return run.ranks[static_cast<size_t>(which[static_cast<size_t>(i)])];
-  };
-  // Start-up, as the driver did it: configure every rank, then allocate every rank.
-  std::optional<int> startup_failed;
-  auto check_startup = [&](int i, const std::string& failure, const std::string& diff) {
-    const int r = which[static_cast<size_t>(i)];
-    if (!failure.empty())
-      startup_failed = cx.bad(fmt::format("start-up of rank {}: {}", r, failure));
-    else if (cx.flags.verify && !diff.empty())
-      startup_failed = cx.diverged(0, 0, fmt::format("start-up, rank[{}]: {}", r, diff));
-    return !startup_failed;
-  };
-  for (int i = 0; i < world; ++i) {
-    std::string failure, diff;
-    self->request(ranks[static_cast<size_t>(i)], caf::infinite, atom::configure_v, rec(i).config)
-        .receive([&](rank_plan& p) { diff = diff_messages(rec(i).plan, p); },
-                 [&](caf::error& e) { failure = from_caf_error(e).message; });
-    if (!check_startup(i, failure, diff)) return *startup_failed;
-  }
-  // Every rank gets its allocate before any reply is awaited: TP ranks agree on the block count
-  // in a collective.
-  for (int i = 0; i < world; ++i)
-    self->send(ranks[static_cast<size_t>(i)], atom::allocate_v, rec(i).ready.num_blocks);
-  std::vector<bool> allocated(static_cast<size_t>(world), false);
-  for (int answered = 0; answered < world; ++answered) {
-    std::string failure, diff;
-    // Errors carry no rank: give one to the first rank still without a reply.
-    auto i =
-        static_cast<int>(std::find(allocated.begin(), allocated.end(), false) - allocated.begin());
-    self->receive(
-        [&](rank_ready& x) {
-          i = static_cast<int>(std::find(which.begin(), which.end(), x.rank) - which.begin());
-          i = std::min(i, world - 1);
-          diff = diff_messages(rec(i).ready, x);
-        },
-        [&](caf::error& e) { failure = from_caf_error(e).message; });
-    allocated[static_cast<size_t>(i)] = true;
-    if (!check_startup(i, failure, diff)) return *startup_failed;
-  }
-  (void)observed->take(); // the graph manager's plan is compared by rank_ready.graphs
-  const auto& steps0 = rec(0).steps;
+  } stop{self, g.ranks};
+  if (auto code = replay_startup(g)) return *code;
+  const auto& steps0 = g.rec(0).steps;
   size_t replayed = 0;
   for (size_t s = 0; s < steps0.size(); ++s) {
     const auto seq = steps0[s].plan.seq;
     if (cx.flags.until_step && seq > *cx.flags.until_step) break;
-    // Every rank gets its plan before any reply is awaited: TP ranks meet in the all-reduce.
-    for (int i = 0; i < world; ++i)
-      self->send(ranks[static_cast<size_t>(i)], rec(i).steps[s].plan);
-    std::vector<std::optional<step_done>> done(static_cast<size_t>(world));
-    std::vector<std::optional<step_rejected>> rejected(static_cast<size_t>(world));
-    for (int n = 0; n < world; ++n)
-      self->receive(
-          [&](step_done& d) {
-            auto i = std::find(which.begin(), which.end(), d.rank) - which.begin();
-            done[static_cast<size_t>(std::min<std::ptrdiff_t>(i, world - 1))] = std::move(d);
-          },
-          [&](caf::error& e) {
-            // Errors carry no rank: give it to the first rank still without a reply.
-            for (int i = 0; i < world; ++i)
-              if (!done[static_cast<size_t>(i)] && !rejected[static_cast<size_t>(i)]) {
-                rejected[static_cast<size_t>(i)] = step_rejected{
-                    seq, which[static_cast<size_t>(i)], from_caf_error(e), request_ids_of(e)};
-                break;
-              }
-          });
+    const auto answers = replay_step(g, s, seq);
     ++replayed;
     if (!cx.flags.verify) {
-      (void)observed->take();
+      (void)g.observed->take();
       continue;
     }
-    auto inner = observed->take();
-    for (int i = 0; i < world; ++i) {
-      const auto& want = rec(i).steps[s];
-      const auto name = fmt::format("rank[{}]", which[static_cast<size_t>(i)]);
-      std::vector<trace_record> mine;
-      for (auto& x : inner)
-        if (owner_rank(x.sender) == which[static_cast<size_t>(i)]
-            || owner_rank(x.receiver) == which[static_cast<size_t>(i)])
-          mine.push_back(x);
-      if (auto d = diff_inner(want.inner, mine); !d.empty())
-        return cx.diverged(seq, want.record, d);
-      const auto& got_done = done[static_cast<size_t>(i)];
-      const auto& got_rejected = rejected[static_cast<size_t>(i)];
-      std::string d;
-      if (want.done && got_done)
-        d = diff_messages(*want.done, *got_done);
-      else if (want.rejected && got_rejected)
-        d = diff_messages(*want.rejected, *got_rejected);
-      else if (want.done)
-        d = fmt::format("recorded step_done, replay refused the step: {}",
-                        got_rejected ? got_rejected->reason.message : "no reply");
-      else if (want.rejected)
-        d = fmt::format("recorded a refusal ({}), replay answered step_done",
-                        want.rejected->reason.message);
-      if (!d.empty()) return cx.diverged(seq, want.record, fmt::format("{}: {}", name, d));
-    }
+    if (auto code = verify_step(g, s, seq, answers)) return *code;
   }
-  fmt::print(cx.out, "replayed {} step(s) on {} rank(s){}\n", replayed, world,
+  fmt::print(cx.out, "replayed {} step(s) on {} rank(s){}\n", replayed, g.world(),
              cx.flags.verify ? ": every reply and every builder and graph message matches the "
                                "recording"
                              : "");
