@@ -1,6 +1,7 @@
 // All CLI11 wiring lives in this one file (CLI11 is a heavy header).
 #include "deploy/cli.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,72 +110,103 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
       ->group("Testing");
 }
 
+void add_trace_show_flags(CLI::App& cmd, trace_show_flags& f) {
+  cmd.add_option("file", f.file, "the trace file")->required();
+  cmd.add_option("--step", f.step, "only the messages of this step (seq)");
+  cmd.add_flag("--json", f.json, "one JSON array of records");
+}
+
+void add_replay_flags(CLI::App& cmd, replay_flags& f) {
+  cmd.add_option("file", f.file, "the trace file (run --record)")->required();
+  cmd.add_option("--until-step", f.until_step, "stop after this step (seq)");
+  cmd.add_flag("--verify", f.verify, "check every reply against the recording");
+  cmd.add_option("--actor", f.actor,
+                 "replay one actor alone, the others stubbed from the trace: driver, "
+                 "rank[N] or cudagraph@rank[N]");
+}
+
+void add_node_flags(CLI::App& cmd, node_flags& f) {
+  cmd.add_option("--listen", f.listen,
+                 "HOST:PORT to listen on (loopback unless TLS is given; port 0: any)");
+  cmd.add_option("--cpu-ranks", f.cpu_ranks, "CPU rank slots (default 1 without GPUs)");
+  cmd.add_option("--gpus", f.gpus, "GPU indices, one rank slot each (default: all)");
+  cmd.add_option("--tls-cert", f.tls_cert, "this node's certificate (PEM)");
+  cmd.add_option("--tls-key", f.tls_key, "its private key (PEM)");
+  cmd.add_option("--tls-ca", f.tls_ca, "the CA that signs every peer (PEM)");
+  cmd.add_option("--debug-build-id", f.debug_build_id, "testing: claim another build")
+      ->group("Testing");
+}
+
+void add_inject_flags(CLI::App& cmd, inject_flags& f) {
+  cmd.add_option("--to", f.to, "HOST:PORT of the running process")->required();
+  cmd.add_option("--message", f.message,
+                 "the message: JSON ([type, version, payload] or a record of trace "
+                 "show --json) or a MessagePack envelope")
+      ->required();
+  cmd.add_option("--actor", f.actor,
+                 "driver|rank[N] (default: the record's receiver, else by type)");
+  cmd.add_option("--timeout", f.timeout_s, "seconds to wait for the reply");
+  cmd.add_flag("--json", f.json, "print the reply as JSON");
+}
+
+// What every subcommand parses into.
+struct cli_flags {
+  std::string log_level = "warn";
+  plan_flags plan;
+  run_flags run;
+  trace_show_flags show;
+  replay_flags replay;
+  node_flags node;
+  inject_flags inject;
+};
+
+// The subcommands, to tell after parsing which one was given.
+struct subcommands {
+  CLI::App* plan;
+  CLI::App* run;
+  CLI::App* show;
+  CLI::App* replay;
+  CLI::App* node;
+  CLI::App* inject;
+};
+
+// In the order `kvactor --help` lists them.
+subcommands add_subcommands(CLI::App& app, cli_flags& f) {
+  subcommands cmd{};
+  cmd.plan = app.add_subcommand(
+      "plan", "what the KV cache of a model needs on these GPUs: groups, blocks, graphs");
+  add_plan_flags(*cmd.plan, f.plan);
+  cmd.run = app.add_subcommand(
+      "run", "local single-node mode (the default): serve a synthetic workload with the actors");
+  add_run_flags(*cmd.run, f.run);
+  auto* trace = app.add_subcommand("trace", "read a trace recorded with run --record");
+  trace->require_subcommand(1);
+  cmd.show = trace->add_subcommand("show", "a readable timeline of a trace");
+  add_trace_show_flags(*cmd.show, f.show);
+  cmd.replay = app.add_subcommand("replay", "re-deliver a recorded run to fresh ranks");
+  add_replay_flags(*cmd.replay, f.replay);
+  cmd.node = app.add_subcommand(
+      "node", "cluster mode: one node process; hosts the ranks a driver (run --nodes) asks for");
+  add_node_flags(*cmd.node, f.node);
+  cmd.node->fallthrough();
+  cmd.inject = app.add_subcommand(
+      "inject", "deliver one typed message to a running kvactor (run --inject-port)");
+  add_inject_flags(*cmd.inject, f.inject);
+  // Flags after the subcommand reach the app too (kvactor plan ... --log-level debug).
+  cmd.plan->fallthrough();
+  cmd.run->fallthrough();
+  return cmd;
+}
+
 bool wants_json(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string{argv[i]} == "--json") return true;
   return false;
 }
 
-} // namespace
-
-int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"kvactor: the attention and KV-cache layer of an LLM inference worker, as actors"};
-  app.require_subcommand(0, 1);
-  std::string log_level = "warn";
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off")
-      ->capture_default_str();
-  plan_flags plan;
-  auto* plan_cmd = app.add_subcommand(
-      "plan", "what the KV cache of a model needs on these GPUs: groups, blocks, graphs");
-  add_plan_flags(*plan_cmd, plan);
-  run_flags run;
-  auto* run_cmd = app.add_subcommand(
-      "run", "local single-node mode (the default): serve a synthetic workload with the actors");
-  add_run_flags(*run_cmd, run);
-  trace_show_flags show;
-  auto* trace_cmd = app.add_subcommand("trace", "read a trace recorded with run --record");
-  trace_cmd->require_subcommand(1);
-  auto* show_cmd = trace_cmd->add_subcommand("show", "a readable timeline of a trace");
-  show_cmd->add_option("file", show.file, "the trace file")->required();
-  show_cmd->add_option("--step", show.step, "only the messages of this step (seq)");
-  show_cmd->add_flag("--json", show.json, "one JSON array of records");
-  replay_flags replay;
-  auto* replay_cmd = app.add_subcommand("replay", "re-deliver a recorded run to fresh ranks");
-  replay_cmd->add_option("file", replay.file, "the trace file (run --record)")->required();
-  replay_cmd->add_option("--until-step", replay.until_step, "stop after this step (seq)");
-  replay_cmd->add_flag("--verify", replay.verify, "check every reply against the recording");
-  replay_cmd->add_option("--actor", replay.actor,
-                         "replay one actor alone, the others stubbed from the trace: driver, "
-                         "rank[N] or cudagraph@rank[N]");
-  node_flags node;
-  auto* node_cmd = app.add_subcommand(
-      "node", "cluster mode: one node process; hosts the ranks a driver (run --nodes) asks for");
-  node_cmd->add_option("--listen", node.listen,
-                       "HOST:PORT to listen on (loopback unless TLS is given; port 0: any)");
-  node_cmd->add_option("--cpu-ranks", node.cpu_ranks, "CPU rank slots (default 1 without GPUs)");
-  node_cmd->add_option("--gpus", node.gpus, "GPU indices, one rank slot each (default: all)");
-  node_cmd->add_option("--tls-cert", node.tls_cert, "this node's certificate (PEM)");
-  node_cmd->add_option("--tls-key", node.tls_key, "its private key (PEM)");
-  node_cmd->add_option("--tls-ca", node.tls_ca, "the CA that signs every peer (PEM)");
-  node_cmd->add_option("--debug-build-id", node.debug_build_id, "testing: claim another build")
-      ->group("Testing");
-  node_cmd->fallthrough();
-  inject_flags inject;
-  auto* inject_cmd = app.add_subcommand(
-      "inject", "deliver one typed message to a running kvactor (run --inject-port)");
-  inject_cmd->add_option("--to", inject.to, "HOST:PORT of the running process")->required();
-  inject_cmd
-      ->add_option("--message", inject.message,
-                   "the message: JSON ([type, version, payload] or a record of trace "
-                   "show --json) or a MessagePack envelope")
-      ->required();
-  inject_cmd->add_option("--actor", inject.actor,
-                         "driver|rank[N] (default: the record's receiver, else by type)");
-  inject_cmd->add_option("--timeout", inject.timeout_s, "seconds to wait for the reply");
-  inject_cmd->add_flag("--json", inject.json, "print the reply as JSON");
-  // Flags after the subcommand reach the app too (kvactor plan ... --log-level debug).
-  plan_cmd->fallthrough();
-  run_cmd->fallthrough();
+// Help and parse errors end the command here: their exit code, or nothing to go on.
+std::optional<int> parse(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
+                         std::ostream& err) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -189,6 +221,11 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
     if (wants_json(argc, argv)) out << nlohmann::json{{"error", msg}}.dump() << '\n';
     return exit_bad_input;
   }
+  return std::nullopt;
+}
+
+// Sets up the "kvactor" logger at --log-level: an unknown level is bad input.
+std::optional<int> set_log_level(const std::string& log_level, std::ostream& err) {
   auto level = spdlog::level::from_str(log_level);
   if (level == spdlog::level::off && log_level != "off") {
     fmt::print(err,
@@ -199,12 +236,30 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   }
   if (!spdlog::get("kvactor")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvactor"));
   spdlog::set_level(level);
-  if (*plan_cmd) return run_plan(plan, out, err);
-  if (*show_cmd) return run_trace_show(show, out, err);
-  if (*replay_cmd) return run_replay(replay, out, err);
-  if (*inject_cmd) return run_inject(inject, out, err);
-  if (*node_cmd) return run_node(node, out, err);
-  return run_command(run, out, err); // `kvactor` alone runs the default local workload
+  return std::nullopt;
+}
+
+int dispatch(const subcommands& cmd, const cli_flags& f, std::ostream& out, std::ostream& err) {
+  if (*cmd.plan) return run_plan(f.plan, out, err);
+  if (*cmd.show) return run_trace_show(f.show, out, err);
+  if (*cmd.replay) return run_replay(f.replay, out, err);
+  if (*cmd.inject) return run_inject(f.inject, out, err);
+  if (*cmd.node) return run_node(f.node, out, err);
+  return run_command(f.run, out, err); // `kvactor` alone runs the default local workload
+}
+
+} // namespace
+
+int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"kvactor: the attention and KV-cache layer of an LLM inference worker, as actors"};
+  app.require_subcommand(0, 1);
+  cli_flags f;
+  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error|critical|off")
+      ->capture_default_str();
+  const auto cmd = add_subcommands(app, f);
+  if (auto code = parse(app, argc, argv, out, err)) return *code;
+  if (auto code = set_log_level(f.log_level, err)) return *code;
+  return dispatch(cmd, f, out, err);
 }
 
 } // namespace kvactor
