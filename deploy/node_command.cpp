@@ -35,45 +35,50 @@ expected<std::vector<int32_t>> parse_gpus(const std::string& text) {
   return out;
 }
 
-} // namespace
+// Where the node listens and how it authenticates its peers.
+struct listen_at {
+  std::string host;
+  uint16_t port = 0;
+  tls_files tls;
+};
 
-int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
-  auto bad = [&](const std::string& why) {
-    fmt::print(err, "kvactor node: error: {}\n", why);
-    return exit_bad_input;
-  };
+// The flags checked before anything starts: the address, TLS off loopback, one kind of rank.
+expected<listen_at> check_flags(const node_flags& flags) {
   auto hp = parse_host_port(flags.listen, "--listen", true);
-  if (!hp) return bad(hp.err().message);
-  const auto& [host, port] = *hp;
-  const tls_files tls_cfg{flags.tls_cert, flags.tls_key, flags.tls_ca};
-  if (auto ok = check_tls(tls_cfg); !ok) return bad(ok.err().message);
-  const bool tls = tls_cfg.enabled();
-  if (!is_loopback(host) && !tls)
-    return bad(fmt::format("--listen {}: a node reachable from other machines must authenticate "
-                           "them: give --tls-cert, --tls-key and --tls-ca, or listen on "
-                           "127.0.0.1",
-                           flags.listen));
+  if (!hp) return hp.err();
+  listen_at at{hp->first, hp->second, {flags.tls_cert, flags.tls_key, flags.tls_ca}};
+  if (auto ok = check_tls(at.tls); !ok) return ok.err();
+  if (!is_loopback(at.host) && !at.tls.enabled())
+    return make_error(errc::invalid_argument,
+                      fmt::format("--listen {}: a node reachable from other machines must "
+                                  "authenticate them: give --tls-cert, --tls-key and --tls-ca, "
+                                  "or listen on 127.0.0.1",
+                                  flags.listen));
   if (flags.cpu_ranks && !flags.gpus.empty())
-    return bad("--cpu-ranks and --gpus: a node hosts one kind of rank");
-  node_setup setup;
-  setup.info.protocol = cluster_protocol;
-  setup.info.schema = schema_version;
-  setup.info.build = kvactor_build_id();
-  setup.info.pid = static_cast<int64_t>(::getpid());
-  // Where rank 0 of a CPU group listens for its peers: this node's address as others reach it
-  // (a wildcard listen address names no host: the machine's name then).
-  setup.socket_host = host == "localhost" ? "127.0.0.1" : host;
+    return make_error(errc::invalid_argument,
+                      "--cpu-ranks and --gpus: a node hosts one kind of rank");
+  return at;
+}
+
+// Where rank 0 of a CPU group listens for its peers: this node's address as others reach it
+// (a wildcard listen address names no host: the machine's name then).
+std::string socket_host_of(const std::string& host) {
+  std::string out = host == "localhost" ? "127.0.0.1" : host;
   if (host == "0.0.0.0" || host == "::" || host.empty()) {
     char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) == 0) setup.socket_host = name;
+    if (::gethostname(name, sizeof name - 1) == 0) out = name;
   }
-  setup.build_override = flags.debug_build_id;
+  return out;
+}
+
+// The rank slots: the GPUs of --gpus, else every visible GPU, else --cpu-ranks CPU ranks.
+status assign_slots(const node_flags& flags, node_setup& setup) {
   std::string why_no_gpu;
   const int visible = kernels::gpu_count(&why_no_gpu);
   if (!flags.gpus.empty() || (!flags.cpu_ranks && visible > 0)) {
     if (!flags.gpus.empty()) {
       auto g = parse_gpus(flags.gpus);
-      if (!g) return bad(g.err().message);
+      if (!g) return g.err();
       setup.gpus = *g;
     } else {
       for (int i = 0; i < visible; ++i)
@@ -81,46 +86,101 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
     }
     for (int32_t g : setup.gpus)
       if (g >= visible)
-        return bad(fmt::format("--gpus: GPU {} does not exist ({} visible{})", g, visible,
-                               why_no_gpu.empty() ? "" : ": " + why_no_gpu));
+        return make_error(errc::invalid_argument,
+                          fmt::format("--gpus: GPU {} does not exist ({} visible{})", g, visible,
+                                      why_no_gpu.empty() ? "" : ": " + why_no_gpu));
     setup.info.device = device_kind::cuda;
     setup.info.slots = static_cast<int32_t>(setup.gpus.size());
   } else {
     const int32_t n = flags.cpu_ranks.value_or(1);
-    if (n < 1 || n > 64) return bad(fmt::format("--cpu-ranks: {} is outside [1, 64]", n));
+    if (n < 1 || n > 64)
+      return make_error(errc::invalid_argument,
+                        fmt::format("--cpu-ranks: {} is outside [1, 64]", n));
     setup.info.device = device_kind::cpu;
     setup.info.slots = n;
   }
-  // SIGINT/SIGTERM end the node: blocked before CAF starts its threads, awaited below.
+  return ok();
+}
+
+// What the node tells drivers about itself, and the slots it offers.
+expected<node_setup> set_up_node(const node_flags& flags, const std::string& host) {
+  node_setup setup;
+  setup.info.protocol = cluster_protocol;
+  setup.info.schema = schema_version;
+  setup.info.build = kvactor_build_id();
+  setup.info.pid = static_cast<int64_t>(::getpid());
+  setup.socket_host = socket_host_of(host);
+  setup.build_override = flags.debug_build_id;
+  if (auto ok = assign_slots(flags, setup); !ok) return ok.err();
+  return setup;
+}
+
+// SIGINT/SIGTERM end the node: blocked before CAF starts its threads, awaited by
+// wait_for_signal.
+sigset_t block_stop_signals() {
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  caf::actor_system_config cfg;
+  return stop;
+}
+
+void configure_node_system(caf::actor_system_config& cfg, const node_setup& setup,
+                           const tls_files& tls) {
   register_types(cfg);
   configure_step_latency(cfg);
   // Ranks blocked in collectives hold scheduler threads: leave two for builders and messages.
   cfg.set("scheduler.max-threads",
           static_cast<size_t>(std::max<unsigned>(std::thread::hardware_concurrency(),
                                                  static_cast<unsigned>(setup.info.slots) + 2)));
-  configure_cluster_middleman(cfg, tls_cfg);
+  configure_cluster_middleman(cfg, tls);
+}
+
+void print_listening(std::ostream& out, const listen_at& at, uint16_t bound,
+                     const node_setup& setup) {
+  fmt::print(out, "kvactor node: listening on {}:{} ({} {} rank slot(s), {}, build {}, pid {})\n",
+             at.host, bound, setup.info.slots, to_string(setup.info.device),
+             at.tls.enabled() ? "mutual TLS" : "loopback without TLS", setup.info.build,
+             setup.info.pid);
+  out.flush();
+}
+
+void wait_for_signal(const sigset_t& stop) {
+  int sig = 0;
+  sigwait(&stop, &sig);
+  spdlog::info("node: signal {}: stopping", sig);
+}
+
+void shut_down(const node_actor& n) {
+  caf::anon_send(n, atom::release_v);
+  caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
+}
+
+} // namespace
+
+int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
+  auto bad = [&](const std::string& why) {
+    fmt::print(err, "kvactor node: error: {}\n", why);
+    return exit_bad_input;
+  };
+  auto at = check_flags(flags);
+  if (!at) return bad(at.err().message);
+  auto setup = set_up_node(flags, at->host);
+  if (!setup) return bad(setup.err().message);
+  const sigset_t stop = block_stop_signals();
+  caf::actor_system_config cfg;
+  configure_node_system(cfg, *setup, at->tls);
   caf::actor_system sys{cfg};
-  auto n = sys.spawn(node, setup);
-  auto bound = publish_node(sys, n, port, host, tls_cfg);
+  auto n = sys.spawn(node, *setup);
+  auto bound = publish_node(sys, n, at->port, at->host, at->tls);
   if (!bound) {
     caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
     return bad(fmt::format("--listen {}: cannot listen: {}", flags.listen, bound.err().message));
   }
-  fmt::print(out, "kvactor node: listening on {}:{} ({} {} rank slot(s), {}, build {}, pid {})\n",
-             host, *bound, setup.info.slots, to_string(setup.info.device),
-             tls ? "mutual TLS" : "loopback without TLS", setup.info.build, setup.info.pid);
-  out.flush();
-  int sig = 0;
-  sigwait(&stop, &sig);
-  spdlog::info("node: signal {}: stopping", sig);
-  caf::anon_send(n, atom::release_v);
-  caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
+  print_listening(out, *at, *bound, *setup);
+  wait_for_signal(stop);
+  shut_down(n);
   return exit_ok;
 }
 
