@@ -129,7 +129,7 @@ auto inspect(Inspector& f, cudagraph_request& x) {
 
 /// What one owner holds in the memory ledger.
 struct memory_entry {
-  std::string owner; // "kv_cache", "workspace", "builder[0]" ...
+  std::string owner; // "kv_cache", "weights", "activations" ...
   int64_t bytes = 0;
 
   bool operator==(const memory_entry&) const = default;
