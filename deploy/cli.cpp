@@ -83,6 +83,9 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
   cmd.add_flag("!--no-progress", f.progress, "no progress line on the terminal");
   cmd.add_option("--inject-port", f.inject_port,
                  "listen for `kvactor inject` on 127.0.0.1:PORT (0: any free port)");
+  cmd.add_option("--max-message-bytes", f.max_message_bytes,
+                 "the largest message a node or injector may send this run (64MiB); a larger "
+                 "one is refused and its connection closed");
   cmd.add_option("--cudagraph-capture", f.cudagraph_capture,
                  "startup|lazy: capture every planned graph before the first step, or serve "
                  "eagerly at once and capture the sizes seen, between steps");
@@ -133,6 +136,9 @@ void add_node_flags(CLI::App& cmd, node_flags& f) {
   cmd.add_option("--tls-cert", f.tls_cert, "this node's certificate (PEM)");
   cmd.add_option("--tls-key", f.tls_key, "its private key (PEM)");
   cmd.add_option("--tls-ca", f.tls_ca, "the CA that signs every peer (PEM)");
+  cmd.add_option("--max-message-bytes", f.max_message_bytes,
+                 "the largest message a driver may send this node (64MiB); a larger one is "
+                 "refused and its connection closed");
   cmd.add_option("--debug-build-id", f.debug_build_id, "testing: claim another build")
       ->group("Testing");
 }
@@ -146,6 +152,8 @@ void add_inject_flags(CLI::App& cmd, inject_flags& f) {
   cmd.add_option("--actor", f.actor,
                  "driver|rank[N] (default: the record's receiver, else by type)");
   cmd.add_option("--timeout", f.timeout_s, "seconds to wait for the reply");
+  cmd.add_option("--max-message-bytes", f.max_message_bytes,
+                 "the largest reply the run may send (64MiB)");
   cmd.add_flag("--json", f.json, "print the reply as JSON");
 }
 

@@ -56,18 +56,16 @@ void configure_cluster_middleman(caf::actor_system_config& cfg, const tls_files&
   }
 }
 
-expected<uint16_t> publish_node(caf::actor_system& sys, const node_actor& node, uint16_t port,
-                                const std::string& host, const tls_files& tls) {
-  auto bound = tls.enabled() ? caf::openssl::publish(node, port, host.c_str(), true)
-                             : sys.middleman().publish(node, port, host.c_str(), true);
-  if (!bound) return make_error(errc::io_error, sys.render(bound.error()));
-  return *bound;
+expected<uint16_t> publish_node(guarded_transport& net, const node_actor& node, uint16_t port,
+                                const std::string& host) {
+  return net.publish(node, port, host);
 }
 
-expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std::string>& addresses,
+expected<cluster> connect_cluster(guarded_transport& net, const std::vector<std::string>& addresses,
                                   int32_t world, std::optional<device_kind> device,
                                   std::chrono::milliseconds collective_timeout,
                                   const tls_files& tls) {
+  auto& sys = net.system();
   cluster c;
   caf::scoped_actor self{sys};
   for (const auto& a : addresses) {
@@ -82,13 +80,12 @@ expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std:
     if (auto reachable = tcp_probe(hp->first, hp->second, cluster_connection_timeout); !reachable)
       return make_error(errc::io_error, fmt::format("--nodes: node {} is unreachable: {}", a,
                                                     reachable.err().message));
-    auto node = tls.enabled() ? caf::openssl::remote_actor<node_actor>(sys, hp->first, hp->second)
-                              : sys.middleman().remote_actor<node_actor>(hp->first, hp->second);
+    auto node = net.remote_actor<node_actor>(hp->first, hp->second);
     if (!node)
       return make_error(errc::io_error,
                         fmt::format("--nodes: node {} is unreachable{}: {}", a,
                                     tls.enabled() ? " or refused this driver's certificate" : "",
-                                    sys.render(node.error())));
+                                    node.err().message));
     std::optional<error> failed;
     self->request(*node, hello_timeout, atom::hello_v, cluster_protocol, schema_version,
                   kvactor_build_id())
@@ -145,8 +142,9 @@ void release_cluster(caf::actor_system&, const cluster& c) {
     caf::anon_send(n, atom::release_v);
 }
 
-expected<run_summary> rebuild_and_rerun(caf::actor_system& sys, cluster& c,
+expected<run_summary> rebuild_and_rerun(guarded_transport& net, cluster& c,
                                         const rebuild_request& req, const run_summary& first) {
+  auto& sys = net.system();
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& r : c.ranks)
     caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
@@ -158,7 +156,7 @@ expected<run_summary> rebuild_and_rerun(caf::actor_system& sys, cluster& c,
   const auto deadline = t0 + req.wait;
   while (std::chrono::steady_clock::now() < deadline) {
     auto again =
-        connect_cluster(sys, req.addresses, req.world, req.device, req.collective_timeout, req.tls);
+        connect_cluster(net, req.addresses, req.world, req.device, req.collective_timeout, req.tls);
     if (again) {
       fresh = std::move(*again);
       break;

@@ -11,6 +11,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/interfaces.hpp"
+#include "deploy/transport/guarded_transport.hpp"
 #include "messages/errc.hpp"
 #include "messages/request.hpp"
 #include "messages/runtime.hpp"
@@ -36,9 +37,10 @@ status check_tls(const tls_files& tls);
 /// OpenSSL module (peers then need a certificate signed by tls.ca, both ways).
 void configure_cluster_middleman(caf::actor_system_config& cfg, const tls_files& tls = {});
 
-/// Publishes the node on host:port, over TLS when `tls` is enabled; the bound port.
-expected<uint16_t> publish_node(caf::actor_system& sys, const node_actor& node, uint16_t port,
-                                const std::string& host, const tls_files& tls);
+/// Publishes the node on host:port through the guarded transport (over TLS when it was made with
+/// TLS); the bound port.
+expected<uint16_t> publish_node(guarded_transport& net, const node_actor& node, uint16_t port,
+                                const std::string& host);
 
 struct cluster {
   std::vector<node_actor> nodes;
@@ -51,7 +53,7 @@ struct cluster {
 /// `device`: nullopt (auto) takes the nodes' device, else it must match theirs. Errors name the
 /// node and what went wrong (unreachable, other build, too few slots); nothing is left spawned on
 /// error. A node off loopback is refused without TLS (it would refuse us anyway).
-expected<cluster> connect_cluster(caf::actor_system& sys, const std::vector<std::string>& addresses,
+expected<cluster> connect_cluster(guarded_transport& net, const std::vector<std::string>& addresses,
                                   int32_t world, std::optional<device_kind> device,
                                   std::chrono::milliseconds collective_timeout,
                                   const tls_files& tls = {});
@@ -78,7 +80,7 @@ struct rebuild_request {
 /// finish, from their prompts (greedy generation makes their outputs those of an uninterrupted
 /// run). Returns the two runs merged (request order and digest over every request), and sets
 /// `c` to the new group. Errors: the nodes did not come back in time, or the new group failed.
-expected<run_summary> rebuild_and_rerun(caf::actor_system& sys, cluster& c,
+expected<run_summary> rebuild_and_rerun(guarded_transport& net, cluster& c,
                                         const rebuild_request& req, const run_summary& first);
 
 } // namespace kvactor

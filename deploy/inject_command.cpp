@@ -6,6 +6,8 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+
+#include "deploy/transport/guarded_transport.hpp"
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <nlohmann/json.hpp>
@@ -125,15 +127,19 @@ int run_inject(const inject_flags& flags, std::ostream& out, std::ostream& err) 
                                         : default_actor(*type);
   req.envelope = std::move(msg->envelope);
 
+  auto limits = transport_limits_from(flags.max_message_bytes);
+  if (!limits) return fail(exit_bad_input, limits.err().message);
+
   caf::actor_system_config cfg;
   register_types(cfg);
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
-  auto gateway = sys.middleman().remote_actor<injector_actor>(address->first, address->second);
+  guarded_transport net{sys, *limits, false};
+  auto gateway = net.remote_actor<injector_actor>(address->first, address->second);
   if (!gateway)
     return fail(exit_failure, fmt::format("--to {}: no kvactor process listens for injection "
                                           "there ({}); start one with --inject-port",
-                                          flags.to, sys.render(gateway.error())));
+                                          flags.to, gateway.err().message));
   caf::scoped_actor self{sys};
   std::optional<inject_reply> reply;
   std::string failure;

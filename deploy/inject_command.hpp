@@ -16,6 +16,7 @@ struct inject_flags {
   std::string actor;   // empty: the file's "receiver", else by message type
   double timeout_s = 10.0;
   bool json = false;
+  std::string max_message_bytes = "64MiB"; // the largest reply the run may send
 };
 
 /// A message read from a file: its MessagePack envelope and, for a record copied from

@@ -40,14 +40,18 @@ struct listen_at {
   std::string host;
   uint16_t port = 0;
   tls_files tls;
+  transport_limits transport;
 };
 
 // The flags checked before anything starts: the address, TLS off loopback, one kind of rank.
 expected<listen_at> check_flags(const node_flags& flags) {
   auto hp = parse_host_port(flags.listen, "--listen", true);
   if (!hp) return hp.err();
-  listen_at at{hp->first, hp->second, {flags.tls_cert, flags.tls_key, flags.tls_ca}};
+  listen_at at{hp->first, hp->second, {flags.tls_cert, flags.tls_key, flags.tls_ca}, {}};
   if (auto ok = check_tls(at.tls); !ok) return ok.err();
+  auto limits = transport_limits_from(flags.max_message_bytes);
+  if (!limits) return limits.err();
+  at.transport = *limits;
   if (!is_loopback(at.host) && !at.tls.enabled())
     return make_error(errc::invalid_argument,
                       fmt::format("--listen {}: a node reachable from other machines must "
@@ -172,8 +176,9 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   caf::actor_system_config cfg;
   configure_node_system(cfg, *setup, at->tls);
   caf::actor_system sys{cfg};
+  guarded_transport net{sys, at->transport, at->tls.enabled()};
   auto n = sys.spawn(node, *setup);
-  auto bound = publish_node(sys, n, at->port, at->host, at->tls);
+  auto bound = publish_node(net, n, at->port, at->host);
   if (!bound) {
     caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
     return bad(fmt::format("--listen {}: cannot listen: {}", flags.listen, bound.err().message));

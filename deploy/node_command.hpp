@@ -14,7 +14,8 @@ struct node_flags {
   std::optional<int32_t> cpu_ranks;
   std::string gpus; // "0,1,..."
   std::string tls_cert, tls_key, tls_ca;
-  std::string debug_build_id; // testing: claim another build
+  std::string max_message_bytes = "64MiB"; // the largest message a peer may send us
+  std::string debug_build_id;              // testing: claim another build
 };
 
 int run_node(const node_flags& flags, std::ostream& out, std::ostream& err);

@@ -60,7 +60,7 @@ void treat_start_loss_as_run(session_result& s, const std::vector<request_spec>&
 
 // --restart-policy rebuild: a lost node is waited for, the group rebuilt, the rest re-run (at
 // most three times).
-restart_log rebuild_while_lost(caf::actor_system& sys, cluster& nodes, rebuild_request req,
+restart_log rebuild_while_lost(guarded_transport& net, cluster& nodes, rebuild_request req,
                                const run_options& o, session_result& s, std::ostream& err) {
   restart_log log;
   if (s.failure && rebuild_helps(s.failure->err)) treat_start_loss_as_run(s, req.workload);
@@ -70,7 +70,7 @@ restart_log rebuild_while_lost(caf::actor_system& sys, cluster& nodes, rebuild_r
                s.summary.error.message, std::chrono::duration<double>(o.restart_wait).count());
     err.flush();
     req.epoch = static_cast<uint64_t>(log.restarts) + 2;
-    auto merged = rebuild_and_rerun(sys, nodes, req, s.summary);
+    auto merged = rebuild_and_rerun(net, nodes, req, s.summary);
     ++log.restarts;
     if (!merged) {
       s.summary.error.message += "; " + merged.err().message;
@@ -94,11 +94,12 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   configure_step_latency(cfg);
   configure_cluster_middleman(cfg, o.tls);
   caf::actor_system sys{cfg};
+  guarded_transport net{sys, o.transport, o.tls.enabled()};
   const int32_t tp = flags.plan.tensor_parallel_size;
   auto timeout = parse_collective_timeout(flags.tp.collective_timeout_s);
   if (!timeout) return bad(err, timeout.err().message);
   const auto addresses = split_commas(flags.nodes);
-  auto connected = connect_cluster(sys, addresses, tp, o.device, *timeout, o.tls);
+  auto connected = connect_cluster(net, addresses, tp, o.device, *timeout, o.tls);
   if (!connected) return bad(err, connected.err().message);
   cluster nodes = std::move(*connected);
   cluster_release release{sys, nodes};
@@ -135,7 +136,7 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
     req.wait = o.restart_wait;
     req.configs = run->configs;
     req.workload = run->workload;
-    restarts = rebuild_while_lost(sys, nodes, std::move(req), o, session, err);
+    restarts = rebuild_while_lost(net, nodes, std::move(req), o, session, err);
   }
   return report_run(flags, *run, session, restarts, rec->get(), out, err);
 }

@@ -23,10 +23,11 @@ struct run_flags {
   std::string arrival_rate = "inf";
   uint64_t seed = 0;
   std::string summary_json;
-  std::string record;                  // trace file (kvactor run --record FILE)
-  bool progress = true;                // on a terminal
-  std::optional<uint16_t> inject_port; // listen for kvactor inject on 127.0.0.1 (0: any port)
-  tp_flags tp;                         // --communicator, --collective-timeout, --debug-stall
+  std::string record;                      // trace file (kvactor run --record FILE)
+  bool progress = true;                    // on a terminal
+  std::optional<uint16_t> inject_port;     // listen for kvactor inject on 127.0.0.1 (0: any port)
+  std::string max_message_bytes = "64MiB"; // the largest message a peer may send us
+  tp_flags tp;                             // --communicator, --collective-timeout, --debug-stall
   std::string nodes; // cluster mode: "host:port,host:port" of kvactor node processes
   std::string tls_cert, tls_key, tls_ca; // cluster mode: mutual TLS with the nodes
   std::string restart_policy = "none";   // cluster mode: none | rebuild

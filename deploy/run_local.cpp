@@ -14,6 +14,7 @@
 #include "deploy/run_modes.hpp"
 #include "deploy/run_report.hpp"
 #include "deploy/tp_flags.hpp"
+#include "deploy/transport/guarded_transport.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "kvactor/kernels/nccl_communicator.h"
 #include "messages/register.hpp"
@@ -55,14 +56,14 @@ expected<local_device> resolve_device(std::optional<device_kind> wanted, int32_t
 
 // Live injection, once the ranks are ready: loopback only, so that nothing off this machine can
 // reach the actors.
-std::optional<run_failure> listen_for_injection(caf::actor_system& sys, const run_flags& flags,
+std::optional<run_failure> listen_for_injection(guarded_transport& net, const run_flags& flags,
                                                 const injector_actor& gateway, std::ostream& err) {
-  auto port = sys.middleman().publish(gateway, *flags.inject_port, "127.0.0.1", true);
+  auto port = net.publish(gateway, *flags.inject_port, "127.0.0.1");
   if (!port)
     return run_failure{
         exit_bad_input,
         make_error(errc::io_error, fmt::format("--inject-port: cannot listen on 127.0.0.1:{}: {}",
-                                               *flags.inject_port, sys.render(port.error())))};
+                                               *flags.inject_port, port.err().message))};
   fmt::print(err, "kvactor run: injection listens on 127.0.0.1:{}\n", *port);
   err.flush();
   return std::nullopt;
@@ -77,6 +78,9 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
   configure_step_latency(cfg);
   if (flags.inject_port) cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
+  // Only with --inject-port is anything listening; the guard sits in front of it.
+  std::optional<guarded_transport> net;
+  if (flags.inject_port) net.emplace(sys, o.transport, false);
   const int32_t tp = flags.plan.tensor_parallel_size;
   auto device = resolve_device(o.device, tp);
   if (!device) return bad(err, device.err().message);
@@ -104,7 +108,7 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
   auto on_ready = [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
     if (flags.inject_port) {
       gateway = sys.spawn(injector, injector_setup{drv, ranks, recorder});
-      if (auto failed = listen_for_injection(sys, flags, gateway, err)) return failed;
+      if (auto failed = listen_for_injection(*net, flags, gateway, err)) return failed;
     }
     print_run_header(*run, ready, out);
     return std::nullopt;

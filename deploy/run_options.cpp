@@ -124,6 +124,9 @@ expected<run_options> check_run_flags(const run_flags& f) {
   o.restart = f.restart_policy == "rebuild" ? restart_policy::rebuild : restart_policy::none;
   o.restart_wait = std::chrono::milliseconds(std::llround(f.restart_wait_s * 1000));
   o.tls = {f.tls_cert, f.tls_key, f.tls_ca};
+  auto limits = transport_limits_from(f.max_message_bytes);
+  if (!limits) return limits.err();
+  o.transport = *limits;
   return o;
 }
 

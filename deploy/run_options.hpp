@@ -35,6 +35,7 @@ struct run_options {
   restart_policy restart = restart_policy::none;
   std::chrono::milliseconds restart_wait{60'000};
   tls_files tls;
+  transport_limits transport; // --max-message-bytes and the connection limits
 };
 
 /// Checks every flag that needs no device and no model.

@@ -22,7 +22,8 @@ namespace kvactor::kernels {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-constexpr uint32_t frame_magic = 0x4b564143; // "KVAC"
+constexpr uint32_t frame_magic = 0x4b564143;         // "KVAC"
+constexpr auto hello_wait = std::chrono::seconds(2); // a joining rank sends its hello at once
 
 // Every message on a connection: this header, then `bytes` of payload.
 struct frame {
@@ -454,7 +455,9 @@ std::shared_ptr<communicator> make_socket_communicator(const std::string& addres
       no_delay(fd);
       hello h;
       try {
-        recv_all(fd, &h, sizeof h, deadline, "a joining rank");
+        // A stranger that connects and says nothing must not hold the group's bootstrap up.
+        const auto hello_deadline = std::min(deadline, clock_type::now() + hello_wait);
+        recv_all(fd, &h, sizeof h, hello_deadline, "a joining rank");
       } catch (const collective_error&) {
         ::close(fd);
         continue; // not one of ours (or gone): keep listening

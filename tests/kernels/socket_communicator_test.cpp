@@ -11,6 +11,11 @@
 #include <random>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "collective_support.hpp"
 #include "kvactor/kernels/host_communicator.h"
 
@@ -151,6 +156,45 @@ TEST(SocketCommunicator, ARankThatNeverJoinsIsNamedWhenTheDeadlinePasses) {
     EXPECT_TRUE(late.thrown);
   } catch (const collective_error&) {
   }
+}
+
+// A plain TCP connection to host:port ("127.0.0.1:N"), or -1.
+int connect_to(const std::string& address) {
+  const auto colon = address.rfind(':');
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(SocketCommunicator, StrangersOnTheBootstrapPortDoNotHoldTheGroupUp) {
+  auto listener = socket_listener::open("127.0.0.1");
+  const auto address = listener->address();
+  // Queued before the ranks: one says nothing, one sends bytes that are no hello.
+  const int silent = connect_to(address);
+  const int noisy = connect_to(address);
+  ASSERT_GE(silent, 0);
+  ASSERT_GE(noisy, 0);
+  const char junk[64] = "GET / HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(::send(noisy, junk, sizeof junk, 0), static_cast<ssize_t>(sizeof junk));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto one = std::async(std::launch::async, [&] {
+    return make_socket_communicator(address, 2, 1, nullptr, {socket_options{60s}});
+  });
+  auto zero = make_socket_communicator(address, 2, 0, std::move(listener), {socket_options{60s}});
+  auto peer = one.get();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  // The silent stranger costs its hello wait (2 s), never the group's 60 s deadline.
+  EXPECT_LT(waited, 10s);
+  on_every_rank(2, [&](int r) { (r == 0 ? zero : peer)->barrier(); });
+  ::close(silent);
+  ::close(noisy);
 }
 
 TEST(SocketCommunicator, BadAddressesAndRanksAreRefusedByName) {

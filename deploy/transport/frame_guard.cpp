@@ -1,0 +1,186 @@
+#include "deploy/transport/frame_guard.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace kvactor {
+
+namespace {
+
+template <class T>
+T read_big_endian(const std::byte* p) {
+  T x = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    x = static_cast<T>((x << 8) | static_cast<T>(std::to_integer<uint8_t>(p[i])));
+  return x;
+}
+
+template <class T>
+void write_big_endian(std::byte* p, T x) {
+  for (size_t i = sizeof(T); i-- > 0;) {
+    p[i] = static_cast<std::byte>(x & 0xff);
+    x = static_cast<T>(x >> 8);
+  }
+}
+
+const char* operation_name(uint8_t op) {
+  static constexpr const char* names[] = {"server_handshake", "client_handshake", "direct_message",
+                                          "routed_message",   "monitor_message",  "down_message",
+                                          "heartbeat"};
+  return op < std::size(names) ? names[op] : "unknown";
+}
+
+error refuse(const basp_header& h, const std::string& why) {
+  return make_error(errc::invalid_argument,
+                    fmt::format("{} frame refused: {}", operation_name(h.operation), why));
+}
+
+constexpr uint8_t known_flags = 0x01 | 0x02; // named receiver, select connection
+
+// The handshake this side expects from its peer, and the one it must never receive.
+basp_operation peer_handshake(connection_side side) {
+  return side == connection_side::accepted ? basp_operation::client_handshake
+                                           : basp_operation::server_handshake;
+}
+
+status check_framing(const basp_header& h, const frame_limits& limits) {
+  if (h.operation > static_cast<uint8_t>(basp_operation::heartbeat))
+    return refuse(h, fmt::format("operation {:#04x} is not a BASP operation", h.operation));
+  if (h.padding1 != 0 || h.padding2 != 0)
+    return refuse(
+        h, fmt::format("padding bytes are {:#04x} {:#04x}, not zero", h.padding1, h.padding2));
+  if ((h.flags & ~known_flags) != 0)
+    return refuse(h, fmt::format("flags {:#04x} set bits BASP does not define", h.flags));
+  if (h.payload_len > limits.max_message_bytes)
+    return refuse(h, fmt::format("payload_len {} bytes is larger than the bound of {} bytes "
+                                 "(--max-message-bytes); nothing was allocated",
+                                 h.payload_len, limits.max_message_bytes));
+  return ok();
+}
+
+status check_handshake(const basp_header& h, connection_side side, const frame_limits& limits) {
+  const auto op = static_cast<basp_operation>(h.operation);
+  if (op != peer_handshake(side))
+    return refuse(h, side == connection_side::accepted
+                         ? "a peer that connected to us sent a server handshake"
+                         : "the peer we connected to sent a client handshake");
+  if (h.payload_len == 0) return refuse(h, "payload_len 0: a handshake carries a payload");
+  if (h.payload_len > limits.max_handshake_bytes)
+    return refuse(h, fmt::format("payload_len {} bytes is larger than a handshake's bound of {} "
+                                 "bytes",
+                                 h.payload_len, limits.max_handshake_bytes));
+  if (op == basp_operation::server_handshake && h.operation_data == 0)
+    return refuse(h, "operation_data 0: a server handshake carries its BASP version");
+  if (op == basp_operation::client_handshake && (h.source_actor != 0 || h.dest_actor != 0))
+    return refuse(h, fmt::format("source_actor {} / dest_actor {}: a client handshake names no "
+                                 "actor",
+                                 h.source_actor, h.dest_actor));
+  return ok();
+}
+
+status check_message(const basp_header& h) {
+  switch (static_cast<basp_operation>(h.operation)) {
+  case basp_operation::direct_message:
+  case basp_operation::routed_message:
+    if (h.dest_actor == 0) return refuse(h, "dest_actor 0: a message needs a receiver");
+    if (h.payload_len == 0) return refuse(h, "payload_len 0: a message carries a payload");
+    return ok();
+  case basp_operation::monitor_message:
+    if (h.payload_len == 0) return refuse(h, "payload_len 0: a monitor message names nodes");
+    if (h.operation_data != 0) return refuse(h, "operation_data is not 0");
+    return ok();
+  case basp_operation::down_message:
+    if (h.source_actor == 0 || h.dest_actor != 0)
+      return refuse(h, fmt::format("source_actor {} / dest_actor {}: a down message names the "
+                                   "actor that went down and no receiver",
+                                   h.source_actor, h.dest_actor));
+    if (h.payload_len == 0 || h.operation_data != 0)
+      return refuse(h, "a down message carries a payload and no operation_data");
+    return ok();
+  case basp_operation::heartbeat:
+    if (h.payload_len != 0 || h.operation_data != 0 || h.source_actor != 0 || h.dest_actor != 0)
+      return refuse(h, "a heartbeat carries nothing but its operation");
+    return ok();
+  default: return ok(); // handshakes are checked by check_handshake
+  }
+}
+
+bool is_handshake(const basp_header& h) {
+  return h.operation == static_cast<uint8_t>(basp_operation::server_handshake)
+         || h.operation == static_cast<uint8_t>(basp_operation::client_handshake);
+}
+
+} // namespace
+
+basp_header decode_basp_header(const std::array<std::byte, basp_header::size>& b) {
+  basp_header h;
+  h.operation = std::to_integer<uint8_t>(b[0]);
+  h.padding1 = std::to_integer<uint8_t>(b[1]);
+  h.padding2 = std::to_integer<uint8_t>(b[2]);
+  h.flags = std::to_integer<uint8_t>(b[3]);
+  h.payload_len = read_big_endian<uint32_t>(&b[4]);
+  h.operation_data = read_big_endian<uint64_t>(&b[8]);
+  h.source_actor = read_big_endian<uint64_t>(&b[16]);
+  h.dest_actor = read_big_endian<uint64_t>(&b[24]);
+  return h;
+}
+
+std::array<std::byte, basp_header::size> encode_basp_header(const basp_header& h) {
+  std::array<std::byte, basp_header::size> b{};
+  b[0] = std::byte{h.operation};
+  b[1] = std::byte{h.padding1};
+  b[2] = std::byte{h.padding2};
+  b[3] = std::byte{h.flags};
+  write_big_endian(&b[4], h.payload_len);
+  write_big_endian(&b[8], h.operation_data);
+  write_big_endian(&b[16], h.source_actor);
+  write_big_endian(&b[24], h.dest_actor);
+  return b;
+}
+
+status check_basp_header(const basp_header& h, connection_side side, bool handshaken,
+                         const frame_limits& limits) {
+  if (auto framed = check_framing(h, limits); !framed) return framed;
+  if (is_handshake(h)) return check_handshake(h, side, limits);
+  if (!handshaken) return refuse(h, "the peer has not sent its handshake yet");
+  return check_message(h);
+}
+
+status basp_frame_guard::feed(const std::byte* data, size_t n) {
+  if (refused_) return refusal_;
+  while (n > 0) {
+    if (payload_left_ > 0) {
+      const auto skip = static_cast<size_t>(std::min<uint64_t>(payload_left_, n));
+      payload_left_ -= skip;
+      data += skip;
+      n -= skip;
+      continue;
+    }
+    const size_t take = std::min(basp_header::size - header_fill_, n);
+    std::memcpy(header_.data() + header_fill_, data, take);
+    header_fill_ += take;
+    data += take;
+    n -= take;
+    if (header_fill_ < basp_header::size) break;
+    if (auto taken = take_header(); !taken) return taken;
+  }
+  return ok();
+}
+
+status basp_frame_guard::take_header() {
+  header_fill_ = 0;
+  const auto h = decode_basp_header(header_);
+  if (auto checked = check_basp_header(h, side_, handshaken_, limits_); !checked) {
+    refused_ = true;
+    refusal_ = checked.err();
+    return checked;
+  }
+  if (is_handshake(h)) handshaken_ = true;
+  payload_left_ = h.payload_len;
+  ++frames_;
+  return ok();
+}
+
+} // namespace kvactor

@@ -1,0 +1,303 @@
+#include "deploy/transport/guarded_transport.hpp"
+
+#include <atomic>
+#include <mutex>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <caf/io/middleman_actor_impl.hpp>
+#include <caf/io/network/default_multiplexer.hpp>
+#include <caf/io/network/doorman_impl.hpp>
+#include <caf/io/network/stream_impl.hpp>
+#include <caf/openssl/session.hpp>
+#include <caf/policy/tcp.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "deploy/byte_size.hpp"
+
+namespace kvactor {
+
+namespace net = caf::io::network;
+
+namespace {
+
+std::string peer_of(int fd) {
+  auto addr = net::remote_addr_of_fd(fd);
+  auto port = net::remote_port_of_fd(fd);
+  if (!addr || !port) return fmt::format("socket {}", fd);
+  return fmt::format("{}:{}", *addr, *port);
+}
+
+// A flood must not flood the log too: at most `burst` lines per window, then one line that says
+// how many were left out.
+class rate_limited_log {
+public:
+  void warn(const std::string& line) {
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_ > std::chrono::seconds(10)) {
+      if (dropped_ > 0) spdlog::warn("transport: {} more such lines left out", dropped_);
+      window_ = now;
+      written_ = dropped_ = 0;
+    }
+    if (written_ < burst) {
+      ++written_;
+      spdlog::warn("transport: {}", line);
+    } else {
+      ++dropped_;
+    }
+  }
+
+private:
+  static constexpr int burst = 20;
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point window_{};
+  int written_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+} // namespace
+
+struct transport_context {
+  transport_context(caf::actor_system& s, transport_limits l, bool t)
+      : sys(s), limits(l), tls(t), watch(l.connections, [this](int fd, const char* why) {
+          log.warn(fmt::format("cut {}: {}", peer_of(fd), why));
+        }) {}
+
+  void refused(int fd, const error& e, const basp_frame_guard& g) {
+    ++refused_frames;
+    if (e.message.find("--max-message-bytes") != std::string::npos) ++oversized_frames;
+    log.warn(fmt::format("refused {} after {} good frame(s): {}; connection closed", peer_of(fd),
+                         g.frames(), e.message));
+  }
+
+  caf::actor_system& sys;
+  transport_limits limits;
+  bool tls;
+  rate_limited_log log;
+  connection_watch watch;
+  std::atomic<uint64_t> refused_frames{0};
+  std::atomic<uint64_t> oversized_frames{0};
+};
+
+namespace {
+
+using context_ptr = std::shared_ptr<transport_context>;
+
+// CAF's stream calls this to move bytes; reads pass the frame guard before CAF sees them.
+class guarded_policy {
+public:
+  guarded_policy(context_ptr ctx, connection_side side, connection_watch::ticket t,
+                 caf::openssl::session_ptr session)
+      : ctx_(std::move(ctx)), guard_(side, ctx_->limits.frames), ticket_(t),
+        session_(std::move(session)) {}
+  // Runs before CAF's event handler closes the socket, so the watch never cuts a reused one.
+  ~guarded_policy() { ctx_->watch.forget(ticket_); }
+
+  net::rw_state read_some(size_t& result, net::native_socket fd, void* buf, size_t len) {
+    auto state = session_ ? session_->read_some(result, fd, buf, len)
+                          : caf::policy::tcp::read_some(result, fd, buf, len);
+    if (state != net::rw_state::success || result == 0) return state;
+    if (auto fed = guard_.feed(static_cast<const std::byte*>(buf), result); !fed) {
+      ctx_->refused(fd, fed.err(), guard_);
+      return net::rw_state::failure;
+    }
+    if (!established_ && guard_.handshaken()) {
+      established_ = true;
+      ctx_->watch.established(ticket_);
+    }
+    return state;
+  }
+
+  net::rw_state write_some(size_t& result, net::native_socket fd, const void* buf, size_t len) {
+    return session_ ? session_->write_some(result, fd, buf, len)
+                    : caf::policy::tcp::write_some(result, fd, buf, len);
+  }
+
+  bool must_read_more(net::native_socket fd, size_t threshold) {
+    return session_ && session_->must_read_more(fd, threshold);
+  }
+
+private:
+  context_ptr ctx_;
+  basp_frame_guard guard_;
+  connection_watch::ticket ticket_;
+  caf::openssl::session_ptr session_;
+  bool established_ = false;
+};
+
+class guarded_scribe : public caf::io::scribe {
+public:
+  guarded_scribe(net::default_multiplexer& mpx, net::native_socket fd, context_ptr ctx,
+                 connection_side side, connection_watch::ticket t,
+                 caf::openssl::session_ptr session)
+      : caf::io::scribe(net::conn_hdl_from_socket(fd)), tls_(session != nullptr),
+        stream_(mpx, fd, std::move(ctx), side, t, std::move(session)) {}
+
+  void configure_read(caf::io::receive_policy::config config) override {
+    stream_.configure_read(config);
+    if (!launched_) launch();
+  }
+  void ack_writes(bool enable) override { stream_.ack_writes(enable); }
+  std::vector<char>& wr_buf() override { return stream_.wr_buf(); }
+  std::vector<char>& rd_buf() override { return stream_.rd_buf(); }
+  void graceful_shutdown() override {
+    stream_.graceful_shutdown();
+    detach(&stream_.backend(), false);
+  }
+  void flush() override { stream_.flush(this); }
+  std::string addr() const override {
+    auto x = net::remote_addr_of_fd(stream_.fd());
+    return x ? *x : std::string{};
+  }
+  uint16_t port() const override {
+    auto x = net::remote_port_of_fd(stream_.fd());
+    return x ? *x : 0;
+  }
+  void add_to_loop() override { stream_.activate(this); }
+  void remove_from_loop() override { stream_.passivate(); }
+
+private:
+  void launch() {
+    launched_ = true;
+    stream_.start(this);
+    // A TLS session may still have to finish SSL_accept/SSL_connect before any data flows.
+    if (tls_) stream_.force_empty_write(this);
+  }
+
+  bool tls_;
+  bool launched_ = false;
+  net::stream_impl<guarded_policy> stream_;
+};
+
+caf::openssl::session_ptr tls_session(const context_ptr& ctx, net::native_socket fd,
+                                      bool accepted) {
+  return ctx->tls ? caf::openssl::make_session(ctx->sys, fd, accepted) : nullptr;
+}
+
+class guarded_doorman : public net::doorman_impl {
+public:
+  guarded_doorman(net::default_multiplexer& mpx, net::native_socket fd, context_ptr ctx)
+      : net::doorman_impl(mpx, fd), ctx_(std::move(ctx)) {}
+
+  bool new_connection() override {
+    if (detached()) return false;
+    auto& mpx = acceptor_.backend();
+    const auto fd = acceptor_.accepted_socket();
+    const auto t = ctx_->watch.admit(fd, true);
+    auto session = tls_session(ctx_, fd, true);
+    if (ctx_->tls && !session) {
+      ctx_->watch.forget(t);
+      net::close_socket(fd);
+      ctx_->log.warn(fmt::format("refused {}: its TLS handshake failed", peer_of(fd)));
+      return false;
+    }
+    auto scribe = caf::make_counted<guarded_scribe>(mpx, fd, ctx_, connection_side::accepted, t,
+                                                    std::move(session));
+    auto hdl = scribe->hdl();
+    parent()->add_scribe(std::move(scribe));
+    return doorman::new_connection(&mpx, hdl);
+  }
+
+private:
+  context_ptr ctx_;
+};
+
+class guarded_middleman : public caf::io::middleman_actor_impl {
+public:
+  guarded_middleman(caf::actor_config& cfg, caf::actor broker, context_ptr ctx)
+      : caf::io::middleman_actor_impl(cfg, std::move(broker)), ctx_(std::move(ctx)) {}
+
+  const char* name() const override { return "kvactor::guarded_middleman"; }
+
+protected:
+  caf::expected<caf::io::scribe_ptr> connect(const std::string& host, uint16_t port) override {
+    auto fd = net::new_tcp_connection(host, port);
+    if (!fd) return std::move(fd.error());
+    net::nonblocking(*fd, true);
+    const auto t = ctx_->watch.admit(*fd, false);
+    auto session = tls_session(ctx_, *fd, false);
+    if (ctx_->tls && !session) {
+      ctx_->watch.forget(t);
+      net::close_socket(*fd);
+      return caf::sec::cannot_connect_to_node;
+    }
+    return caf::make_counted<guarded_scribe>(mpx(), *fd, ctx_, connection_side::connected, t,
+                                             std::move(session));
+  }
+
+  caf::expected<caf::io::doorman_ptr> open(uint16_t port, const char* addr, bool reuse) override {
+    auto fd = net::new_tcp_acceptor_impl(port, addr, reuse);
+    if (!fd) return std::move(fd.error());
+    return caf::make_counted<guarded_doorman>(mpx(), *fd, ctx_);
+  }
+
+private:
+  net::default_multiplexer& mpx() {
+    return static_cast<net::default_multiplexer&>(system().middleman().backend());
+  }
+
+  context_ptr ctx_;
+};
+
+} // namespace
+
+guarded_transport::guarded_transport(caf::actor_system& sys, transport_limits limits, bool tls)
+    : sys_(sys), context_(std::make_shared<transport_context>(sys, limits, tls)) {
+  context_->watch.start();
+  auto broker = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  middleman_ = caf::actor_cast<caf::actor>(
+      sys.spawn<guarded_middleman, caf::detached + caf::hidden>(std::move(broker), context_));
+}
+
+guarded_transport::~guarded_transport() {
+  caf::scoped_actor self{sys_, true};
+  self->send_exit(middleman_, caf::exit_reason::kill);
+  self->wait_for(middleman_);
+}
+
+expected<uint16_t> guarded_transport::publish(const caf::strong_actor_ptr& whom,
+                                              std::set<std::string> interface, uint16_t port,
+                                              const std::string& host) {
+  auto f = caf::make_function_view(caf::actor_cast<caf::io::middleman_actor>(middleman_));
+  auto bound = f(caf::publish_atom_v, port, whom, std::move(interface), host, true);
+  if (!bound) return make_error(errc::io_error, sys_.render(bound.error()));
+  return *bound;
+}
+
+expected<caf::strong_actor_ptr> guarded_transport::connect(const std::string& host, uint16_t port,
+                                                           const std::set<std::string>& interface) {
+  auto f = caf::make_function_view(caf::actor_cast<caf::io::middleman_actor>(middleman_));
+  auto found = f(caf::connect_atom_v, host, port);
+  if (!found) return make_error(errc::io_error, sys_.render(found.error()));
+  auto& peer = std::get<1>(*found);
+  if (!peer)
+    return make_error(errc::io_error, fmt::format("no actor is published at {}:{}", host, port));
+  if (!sys_.assignable(std::get<2>(*found), interface))
+    return make_error(errc::incompatible_specs,
+                      fmt::format("the actor at {}:{} speaks another interface", host, port));
+  return std::move(peer);
+}
+
+expected<transport_limits> transport_limits_from(std::string_view max_message_bytes) {
+  auto bytes = parse_byte_size(max_message_bytes, "--max-message-bytes");
+  if (!bytes) return bytes.err();
+  transport_limits limits;
+  const auto lowest = static_cast<int64_t>(limits.frames.max_handshake_bytes);
+  const auto highest = static_cast<int64_t>(UINT32_MAX);
+  if (*bytes < lowest || *bytes > highest)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--max-message-bytes: {} is outside [{}, {}] bytes (a handshake "
+                                  "must fit; BASP counts a payload in 32 bits)",
+                                  max_message_bytes, lowest, highest));
+  limits.frames.max_message_bytes = static_cast<uint64_t>(*bytes);
+  return limits;
+}
+
+transport_counts guarded_transport::counts() const {
+  return {context_->refused_frames.load(), context_->oversized_frames.load(),
+          context_->watch.counts()};
+}
+
+} // namespace kvactor

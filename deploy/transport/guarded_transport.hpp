@@ -1,0 +1,88 @@
+// kvactor's way onto the network: CAF's middleman (BASP over TCP, or over TLS with CAF's OpenSSL
+// sessions) behind a guard. Every connection's bytes pass a basp_frame_guard before the middleman
+// parses them, and connections that have not finished their handshake are bounded in time and
+// number (connection_watch). CAF 0.17's BASP instance trusts its peers: without this, one crafted
+// 32-byte frame crashes the process that listens (`kvactor node`, or a run's --inject-port).
+//
+// It plugs into CAF the way CAF's OpenSSL module does: its own middleman actor on the shared BASP
+// broker, making the broker's doormen (listening sockets) and scribes (connections), so the
+// broker, the routing and the failure detection (heartbeats, monitors) stay CAF's.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/fwd.hpp>
+
+#include "deploy/transport/connection_watch.hpp"
+#include "deploy/transport/frame_guard.hpp"
+#include "messages/errc.hpp"
+
+namespace kvactor {
+
+struct transport_limits {
+  frame_limits frames;
+  watch_limits connections;
+};
+
+/// --max-message-bytes (a byte size: 64MiB, 1GB, ...) as limits: the bound must hold a
+/// handshake and fit BASP's 32-bit payload length; the error names the flag and the value.
+expected<transport_limits> transport_limits_from(std::string_view max_message_bytes);
+
+/// The default of --max-message-bytes.
+inline constexpr const char* default_max_message_bytes = "64MiB";
+
+struct transport_counts {
+  uint64_t refused_frames = 0;   // connections closed for a frame the guard refused
+  uint64_t oversized_frames = 0; // of which: a payload above --max-message-bytes
+  watch_counts connections;
+};
+
+struct transport_context;
+
+class guarded_transport {
+public:
+  /// `tls`: connections are CAF OpenSSL sessions (the OpenSSL module must be loaded, with the
+  /// certificate, key and CA in the config); otherwise plain TCP.
+  guarded_transport(caf::actor_system& sys, transport_limits limits, bool tls);
+  ~guarded_transport();
+  guarded_transport(const guarded_transport&) = delete;
+  guarded_transport& operator=(const guarded_transport&) = delete;
+
+  /// Listens on host:port (0: any) for peers of `whom`; the bound port.
+  expected<uint16_t> publish(const caf::strong_actor_ptr& whom, std::set<std::string> interface,
+                             uint16_t port, const std::string& host);
+
+  template <class Handle>
+  expected<uint16_t> publish(const Handle& whom, uint16_t port, const std::string& host) {
+    return publish(caf::actor_cast<caf::strong_actor_ptr>(whom), sys_.message_types(whom), port,
+                   host);
+  }
+
+  /// Connects to the actor published at host:port; it must speak `interface`.
+  expected<caf::strong_actor_ptr> connect(const std::string& host, uint16_t port,
+                                          const std::set<std::string>& interface);
+
+  template <class Handle>
+  expected<Handle> remote_actor(const std::string& host, uint16_t port) {
+    auto found = connect(host, port, sys_.message_types<Handle>());
+    if (!found) return found.err();
+    return caf::actor_cast<Handle>(std::move(*found));
+  }
+
+  transport_counts counts() const;
+  caf::actor_system& system() const { return sys_; }
+
+private:
+  caf::actor_system& sys_;
+  std::shared_ptr<transport_context> context_;
+  caf::actor middleman_;
+};
+
+} // namespace kvactor
