@@ -145,13 +145,18 @@ int run_inject(const inject_flags& flags, std::ostream& out, std::ostream& err) 
   std::string failure;
   const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(flags.timeout_s));
-  self->request(*gateway, timeout, req)
-      .receive([&](inject_reply& r) { reply = std::move(r); },
-               [&](caf::error& e) {
-                 failure = e == caf::sec::request_timeout
-                               ? fmt::format("no reply within {} s", flags.timeout_s)
-                               : from_caf_error(e).message;
-               });
+  // A request whose connection drops is not failed by CAF; the monitor says so at once.
+  self->monitor(*gateway);
+  self->send(*gateway, req);
+  self->receive([&](inject_reply& r) { reply = std::move(r); },
+                [&](caf::error& e) { failure = from_caf_error(e).message; },
+                [&](caf::down_msg&) {
+                  failure = fmt::format("the run closed the connection (the message is {} bytes: "
+                                        "larger than its --max-message-bytes?)",
+                                        req.envelope.size());
+                },
+                caf::after(timeout) >>
+                    [&] { failure = fmt::format("no reply within {} s", flags.timeout_s); });
   if (!reply) return fail(exit_failure, fmt::format("{} into {}: {}", *type, req.target, failure));
   std::string detail;
   if (!reply->envelope.empty()) {

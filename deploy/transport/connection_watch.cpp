@@ -75,8 +75,8 @@ watch_counts connection_watch::counts() const {
 
 // The descriptor is still open: its owner calls forget() (under this lock) before closing it.
 void connection_watch::cut(std::map<ticket, waiting>::iterator it, const char* why) {
+  if (on_cut_) on_cut_(it->second.fd, why); // first: the peer's address is still known
   ::shutdown(it->second.fd, SHUT_RDWR);
-  if (on_cut_) on_cut_(it->second.fd, why);
   if (it->second.capped) --capped_;
   waiting_.erase(it);
 }

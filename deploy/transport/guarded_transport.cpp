@@ -29,10 +29,13 @@ std::string peer_of(int fd) {
   return fmt::format("{}:{}", *addr, *port);
 }
 
-// A flood must not flood the log too: at most `burst` lines per window, then one line that says
-// how many were left out.
+// A flood must not flood the log too: at most `burst` lines per window about strangers (peers
+// without a handshake), then one line that says how many were left out. What a peer that completed
+// its handshake did wrong is always logged: that is the line an operator looks for.
 class rate_limited_log {
 public:
+  void always(const std::string& line) { spdlog::warn("transport: {}", line); }
+
   void warn(const std::string& line) {
     std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
@@ -68,8 +71,9 @@ struct transport_context {
   void refused(int fd, const error& e, const basp_frame_guard& g) {
     ++refused_frames;
     if (e.message.find("--max-message-bytes") != std::string::npos) ++oversized_frames;
-    log.warn(fmt::format("refused {} after {} good frame(s): {}; connection closed", peer_of(fd),
-                         g.frames(), e.message));
+    const auto line = fmt::format("refused {} after {} good frame(s): {}; connection closed",
+                                  peer_of(fd), g.frames(), e.message);
+    g.handshaken() ? log.always(line) : log.warn(line);
   }
 
   caf::actor_system& sys;

@@ -66,6 +66,29 @@ TEST(RunOptions, ABudgetListOfTheWrongLengthNamesKvCacheMemory) {
   EXPECT_THAT(check_run_flags(f).err().message, HasSubstr("--kv-cache-memory: 3 values for 2"));
 }
 
+TEST(RunOptions, MaxMessageBytesTakesAByteSizeWithinWhatBaspCanCarry) {
+  run_flags f;
+  f.plan.device = "auto";
+  auto o = check_run_flags(f);
+  ASSERT_TRUE(o) << o.err().message;
+  EXPECT_EQ(o->transport.frames.max_message_bytes, uint64_t{64} << 20) << "the default";
+  f.max_message_bytes = "1GiB";
+  o = check_run_flags(f);
+  ASSERT_TRUE(o) << o.err().message;
+  EXPECT_EQ(o->transport.frames.max_message_bytes, uint64_t{1} << 30);
+  for (const auto* bad : {"1KiB", "5GiB"}) {
+    f.max_message_bytes = bad;
+    o = check_run_flags(f);
+    ASSERT_FALSE(o) << bad;
+    EXPECT_THAT(o.err().message,
+                HasSubstr(std::string("--max-message-bytes: ") + bad + " is outside [65536, "));
+  }
+  f.max_message_bytes = "lots";
+  o = check_run_flags(f);
+  ASSERT_FALSE(o);
+  EXPECT_THAT(o.err().message, HasSubstr("--max-message-bytes"));
+}
+
 TEST(RestartDecision, RebuildsOnALostRankOrAFailedCollectiveByCodeNotByMessage) {
   EXPECT_TRUE(rebuild_helps(make_error(errc::rank_lost, "")));
   EXPECT_TRUE(rebuild_helps(make_error(errc::collective_failed, "")));

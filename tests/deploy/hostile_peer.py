@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""A hostile peer for kvactor's listening ports (node, --inject-port).
+
+  hostile_peer.py PORT burst   every crafted frame, garbage and an oversized frame, one
+                               connection each; checks that the listener closes each one, and
+                               exits 0 when it did (1 with the reason otherwise).
+  hostile_peer.py PORT flood N keeps N connections open (half of them with half a header),
+                               reconnecting each one the listener cuts, until killed; prints
+                               "flooding" once the first N are open.
+"""
+import os
+import random
+import select
+import socket
+import struct
+import sys
+import time
+
+
+def header(op, payload_len, op_data=0, src=0, dst=0, flags=0, pad=0):
+    return struct.pack(">BBBBIQQQ", op, pad, 0, flags, payload_len, op_data, src, dst)
+
+
+CRAFTED = {
+    "server handshake without payload (CAF 0.17 segfaults)": header(0, 0, op_data=1),
+    "client handshake without payload (CAF 0.17 segfaults)": header(1, 0),
+    "a 4 GiB payload claimed": header(2, 0xFFFFFFFF, dst=1),
+    "a payload over the bound": header(1, 70 << 20),
+    "no such operation": header(0x42, 0),
+    "non-zero padding": header(1, 40, pad=7),
+    "a message before the handshake": header(2, 8, dst=1) + b"\0" * 8,
+}
+
+
+def closed_by_listener(sock, wait_s=5.0):
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([sock], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            continue
+        try:
+            if not sock.recv(4096):
+                return True
+        except ConnectionResetError:
+            return True
+    return False
+
+
+def burst(port):
+    rng = random.Random(5)
+    attacks = list(CRAFTED.items())
+    # At least a header long: shorter garbage is a half-open connection (cut at its deadline).
+    attacks += [(f"garbage #{i}", bytes(rng.getrandbits(8) for _ in range(rng.randint(32, 4096))))
+                for i in range(30)]
+    for name, data in attacks:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(data)
+            if not closed_by_listener(s):
+                print(f"hostile_peer: the listener kept a connection open after: {name}")
+                return 1
+    print(f"hostile_peer: {len(attacks)} attacks, every connection closed by the listener")
+    return 0
+
+
+def flood(port, n):
+    conns = []
+
+    def open_one(i):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if i % 2:
+            s.sendall(header(1, 40)[:13])  # half a header, then silence
+        s.setblocking(False)
+        return s
+
+    conns = [open_one(i) for i in range(n)]
+    print("flooding", flush=True)
+    while True:
+        ready, _, _ = select.select(conns, [], [], 1.0)
+        for s in ready:
+            try:
+                data = s.recv(4096)
+            except OSError:
+                data = b""
+            if data:
+                continue  # the listener's own handshake
+            i = conns.index(s)
+            s.close()
+            for _ in range(100):
+                try:
+                    conns[i] = open_one(i)
+                    break
+                except OSError:
+                    time.sleep(0.01)
+
+
+if __name__ == "__main__":
+    port, mode = int(sys.argv[1]), sys.argv[2]
+    if mode == "burst":
+        sys.exit(burst(port))
+    flood(port, int(sys.argv[3]))
