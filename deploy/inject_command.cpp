@@ -129,12 +129,14 @@ int run_inject(const inject_flags& flags, std::ostream& out, std::ostream& err) 
 
   auto limits = transport_limits_from(flags.max_message_bytes);
   if (!limits) return fail(exit_bad_input, limits.err().message);
+  auto auth = transport_auth_for(false);
+  if (!auth) return fail(exit_bad_input, auth.err().message);
 
   caf::actor_system_config cfg;
   register_types(cfg);
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
-  guarded_transport net{sys, *limits, false};
+  guarded_transport net{sys, *limits, std::move(*auth)};
   auto gateway = net.remote_actor<injector_actor>(address->first, address->second);
   if (!gateway)
     return fail(exit_failure, fmt::format("--to {}: no kvactor process listens for injection "

@@ -145,7 +145,7 @@ void print_listening(std::ostream& out, const listen_at& at, uint16_t bound,
                      const node_setup& setup) {
   fmt::print(out, "kvactor node: listening on {}:{} ({} {} rank slot(s), {}, build {}, pid {})\n",
              at.host, bound, setup.info.slots, to_string(setup.info.device),
-             at.tls.enabled() ? "mutual TLS" : "loopback without TLS", setup.info.build,
+             at.tls.enabled() ? "mutual TLS" : "loopback, cluster cookie", setup.info.build,
              setup.info.pid);
   out.flush();
 }
@@ -175,8 +175,10 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   const sigset_t stop = block_stop_signals();
   caf::actor_system_config cfg;
   configure_node_system(cfg, *setup, at->tls);
+  auto auth = transport_auth_for(at->tls.enabled());
+  if (!auth) return bad(auth.err().message);
   caf::actor_system sys{cfg};
-  guarded_transport net{sys, at->transport, at->tls.enabled()};
+  guarded_transport net{sys, at->transport, std::move(*auth)};
   auto n = sys.spawn(node, *setup);
   auto bound = publish_node(net, n, at->port, at->host);
   if (!bound) {

@@ -93,8 +93,10 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   register_types(cfg);
   configure_step_latency(cfg);
   configure_cluster_middleman(cfg, o.tls);
+  auto auth = transport_auth_for(o.tls.enabled());
+  if (!auth) return bad(err, auth.err().message);
   caf::actor_system sys{cfg};
-  guarded_transport net{sys, o.transport, o.tls.enabled()};
+  guarded_transport net{sys, o.transport, std::move(*auth)};
   const int32_t tp = flags.plan.tensor_parallel_size;
   auto timeout = parse_collective_timeout(flags.tp.collective_timeout_s);
   if (!timeout) return bad(err, timeout.err().message);

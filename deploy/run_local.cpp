@@ -77,10 +77,16 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
   register_types(cfg);
   configure_step_latency(cfg);
   if (flags.inject_port) cfg.load<caf::io::middleman>();
-  caf::actor_system sys{cfg};
   // Only with --inject-port is anything listening; the guard sits in front of it.
+  std::optional<transport_auth> auth;
+  if (flags.inject_port) {
+    auto found = transport_auth_for(false);
+    if (!found) return bad(err, found.err().message);
+    auth = std::move(*found);
+  }
+  caf::actor_system sys{cfg};
   std::optional<guarded_transport> net;
-  if (flags.inject_port) net.emplace(sys, o.transport, false);
+  if (auth) net.emplace(sys, o.transport, std::move(*auth));
   const int32_t tp = flags.plan.tensor_parallel_size;
   auto device = resolve_device(o.device, tp);
   if (!device) return bad(err, device.err().message);

@@ -80,13 +80,26 @@ status check_handshake(const basp_header& h, connection_side side, const frame_l
   return ok();
 }
 
+// operation_data is the message id. Its category bits 60-61 say 0 urgent, 1 normal, 2 upstream,
+// 3 downstream; CAF 0.17 files a stream category into the actor's stream queues and reads the
+// content as a stream message without checking it (a segfault for anything else). kvactor uses
+// no CAF streams, so no peer of ours sends them.
+status check_message_id(const basp_header& h) {
+  const auto category = (h.operation_data >> 60) & 0x3;
+  if (category >= 2)
+    return refuse(h, fmt::format("operation_data {:#018x}: message category {} is a CAF stream "
+                                 "message, which kvactor never sends",
+                                 h.operation_data, category == 2 ? "upstream" : "downstream"));
+  return ok();
+}
+
 status check_message(const basp_header& h) {
   switch (static_cast<basp_operation>(h.operation)) {
   case basp_operation::direct_message:
   case basp_operation::routed_message:
     if (h.dest_actor == 0) return refuse(h, "dest_actor 0: a message needs a receiver");
     if (h.payload_len == 0) return refuse(h, "payload_len 0: a message carries a payload");
-    return ok();
+    return check_message_id(h);
   case basp_operation::monitor_message:
     if (h.payload_len == 0) return refuse(h, "payload_len 0: a monitor message names nodes");
     if (h.operation_data != 0) return refuse(h, "operation_data is not 0");

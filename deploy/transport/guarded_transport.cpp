@@ -1,7 +1,10 @@
 #include "deploy/transport/guarded_transport.hpp"
 
 #include <atomic>
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -15,6 +18,8 @@
 #include <spdlog/spdlog.h>
 
 #include "deploy/byte_size.hpp"
+#include "deploy/transport/cookie.hpp"
+#include "deploy/transport/peer_auth.hpp"
 
 namespace kvactor {
 
@@ -30,8 +35,9 @@ std::string peer_of(int fd) {
 }
 
 // A flood must not flood the log too: at most `burst` lines per window about strangers (peers
-// without a handshake), then one line that says how many were left out. What a peer that completed
-// its handshake did wrong is always logged: that is the line an operator looks for.
+// that failed or never finished the cookie proof), then one line that says how many were left
+// out. What a peer that proved itself did wrong is always logged: that is the line an operator
+// looks for.
 class rate_limited_log {
 public:
   void always(const std::string& line) { spdlog::warn("transport: {}", line); }
@@ -63,22 +69,30 @@ private:
 } // namespace
 
 struct transport_context {
-  transport_context(caf::actor_system& s, transport_limits l, bool t)
-      : sys(s), limits(l), tls(t), watch(l.connections, [this](int fd, const char* why) {
+  transport_context(caf::actor_system& s, transport_limits l, transport_auth a)
+      : sys(s), limits(l), auth(std::move(a)), tls(auth.tls),
+        watch(l.connections, [this](int fd, const char* why) {
           log.warn(fmt::format("cut {}: {}", peer_of(fd), why));
         }) {}
+
+  void refused_auth(int fd, const error& e) {
+    ++refused_auth_count;
+    log.warn(fmt::format("refused {}: {}; connection closed", peer_of(fd), e.message));
+  }
 
   void refused(int fd, const error& e, const basp_frame_guard& g) {
     ++refused_frames;
     if (e.message.find("--max-message-bytes") != std::string::npos) ++oversized_frames;
-    const auto line = fmt::format("refused {} after {} good frame(s): {}; connection closed",
-                                  peer_of(fd), g.frames(), e.message);
-    g.handshaken() ? log.always(line) : log.warn(line);
+    // Behind the cookie or TLS only a peer that proved itself gets here: always worth a line.
+    log.always(fmt::format("refused {} after {} good frame(s): {}; connection closed", peer_of(fd),
+                           g.frames(), e.message));
   }
 
   caf::actor_system& sys;
   transport_limits limits;
+  transport_auth auth;
   bool tls;
+  std::atomic<uint64_t> refused_auth_count{0};
   rate_limited_log log;
   connection_watch watch;
   std::atomic<uint64_t> refused_frames{0};
@@ -93,13 +107,20 @@ using context_ptr = std::shared_ptr<transport_context>;
 class guarded_policy {
 public:
   guarded_policy(context_ptr ctx, connection_side side, connection_watch::ticket t,
-                 caf::openssl::session_ptr session)
+                 caf::openssl::session_ptr session, std::function<void()> want_write)
       : ctx_(std::move(ctx)), guard_(side, ctx_->limits.frames), ticket_(t),
-        session_(std::move(session)) {}
+        session_(std::move(session)), want_write_(std::move(want_write)) {
+    // With TLS the certificates authenticate; without, the cluster cookie does.
+    if (!session_) {
+      auth_.emplace(side, ctx_->auth.cookie, peer_auth::random_nonce());
+      out_ = auth_->take_output();
+    }
+  }
   // Runs before CAF's event handler closes the socket, so the watch never cuts a reused one.
   ~guarded_policy() { ctx_->watch.forget(ticket_); }
 
   net::rw_state read_some(size_t& result, net::native_socket fd, void* buf, size_t len) {
+    if (auth_ && !auth_->done()) return read_auth(result, fd);
     auto state = session_ ? session_->read_some(result, fd, buf, len)
                           : caf::policy::tcp::read_some(result, fd, buf, len);
     if (state != net::rw_state::success || result == 0) return state;
@@ -115,8 +136,10 @@ public:
   }
 
   net::rw_state write_some(size_t& result, net::native_socket fd, const void* buf, size_t len) {
-    return session_ ? session_->write_some(result, fd, buf, len)
-                    : caf::policy::tcp::write_some(result, fd, buf, len);
+    if (session_) return session_->write_some(result, fd, buf, len);
+    if (!flush_pending(fd)) return net::rw_state::failure;
+    if (!cleared() || !out_.empty() || !held_.empty()) return hold(result, fd, buf, len);
+    return caf::policy::tcp::write_some(result, fd, buf, len);
   }
 
   bool must_read_more(net::native_socket fd, size_t threshold) {
@@ -124,10 +147,65 @@ public:
   }
 
 private:
+  bool cleared() const { return !auth_ || auth_->done(); }
+
+  // Reads only what the peer owes for its proof, so no BASP byte is taken from the socket before
+  // the guard may see it; CAF is told nothing arrived.
+  net::rw_state read_auth(size_t& result, net::native_socket fd) {
+    std::array<std::byte, peer_auth::magic_size + peer_auth::nonce_size + peer_auth::mac_size> in;
+    const auto state =
+        caf::policy::tcp::read_some(result, fd, in.data(), std::min(auth_->wanted(), in.size()));
+    if (state != net::rw_state::success || result == 0) {
+      result = 0;
+      return state;
+    }
+    if (auto fed = auth_->feed(in.data(), result); !fed) {
+      ctx_->refused_auth(fd, fed.err());
+      return net::rw_state::failure;
+    }
+    auto owed = auth_->take_output();
+    out_.insert(out_.end(), owed.begin(), owed.end());
+    result = 0;
+    if (!out_.empty() || auth_->done()) want_write_();
+    return net::rw_state::success;
+  }
+
+  // CAF's bytes wait while the peer has not proven itself, and behind bytes of ours still queued.
+  net::rw_state hold(size_t& result, net::native_socket fd, const void* buf, size_t len) {
+    if (held_.size() + len > ctx_->limits.frames.max_message_bytes) return net::rw_state::failure;
+    const auto* b = static_cast<const std::byte*>(buf);
+    held_.insert(held_.end(), b, b + len);
+    result = len;
+    return flush_pending(fd) ? net::rw_state::success : net::rw_state::failure;
+  }
+
+  // Sends the proof messages owed, then (once the peer is cleared) what CAF wrote meanwhile. A
+  // socket that would block keeps the rest for the next write event.
+  bool flush_pending(net::native_socket fd) {
+    if (!send_some(fd, out_)) return false;
+    return !out_.empty() || !cleared() || send_some(fd, held_);
+  }
+
+  static bool send_some(net::native_socket fd, std::vector<std::byte>& queue) {
+    while (!queue.empty()) {
+      size_t sent = 0;
+      if (caf::policy::tcp::write_some(sent, fd, queue.data(), queue.size())
+          == net::rw_state::failure)
+        return false;
+      if (sent == 0) break;
+      queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(sent));
+    }
+    return true;
+  }
+
   context_ptr ctx_;
   basp_frame_guard guard_;
   connection_watch::ticket ticket_;
   caf::openssl::session_ptr session_;
+  std::function<void()> want_write_;
+  std::optional<peer_auth> auth_;
+  std::vector<std::byte> out_;  // auth messages owed to the peer
+  std::vector<std::byte> held_; // CAF's bytes, until the peer is cleared
   bool established_ = false;
 };
 
@@ -137,7 +215,8 @@ public:
                  connection_side side, connection_watch::ticket t,
                  caf::openssl::session_ptr session)
       : caf::io::scribe(net::conn_hdl_from_socket(fd)), tls_(session != nullptr),
-        stream_(mpx, fd, std::move(ctx), side, t, std::move(session)) {}
+        stream_(mpx, fd, std::move(ctx), side, t, std::move(session),
+                [this] { stream_.force_empty_write(net::stream::manager_ptr{this}); }) {}
 
   void configure_read(caf::io::receive_policy::config config) override {
     stream_.configure_read(config);
@@ -167,7 +246,8 @@ private:
     launched_ = true;
     stream_.start(this);
     // A TLS session may still have to finish SSL_accept/SSL_connect before any data flows.
-    if (tls_) stream_.force_empty_write(this);
+    // Without TLS the accepting side owes its greeting (peer_auth) before anything else.
+    stream_.force_empty_write(this);
   }
 
   bool tls_;
@@ -247,8 +327,12 @@ private:
 
 } // namespace
 
-guarded_transport::guarded_transport(caf::actor_system& sys, transport_limits limits, bool tls)
-    : sys_(sys), context_(std::make_shared<transport_context>(sys, limits, tls)) {
+guarded_transport::guarded_transport(caf::actor_system& sys, transport_limits limits,
+                                     transport_auth auth)
+    : sys_(sys) {
+  if (!auth.tls && auth.cookie.empty())
+    throw std::invalid_argument("guarded_transport: without TLS a cluster cookie is required");
+  context_ = std::make_shared<transport_context>(sys, limits, std::move(auth));
   context_->watch.start();
   auto broker = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   middleman_ = caf::actor_cast<caf::actor>(
@@ -284,6 +368,13 @@ expected<caf::strong_actor_ptr> guarded_transport::connect(const std::string& ho
   return std::move(peer);
 }
 
+expected<transport_auth> transport_auth_for(bool tls) {
+  if (tls) return transport_auth{true, {}};
+  auto cookie = machine_cookie();
+  if (!cookie) return cookie.err();
+  return transport_auth{false, std::move(*cookie)};
+}
+
 expected<transport_limits> transport_limits_from(std::string_view max_message_bytes) {
   auto bytes = parse_byte_size(max_message_bytes, "--max-message-bytes");
   if (!bytes) return bytes.err();
@@ -301,7 +392,7 @@ expected<transport_limits> transport_limits_from(std::string_view max_message_by
 
 transport_counts guarded_transport::counts() const {
   return {context_->refused_frames.load(), context_->oversized_frames.load(),
-          context_->watch.counts()};
+          context_->refused_auth_count.load(), context_->watch.counts()};
 }
 
 } // namespace kvactor

@@ -38,9 +38,21 @@ expected<transport_limits> transport_limits_from(std::string_view max_message_by
 /// The default of --max-message-bytes.
 inline constexpr const char* default_max_message_bytes = "64MiB";
 
+/// How peers prove who they are before any BASP byte: mutual TLS (CAF's OpenSSL module with the
+/// certificate, key and CA in the config) or, without TLS, the cluster cookie (peer_auth).
+struct transport_auth {
+  bool tls = false;
+  std::string cookie; // without TLS: the shared secret (machine_cookie())
+};
+
+/// TLS when `tls`, else the machine's cluster cookie (created on first use); the error names the
+/// cookie file and what is wrong with it.
+expected<transport_auth> transport_auth_for(bool tls);
+
 struct transport_counts {
   uint64_t refused_frames = 0;   // connections closed for a frame the guard refused
   uint64_t oversized_frames = 0; // of which: a payload above --max-message-bytes
+  uint64_t refused_auth = 0;     // connections closed before BASP: no or a wrong cookie proof
   watch_counts connections;
 };
 
@@ -48,9 +60,8 @@ struct transport_context;
 
 class guarded_transport {
 public:
-  /// `tls`: connections are CAF OpenSSL sessions (the OpenSSL module must be loaded, with the
-  /// certificate, key and CA in the config); otherwise plain TCP.
-  guarded_transport(caf::actor_system& sys, transport_limits limits, bool tls);
+  /// Without TLS, `auth.cookie` must hold the cluster cookie (std::invalid_argument otherwise).
+  guarded_transport(caf::actor_system& sys, transport_limits limits, transport_auth auth);
   ~guarded_transport();
   guarded_transport(const guarded_transport&) = delete;
   guarded_transport& operator=(const guarded_transport&) = delete;

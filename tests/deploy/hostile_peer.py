@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """A hostile peer for kvactor's listening ports (node, --inject-port).
 
-  hostile_peer.py PORT burst   every crafted frame, garbage and an oversized frame, one
+  hostile_peer.py PORT burst [COOKIE_FILE]
+                               every crafted frame, garbage and an oversized frame, one
                                connection each; checks that the listener closes each one, and
-                               exits 0 when it did (1 with the reason otherwise).
+                               exits 0 when it did (1 with the reason otherwise). Without a
+                               cookie the listener refuses at the greeting; with the cluster
+                               cookie the attacker proves it first (like a peer of the same
+                               user), so the frames reach the BASP frame guard.
   hostile_peer.py PORT flood N keeps N connections open (half of them with half a header),
                                reconnecting each one the listener cuts, until killed; prints
                                "flooding" once the first N are open.
 """
+import hashlib
+import hmac
 import os
 import random
 import select
@@ -46,7 +52,21 @@ def closed_by_listener(sock, wait_s=5.0):
     return False
 
 
-def burst(port):
+def prove_cookie(sock, cookie):
+    """The connecting side of kvactor's cookie proof (deploy/transport/peer_auth.hpp)."""
+    greeting = b""
+    while len(greeting) < 40:
+        greeting += sock.recv(40 - len(greeting))
+    assert greeting[:8] == b"kvauth/1", greeting[:8]
+    mine = os.urandom(32)
+    mac = hmac.new(cookie, b"kvactor-client" + greeting[8:] + mine, hashlib.sha256).digest()
+    sock.sendall(b"kvauth/1" + mine + mac)
+    proof = b""
+    while len(proof) < 32:
+        proof += sock.recv(32 - len(proof))
+
+
+def burst(port, cookie=None):
     rng = random.Random(5)
     attacks = list(CRAFTED.items())
     # At least a header long: shorter garbage is a half-open connection (cut at its deadline).
@@ -54,11 +74,14 @@ def burst(port):
                 for i in range(30)]
     for name, data in attacks:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            if cookie:
+                prove_cookie(s, cookie)
             s.sendall(data)
             if not closed_by_listener(s):
                 print(f"hostile_peer: the listener kept a connection open after: {name}")
                 return 1
-    print(f"hostile_peer: {len(attacks)} attacks, every connection closed by the listener")
+    how = "behind a valid cookie proof" if cookie else "without the cookie"
+    print(f"hostile_peer: {len(attacks)} attacks {how}, every connection closed by the listener")
     return 0
 
 
@@ -96,5 +119,6 @@ def flood(port, n):
 if __name__ == "__main__":
     port, mode = int(sys.argv[1]), sys.argv[2]
     if mode == "burst":
-        sys.exit(burst(port))
+        secret = open(sys.argv[3], "rb").read().strip() if len(sys.argv) > 3 else None
+        sys.exit(burst(port, secret))
     flood(port, int(sys.argv[3]))

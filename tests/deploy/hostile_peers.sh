@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Hostile peers against real processes: a `kvactor node` and a run's --inject-port take every
-# crafted frame (the ones that crash CAF 0.17 unguarded), garbage, oversized frames, half-open
-# connections and a standing flood of connections, and still serve the legitimate driver and
-# injector; an injected message above the run's --max-message-bytes is refused with a clear error.
+# crafted frame (the ones that crash CAF 0.17 unguarded), garbage and oversized frames, from a
+# stranger (refused at the cookie greeting) and from a peer that holds the cookie (refused by the
+# frame guard), half-open connections and a standing flood of connections, and still serve the
+# legitimate driver and injector; an injected message above the run's --max-message-bytes is
+# refused with a clear error.
 # Usage: hostile_peers.sh KVACTOR_BINARY WORKDIR. Exits 77 (skipped) without python3.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=wait_for.sh
@@ -15,7 +17,9 @@ command -v python3 >/dev/null || {
   exit 77
 }
 mkdir -p "$dir"
-rm -f "$dir"/*.out "$dir"/*.err "$dir"/*.log
+rm -f "$dir"/*.out "$dir"/*.err "$dir"/*.log "$dir/cookie"
+# The kvactor processes of this test share a cookie of their own (created on first use).
+export KVACTOR_COOKIE_FILE="$dir/cookie"
 pids=()
 stop_all() {
   local p
@@ -34,7 +38,9 @@ node=$!
 pids+=("$node")
 wait_for 30 in_file 'listening on 127\.0\.0\.1:[0-9]+' "$dir/node.out" || fail "no node came up"
 node_port=$(port_in "$dir/node.out")
-python3 "$peer" "$node_port" burst || fail "the node kept a hostile connection open"
+python3 "$peer" "$node_port" burst || fail "the node kept a stranger's connection open"
+python3 "$peer" "$node_port" burst "$KVACTOR_COOKIE_FILE" ||
+  fail "the node kept a hostile connection open behind a valid cookie proof"
 python3 "$peer" "$node_port" flood 200 >"$dir/flood_node.out" &
 pids+=($!)
 wait_for 30 in_file flooding "$dir/flood_node.out" || fail "the flood did not start"
@@ -55,7 +61,9 @@ pids+=("$run")
 wait_for 60 in_file 'injection listens on 127\.0\.0\.1:[0-9]+' "$dir/run.err" ||
   fail "no injection port announced"
 inject_port=$(port_in "$dir/run.err")
-python3 "$peer" "$inject_port" burst || fail "the run kept a hostile connection open"
+python3 "$peer" "$inject_port" burst || fail "the run kept a stranger's connection open"
+python3 "$peer" "$inject_port" burst "$KVACTOR_COOKIE_FILE" ||
+  fail "the run kept a hostile connection open behind a valid cookie proof"
 python3 "$peer" "$inject_port" flood 100 >"$dir/flood_run.out" &
 pids+=($!)
 wait_for 30 in_file flooding "$dir/flood_run.out" || fail "the flood did not start"

@@ -131,6 +131,8 @@ TEST(FrameGuard, MalformedHeadersAreRefusedNamingTheField) {
       {{4, 0, 0, 0, 8, 9, 0, 0}, "operation_data is not 0"},
       {{5, 0, 0, 0, 8, 0, 0, 3}, "source_actor 0 / dest_actor 3"},
       {{6, 0, 0, 0, 4, 0, 0, 0}, "a heartbeat carries nothing but its operation"},
+      {{2, 0, 0, 0, 8, 0x3000000000000007, 0, 42}, "message category downstream is a CAF stream"},
+      {{3, 0, 0, 0, 8, 0xa000000000000001, 0, 42}, "message category upstream is a CAF stream"},
       {{0, 0, 0, 0, 40, 0, 0, 0}, "a peer that connected to us sent a server handshake"},
       {{1, 0, 0, 0, 40, 0, 5, 0}, "source_actor 5 / dest_actor 0: a client handshake"},
   };
