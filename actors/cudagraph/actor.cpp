@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "actors/cudagraph/planner.hpp"
+#include "actors/unexpected.hpp"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
@@ -17,47 +18,53 @@ caf::error before_plan(const char* what) {
       make_error(errc::invalid_argument, fmt::format("{}: received before plan", what)));
 }
 
+// Plans the graphs a rank asked for and keeps the plan for dispatch and lazy capture.
+caf::result<cudagraph_plan> plan_for(cudagraph_state& st, const cudagraph_request& req) {
+  const bool capturable = req.gpu && req.not_capturable.empty();
+  cudagraph_options opt;
+  opt.requested = capturable ? req.requested : cudagraph_mode::none;
+  opt.support = req.support;
+  opt.uniform_decode_query_len = req.uniform_decode_query_len;
+  opt.max_num_seqs = req.max_num_seqs;
+  opt.max_num_batched_tokens = req.max_num_batched_tokens;
+  opt.capture_sizes = req.capture_sizes;
+  opt.has_mamba = req.has_mamba;
+  opt.num_blocks = req.num_blocks;
+  if (req.memory_cap < 0)
+    return to_caf_error(
+        make_error(errc::invalid_argument,
+                   fmt::format("cudagraph memory cap: {} bytes is negative", req.memory_cap)));
+  auto plan = plan_cudagraphs(opt);
+  if (!plan) return to_caf_error(plan.err());
+  plan->requested = req.requested;
+  if (req.requested != cudagraph_mode::none) {
+    if (!req.gpu)
+      plan->notes.insert(plan->notes.begin(),
+                         "cpu device: CUDA graphs need a GPU, every step runs eagerly");
+    else if (!req.not_capturable.empty())
+      plan->notes.insert(plan->notes.begin(), req.not_capturable);
+    else if (req.lazy && plan->mode != cudagraph_mode::none)
+      plan->notes.push_back(
+          fmt::format("lazy capture: every step runs eagerly until its graph is captured, between "
+                      "steps, most wanted first, within {} bytes",
+                      req.memory_cap));
+  }
+  st.plan = *plan;
+  st.lazy = req.lazy;
+  st.max_num_seqs = req.max_num_seqs;
+  st.capture =
+      std::make_unique<lazy_capture>(*plan, req.max_num_seqs, req.memory_cap,
+                                     req.lazy ? capture_order::as_seen : capture_order::planned);
+  return std::move(*plan);
+}
+
 } // namespace
 
 cudagraph_actor::behavior_type cudagraph(cudagraph_actor::stateful_pointer<cudagraph_state> self) {
+  refuse_unexpected(self);
   return {
       [self](atom::plan, const cudagraph_request& req) -> caf::result<cudagraph_plan> {
-        const bool capturable = req.gpu && req.not_capturable.empty();
-        cudagraph_options opt;
-        opt.requested = capturable ? req.requested : cudagraph_mode::none;
-        opt.support = req.support;
-        opt.uniform_decode_query_len = req.uniform_decode_query_len;
-        opt.max_num_seqs = req.max_num_seqs;
-        opt.max_num_batched_tokens = req.max_num_batched_tokens;
-        opt.capture_sizes = req.capture_sizes;
-        opt.has_mamba = req.has_mamba;
-        opt.num_blocks = req.num_blocks;
-        if (req.memory_cap < 0)
-          return to_caf_error(make_error(
-              errc::invalid_argument,
-              fmt::format("cudagraph memory cap: {} bytes is negative", req.memory_cap)));
-        auto plan = plan_cudagraphs(opt);
-        if (!plan) return to_caf_error(plan.err());
-        plan->requested = req.requested;
-        if (req.requested != cudagraph_mode::none) {
-          if (!req.gpu)
-            plan->notes.insert(plan->notes.begin(),
-                               "cpu device: CUDA graphs need a GPU, every step runs eagerly");
-          else if (!req.not_capturable.empty())
-            plan->notes.insert(plan->notes.begin(), req.not_capturable);
-          else if (req.lazy && plan->mode != cudagraph_mode::none)
-            plan->notes.push_back(fmt::format(
-                "lazy capture: every step runs eagerly until its graph is captured, between "
-                "steps, most wanted first, within {} bytes",
-                req.memory_cap));
-        }
-        self->state.plan = *plan;
-        self->state.lazy = req.lazy;
-        self->state.max_num_seqs = req.max_num_seqs;
-        self->state.capture = std::make_unique<lazy_capture>(
-            *plan, req.max_num_seqs, req.memory_cap,
-            req.lazy ? capture_order::as_seen : capture_order::planned);
-        return std::move(*plan);
+        return plan_for(self->state, req);
       },
       [self](atom::dispatch, int32_t num_reqs, int32_t num_tokens,
              int32_t uniform) -> caf::result<batch_descriptor> {

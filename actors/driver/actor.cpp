@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/driver/step_replies.hpp"
+#include "actors/unexpected.hpp"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
@@ -369,6 +370,7 @@ std::string output_digest(const std::vector<request_result>& results) {
 
 driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> self,
                                    driver_setup setup) {
+  refuse_unexpected(self);
   self->state.setup = std::move(setup);
   for (const auto& r : self->state.setup.ranks)
     self->monitor(r);

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/inject/target.hpp"
+#include "actors/unexpected.hpp"
 #include "messages/caf_error.hpp"
 #include "messages/codec.hpp"
 
@@ -21,6 +22,7 @@ constexpr auto reply_timeout = std::chrono::seconds(30);
 
 injector_actor::behavior_type injector(injector_actor::stateful_pointer<injector_state> self,
                                        injector_setup setup) {
+  refuse_unexpected(self);
   self->state.setup = std::move(setup);
   return {
       [self](const inject_request& req) -> caf::result<inject_reply> {

@@ -2,12 +2,14 @@
 
 #include <caf/all.hpp>
 
+#include "actors/unexpected.hpp"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
 
 kv_cache_actor::behavior_type kv_cache(kv_cache_actor::stateful_pointer<kv_cache_state> self,
                                        std::shared_ptr<kv_cache_allocator> allocator) {
+  refuse_unexpected(self);
   self->state.allocator = std::move(allocator);
   return {
       [self](atom::plan, const model_layout& model,

@@ -7,12 +7,14 @@
 
 #include "actors/metadata/digest.hpp"
 #include "actors/metadata/ubatch_inputs.hpp"
+#include "actors/unexpected.hpp"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
 
 builder_actor::behavior_type builder(builder_actor::stateful_pointer<builder_state> self,
                                      builder_setup setup) {
+  refuse_unexpected(self);
   self->state.setup = std::move(setup);
   const auto& s = self->state.setup;
   // build_attention_metadata picks builders[g][a][ubatch]; this actor serves one ubatch, the

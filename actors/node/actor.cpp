@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/rank/actor.hpp"
+#include "actors/unexpected.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/caf_error.hpp"
 
@@ -18,6 +19,7 @@ void joined_communicators::abort_all(const std::string& why) {
 }
 
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_setup setup) {
+  refuse_unexpected(self);
   auto& st = self->state;
   st.setup = std::move(setup);
   if (!st.setup.build_override.empty()) st.setup.info.build = st.setup.build_override;

@@ -16,6 +16,7 @@
 #include "actors/rank/step_slicing.hpp"
 #include "actors/rank/tensor_parallel.hpp"
 #include "actors/registry/actor.hpp"
+#include "actors/unexpected.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "kvactor/kernels/host_communicator.h"
 #include "messages/caf_error.hpp"
@@ -541,6 +542,7 @@ rank_actor::behavior_type rank(rank_actor::stateful_pointer<rank_state> self) {
 
 rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> self,
                                     rank_runtime runtime) {
+  refuse_unexpected(self);
   auto& st = self->state;
   st.comm = std::move(runtime.comm);
   st.runtime = std::move(runtime);

@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 
 #include "actors/registry/assignment.hpp"
+#include "actors/unexpected.hpp"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
 
 registry_actor::behavior_type registry(registry_actor::stateful_pointer<registry_state> self,
                                        std::vector<backend_capabilities> extra) {
+  refuse_unexpected(self);
   self->state.backends = backend_registry::with_builtins();
   for (auto& b : extra)
     if (auto ok = self->state.backends.add(std::move(b)); !ok) {
