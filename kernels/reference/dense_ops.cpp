@@ -42,6 +42,21 @@ void linear(const float* x, const float* w, int32_t num_tokens, int32_t in, int3
 
 void rope(float* x, const int32_t* positions, int32_t num_tokens, int32_t num_heads,
           int32_t head_stride, int32_t rot_offset, int32_t rot_dim, float theta) {
+  KVACTOR_CHECK(theta > 0.0f, "rope: theta: ", theta, " must be > 0");
+  KVACTOR_CHECK(rot_dim > 0 && rot_dim % 2 == 0, "rope: rot_dim: ", rot_dim,
+                " must be even and > 0");
+  const int32_t half = rot_dim / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int32_t i = 0; i < half; ++i)
+    inv_freq[static_cast<size_t>(i)] =
+        std::pow(static_cast<double>(theta), -2.0 * i / static_cast<double>(rot_dim));
+  rope_with_frequencies(x, positions, num_tokens, num_heads, head_stride, rot_offset, rot_dim,
+                        inv_freq.data());
+}
+
+void rope_with_frequencies(float* x, const int32_t* positions, int32_t num_tokens,
+                           int32_t num_heads, int32_t head_stride, int32_t rot_offset,
+                           int32_t rot_dim, const double* inv_freq) {
   KVACTOR_CHECK(num_tokens >= 0, "rope: num_tokens: ", num_tokens, " is negative");
   KVACTOR_CHECK(num_heads > 0, "rope: num_heads: ", num_heads, " must be > 0");
   KVACTOR_CHECK(rot_dim > 0 && rot_dim % 2 == 0, "rope: rot_dim: ", rot_dim,
@@ -49,16 +64,11 @@ void rope(float* x, const int32_t* positions, int32_t num_tokens, int32_t num_he
   KVACTOR_CHECK(rot_offset >= 0 && rot_offset + rot_dim <= head_stride,
                 "rope: rot_offset: ", rot_offset, " + rot_dim ", rot_dim, " exceeds head_stride ",
                 head_stride);
-  KVACTOR_CHECK(theta > 0.0f, "rope: theta: ", theta, " must be > 0");
   const int32_t half = rot_dim / 2;
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int32_t i = 0; i < half; ++i)
-    inv_freq[static_cast<size_t>(i)] =
-        std::pow(static_cast<double>(theta), -2.0 * i / static_cast<double>(rot_dim));
   std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int32_t i = 0; i < half; ++i) {
-      const double angle = positions[t] * inv_freq[static_cast<size_t>(i)];
+      const double angle = positions[t] * inv_freq[i];
       cos_v[static_cast<size_t>(i)] = static_cast<float>(std::cos(angle));
       sin_v[static_cast<size_t>(i)] = static_cast<float>(std::sin(angle));
     }
@@ -72,6 +82,14 @@ void rope(float* x, const int32_t* positions, int32_t num_tokens, int32_t num_he
       }
     }
   }
+}
+
+void weighted_rms_norm(const float* x, int32_t num_tokens, int32_t dim, float eps,
+                       const float* weight, bool one_plus_weight, float* y) {
+  rms_norm(x, num_tokens, dim, eps, y);
+  for (int64_t t = 0; t < num_tokens; ++t)
+    for (int32_t i = 0; i < dim; ++i)
+      y[t * dim + i] *= one_plus_weight ? 1.0f + weight[i] : weight[i];
 }
 
 } // namespace kvactor::kernels

@@ -28,4 +28,15 @@ void linear(const float* x, const float* w, int32_t num_tokens, int32_t in, int3
 void rope(float* x, const int32_t* positions, int32_t num_tokens, int32_t num_heads,
           int32_t head_stride, int32_t rot_offset, int32_t rot_dim, float theta);
 
+/// As rope(), with the rot_dim / 2 inverse frequencies given (scaled RoPE variants compute
+/// their own: Llama 3's, per-layer bases).
+void rope_with_frequencies(float* x, const int32_t* positions, int32_t num_tokens,
+                           int32_t num_heads, int32_t head_stride, int32_t rot_offset,
+                           int32_t rot_dim, const double* inv_freq);
+
+/// y[t, :] = rms_norm(x[t, :]) * g, with g = weight, or 1 + weight for Gemma's norms.
+///   x, y // [num_tokens, dim]; y may alias x.   weight // [dim]
+void weighted_rms_norm(const float* x, int32_t num_tokens, int32_t dim, float eps,
+                       const float* weight, bool one_plus_weight, float* y);
+
 } // namespace kvactor::kernels

@@ -1,0 +1,58 @@
+// A Hugging Face dense decoder as kvactor runs it: config.json read into the CPU decoder's spec
+// (one rank's share of the heads and the MLP), and the checkpoint's tensors checked by name,
+// shape and dtype and sliced for that rank. Families: llama, mistral, qwen2, qwen3, gemma2,
+// gemma3_text, phi3. Mixture-of-experts families plan (loader.hpp) but are refused here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "actors/model/safetensors.hpp"
+#include "kvactor/kernels/decoder.h"
+#include "messages/errc.hpp"
+
+namespace kvactor {
+
+/// How the checkpoint stores a layer's projections.
+enum class projection_layout : uint8_t {
+  separate, // q_proj/k_proj/v_proj, gate_proj/up_proj
+  fused,    // phi3: qkv_proj, gate_up_proj
+};
+
+struct hf_decoder_config {
+  std::string model_type;
+  kernels::decoder_spec spec; // this rank's share
+  int32_t total_q_heads = 0, total_kv_heads = 0, total_intermediate = 0;
+  int32_t tp = 1, rank = 0;
+  bool tie_embeddings = false;
+  projection_layout layout = projection_layout::separate;
+  std::vector<int32_t> eos_token_ids; // config.json's eos_token_id (generation_config may add)
+};
+
+/// The dense families `run` executes (config.json's model_type).
+bool is_dense_decoder_family(const std::string& model_type);
+
+/// Reads config.json (parsed) for rank `rank` of `tp`. Errors name the field and value; a family
+/// kvactor plans but cannot run (mixture of experts, hybrid, encoder) says so.
+expected<hf_decoder_config> read_decoder_config(const nlohmann::json& config, int32_t tp,
+                                                int32_t rank);
+
+/// This rank's weights. Every tensor the architecture needs must be present with its shape, and
+/// nothing else may be (rotary caches and a tied lm_head aside); all mismatches are reported in
+/// one error that names each tensor, the expected and the found shape.
+expected<kernels::decoder_weights> load_decoder_weights(const checkpoint& ckpt,
+                                                        const hf_decoder_config& cfg);
+
+struct hf_decoder_model {
+  hf_decoder_config config;
+  kernels::decoder_weights weights;
+};
+
+/// config.json and the safetensors of a model directory, for rank `rank` of `tp`.
+expected<hf_decoder_model> load_hf_decoder(const std::string& dir, int32_t tp = 1,
+                                           int32_t rank = 0);
+
+} // namespace kvactor

@@ -1,0 +1,270 @@
+// config.json -> the CPU decoder's spec, per family.
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/model/config_reader.hpp"
+#include "actors/model/families.hpp"
+#include "actors/model/hf_decoder.hpp"
+
+namespace kvactor {
+
+namespace {
+
+using model_detail::config_reader;
+using nlohmann::json;
+
+const std::set<std::string> dense_families = {"llama",  "mistral",     "qwen2", "qwen3",
+                                              "gemma2", "gemma3_text", "phi3"};
+
+bool is_gemma(const std::string& t) {
+  return t == "gemma2" || t == "gemma3_text";
+}
+
+error invalid(const std::string& t, const std::string& field, const std::string& what) {
+  return make_error(errc::invalid_argument, fmt::format("{}: {} (model_type {})", field, what, t));
+}
+
+expected<double> number_or(const json& obj, const std::string& key, double fallback,
+                           const std::string& t) {
+  if (!obj.contains(key) || obj[key].is_null()) return fallback;
+  if (!obj[key].is_number())
+    return invalid(t, key, fmt::format("{} is not a number", obj[key].dump()));
+  return obj[key].get<double>();
+}
+
+// One RoPE parameter set: transformers 5's rope_parameters entry, or the Hub's rope_scaling with
+// the base passed in. Types: default, linear, llama3; others are refused by name.
+expected<kernels::rope_spec> read_rope(const json& p, double theta, const std::string& t) {
+  kernels::rope_spec r;
+  auto base = number_or(p, "rope_theta", theta, t);
+  if (!base) return base.err();
+  r.theta = *base;
+  const std::string type =
+      p.contains("rope_type") && p["rope_type"].is_string() ? p["rope_type"].get<std::string>()
+      : p.contains("type") && p["type"].is_string()         ? p["type"].get<std::string>()
+                                                            : "default";
+  auto partial = number_or(p, "partial_rotary_factor", 1.0, t);
+  if (!partial) return partial.err();
+  r.partial_rotary_factor = *partial;
+  if (type == "default") return r;
+  auto factor = number_or(p, "factor", 1.0, t);
+  if (!factor) return factor.err();
+  if (type == "linear") {
+    r.linear_factor = *factor;
+    return r;
+  }
+  if (type != "llama3")
+    return make_error(errc::unsupported,
+                      fmt::format("rope_type {}: kvactor runs default, linear and llama3 RoPE "
+                                  "(model_type {})",
+                                  type, t));
+  r.llama3 = true;
+  r.factor = *factor;
+  for (auto [key, field] :
+       {std::pair{"low_freq_factor", &r.low_freq_factor},
+        {"high_freq_factor", &r.high_freq_factor},
+        {"original_max_position_embeddings", &r.original_max_position_embeddings}}) {
+    if (!p.contains(key)) return invalid(t, std::string("rope ") + key, "missing for llama3 RoPE");
+    auto v = number_or(p, key, 0.0, t);
+    if (!v) return v.err();
+    *field = *v;
+  }
+  return r;
+}
+
+// The RoPE of full-attention and of sliding layers: rope_parameters (transformers 5, possibly
+// one entry per layer type) or rope_theta / rope_scaling / rope_local_base_freq (the Hub).
+expected<std::pair<kernels::rope_spec, kernels::rope_spec>> read_ropes(const json& c,
+                                                                       const std::string& t) {
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
+    const auto& p = c["rope_parameters"];
+    if (p.contains("full_attention") && p["full_attention"].is_object()) {
+      auto full = read_rope(p["full_attention"], 10000.0, t);
+      if (!full) return full.err();
+      auto local =
+          p.contains("sliding_attention") ? read_rope(p["sliding_attention"], 10000.0, t) : full;
+      if (!local) return local.err();
+      return std::pair{*full, *local};
+    }
+    auto one = read_rope(p, 10000.0, t);
+    if (!one) return one.err();
+    return std::pair{*one, *one};
+  }
+  auto theta = number_or(c, "rope_theta", 10000.0, t);
+  if (!theta) return theta.err();
+  json scaling = c.contains("rope_scaling") && c["rope_scaling"].is_object() ? c["rope_scaling"]
+                                                                             : json::object();
+  if (c.contains("partial_rotary_factor"))
+    scaling["partial_rotary_factor"] = c["partial_rotary_factor"];
+  auto full = read_rope(scaling, *theta, t);
+  if (!full) return full.err();
+  auto local_theta = number_or(c, "rope_local_base_freq", *theta, t);
+  if (!local_theta) return local_theta.err();
+  kernels::rope_spec local = *full;
+  if (c.contains("rope_local_base_freq")) local = kernels::rope_spec{}, local.theta = *local_theta;
+  return std::pair{*full, local};
+}
+
+// Which layers slide: layer_types when given, else the family's rule.
+expected<std::vector<bool>> sliding_layers(const json& c, const config_reader& r, int64_t layers) {
+  const auto& t = r.model_type();
+  if (r.has("layer_types")) return model_detail::read_sliding_layer_types(r, layers);
+  std::vector<bool> sliding(static_cast<size_t>(layers), false);
+  const bool has_window = c.contains("sliding_window") && !c["sliding_window"].is_null();
+  if (t == "gemma2") {
+    for (int64_t i = 0; i < layers; ++i)
+      sliding[static_cast<size_t>(i)] = i % 2 == 0;
+  } else if (t == "gemma3_text") {
+    auto pattern = r.positive_or("sliding_window_pattern", 6);
+    if (!pattern) return pattern.err();
+    for (int64_t i = 0; i < layers; ++i)
+      sliding[static_cast<size_t>(i)] = (i + 1) % *pattern != 0;
+  } else if (t == "mistral" || t == "phi3") {
+    sliding.assign(static_cast<size_t>(layers), has_window);
+  } else if ((t == "qwen2" || t == "qwen3") && c.value("use_sliding_window", false)) {
+    return make_error(
+        errc::unsupported,
+        fmt::format("use_sliding_window: true without layer_types (model_type {})", t));
+  }
+  return sliding;
+}
+
+status refuse_unsupported_options(const json& c, const std::string& t) {
+  if (t != "qwen2" && c.value("attention_bias", false))
+    return make_error(errc::unsupported, fmt::format("attention_bias: true (model_type {}): "
+                                                     "biased projections are qwen2's only",
+                                                     t));
+  if (c.value("mlp_bias", false))
+    return make_error(errc::unsupported, fmt::format("mlp_bias: true (model_type {})", t));
+  return ok();
+}
+
+expected<kernels::mlp_activation> read_activation(const json& c, const std::string& t) {
+  const char* key = c.contains("hidden_activation") ? "hidden_activation" : "hidden_act";
+  const std::string act = c.contains(key) && c[key].is_string() ? c[key].get<std::string>()
+                          : is_gemma(t)                         ? "gelu_pytorch_tanh"
+                                                                : "silu";
+  if (act == "silu" || act == "swish") return kernels::mlp_activation::silu;
+  if (act == "gelu_pytorch_tanh" || act == "gelu_tanh" || act == "gelu_new")
+    return kernels::mlp_activation::gelu_tanh;
+  return invalid(t, key, fmt::format("{} (kvactor runs silu and gelu_pytorch_tanh)", act));
+}
+
+std::vector<int32_t> read_eos(const json& c) {
+  std::vector<int32_t> out;
+  if (!c.contains("eos_token_id")) return out;
+  const auto& e = c["eos_token_id"];
+  if (e.is_number_integer()) out.push_back(e.get<int32_t>());
+  if (e.is_array())
+    for (const auto& x : e)
+      if (x.is_number_integer()) out.push_back(x.get<int32_t>());
+  return out;
+}
+
+status read_gemma_quirks(const json& c, hf_decoder_config& out) {
+  auto& s = out.spec;
+  const auto& t = out.model_type;
+  s.norm_one_plus_weight = true;
+  s.sandwich_norms = true;
+  s.qk_norm = t == "gemma3_text";
+  s.embedding_scale = std::sqrt(static_cast<float>(s.hidden_size));
+  auto scalar = number_or(c, "query_pre_attn_scalar", s.head_dim, t);
+  if (!scalar) return scalar.err();
+  if (!(*scalar > 0)) return invalid(t, "query_pre_attn_scalar", "must be > 0");
+  s.attn_scale = static_cast<float>(1.0 / std::sqrt(*scalar));
+  auto attn_cap = number_or(c, "attn_logit_softcapping", 0.0, t);
+  auto final_cap = number_or(c, "final_logit_softcapping", 0.0, t);
+  if (!attn_cap) return attn_cap.err();
+  if (!final_cap) return final_cap.err();
+  s.attn_softcap = static_cast<float>(*attn_cap);
+  s.final_softcap = static_cast<float>(*final_cap);
+  return ok();
+}
+
+// Totals, this rank's share of heads and MLP, the norms' epsilon.
+status read_sizes(const config_reader& r, hf_decoder_config& out) {
+  auto& s = out.spec;
+  KVACTOR_MODEL_TRY(hidden, r.positive("hidden_size"));
+  KVACTOR_MODEL_TRY(inter, r.positive("intermediate_size"));
+  KVACTOR_MODEL_TRY(vocab, r.positive("vocab_size"));
+  KVACTOR_MODEL_TRY(heads, r.positive("num_attention_heads"));
+  KVACTOR_MODEL_TRY(kv_heads, r.positive_or("num_key_value_heads", heads));
+  KVACTOR_MODEL_TRY(head_dim, r.positive_or("head_dim", hidden / heads));
+  KVACTOR_MODEL_TRY(q_share, model_detail::split_evenly("num_attention_heads", heads, out.tp));
+  KVACTOR_MODEL_TRY(kv_share,
+                    model_detail::split_kv_heads("num_key_value_heads", kv_heads, out.tp));
+  KVACTOR_MODEL_TRY(inter_share, model_detail::split_evenly("intermediate_size", inter, out.tp));
+  s.hidden_size = static_cast<int32_t>(hidden);
+  s.vocab_size = static_cast<int32_t>(vocab);
+  s.head_dim = static_cast<int32_t>(head_dim);
+  s.num_q_heads = static_cast<int32_t>(q_share);
+  s.num_kv_heads = static_cast<int32_t>(kv_share);
+  s.intermediate_size = static_cast<int32_t>(inter_share);
+  out.total_q_heads = static_cast<int32_t>(heads);
+  out.total_kv_heads = static_cast<int32_t>(kv_heads);
+  out.total_intermediate = static_cast<int32_t>(inter);
+  return ok();
+}
+
+status read_layers(const json& c, const config_reader& r, hf_decoder_config& out) {
+  const auto& t = out.model_type;
+  KVACTOR_MODEL_TRY(layers, model_detail::read_num_layers(r));
+  KVACTOR_MODEL_TRY(ropes, read_ropes(c, t));
+  KVACTOR_MODEL_TRY(sliding, sliding_layers(c, r, layers));
+  KVACTOR_MODEL_TRY(window, model_detail::read_window_if_needed(r, sliding));
+  for (int64_t i = 0; i < layers; ++i) {
+    kernels::decoder_layer_spec l;
+    const bool slides = sliding[static_cast<size_t>(i)];
+    l.sliding_window = slides ? window : 0;
+    l.rope = slides ? ropes.second : ropes.first;
+    out.spec.layers.push_back(l);
+  }
+  return ok();
+}
+
+} // namespace
+
+bool is_dense_decoder_family(const std::string& model_type) {
+  return dense_families.count(model_type) > 0;
+}
+
+expected<hf_decoder_config> read_decoder_config(const json& c, int32_t tp, int32_t rank) {
+  if (!c.is_object() || !c.contains("model_type") || !c["model_type"].is_string())
+    return make_error(errc::missing_field, "model_type: missing from config.json");
+  hf_decoder_config out;
+  out.model_type = c["model_type"].get<std::string>();
+  out.tp = tp;
+  out.rank = rank;
+  const auto& t = out.model_type;
+  if (!is_dense_decoder_family(t))
+    return make_error(errc::unsupported,
+                      fmt::format("model_type {}: kvactor plans it but runs only the dense "
+                                  "families (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, "
+                                  "phi3); its weights are not loaded",
+                                  t));
+  if (auto refused = refuse_unsupported_options(c, t); !refused) return refused.err();
+  config_reader r(c, "config", t);
+  if (auto sized = read_sizes(r, out); !sized) return sized.err();
+  if (auto layered = read_layers(c, r, out); !layered) return layered.err();
+  auto eps = number_or(c, "rms_norm_eps", 1e-6, t);
+  if (!eps) return eps.err();
+  out.spec.rms_eps = static_cast<float>(*eps);
+  auto act = read_activation(c, t);
+  if (!act) return act.err();
+  out.spec.activation = *act;
+  out.spec.qkv_bias = t == "qwen2";
+  out.spec.qk_norm = t == "qwen3";
+  if (is_gemma(t))
+    if (auto quirks = read_gemma_quirks(c, out); !quirks) return quirks.err();
+  out.layout = t == "phi3" ? projection_layout::fused : projection_layout::separate;
+  // transformers' defaults where config.json leaves it out.
+  out.tie_embeddings = c.value("tie_word_embeddings", is_gemma(t));
+  out.eos_token_ids = read_eos(c);
+  return out;
+}
+
+} // namespace kvactor

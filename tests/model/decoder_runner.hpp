@@ -1,0 +1,100 @@
+// Test support: sequences through the CPU decoder with a paged float KV cache of their own, the
+// way a rank runs them (prefill chunks and decode steps share one forward per step).
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "kvactor/kernels/decoder.h"
+
+namespace kvactor::test {
+
+class decoder_runner {
+public:
+  static constexpr int32_t block_size = 16;
+
+  /// Room for `max_tokens` tokens in each of `max_seqs` sequences.
+  decoder_runner(const kernels::decoder& d, int32_t max_seqs, int32_t max_tokens)
+      : d_(d), blocks_per_seq_((max_tokens + block_size - 1) / block_size),
+        lens_(static_cast<size_t>(max_seqs), 0) {
+    const auto& s = d.spec();
+    const int64_t content = 2 * s.head_dim;
+    const int64_t blocks = static_cast<int64_t>(blocks_per_seq_) * max_seqs;
+    for (size_t l = 0; l < s.layers.size(); ++l) {
+      caches_.emplace_back(static_cast<size_t>(blocks * s.num_kv_heads * block_size * content));
+      kernels::kv_view v;
+      v.base = caches_.back().data();
+      v.num_blocks = blocks;
+      v.num_heads = s.num_kv_heads;
+      v.block_size = block_size;
+      v.content = static_cast<int32_t>(content);
+      v.stride_token = content;
+      v.stride_head = block_size * content;
+      v.stride_block = s.num_kv_heads * block_size * content;
+      views_.push_back(v);
+    }
+  }
+
+  /// Appends tokens[i] to sequence seqs[i] (several tokens of one sequence in a row are a
+  /// prefill chunk); returns the logits of each sequence's last new token, in `seqs` order of
+  /// first appearance: [distinct seqs, vocab].
+  std::vector<float> step(const std::vector<int32_t>& seqs, const std::vector<int32_t>& tokens,
+                          const std::function<void(float*, size_t)>& all_reduce = {}) {
+    std::vector<int32_t> order, qsl{0}, seq_lens, positions, table, last_rows;
+    std::vector<int64_t> slots;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int32_t s = seqs[i];
+      if (order.empty() || order.back() != s) {
+        if (!order.empty()) qsl.push_back(static_cast<int32_t>(i));
+        order.push_back(s);
+        for (int32_t b = 0; b < blocks_per_seq_; ++b)
+          table.push_back(s * blocks_per_seq_ + b);
+      }
+      const int32_t pos = lens_[static_cast<size_t>(s)]++;
+      positions.push_back(pos);
+      slots.push_back(static_cast<int64_t>(s) * blocks_per_seq_ * block_size + pos);
+    }
+    qsl.push_back(static_cast<int32_t>(seqs.size()));
+    for (size_t r = 0; r < order.size(); ++r) {
+      seq_lens.push_back(lens_[static_cast<size_t>(order[r])]);
+      last_rows.push_back(qsl[r + 1] - 1);
+    }
+    kernels::layer_batch b;
+    b.query_start_loc = qsl.data();
+    b.seq_lens = seq_lens.data();
+    b.block_table = table.data();
+    b.width = blocks_per_seq_;
+    b.num_reqs = static_cast<int32_t>(order.size());
+    b.slot_mapping = slots.data();
+    const std::vector<const kernels::layer_batch*> batch(views_.size(), &b);
+    std::vector<float> hidden(tokens.size() * static_cast<size_t>(d_.spec().hidden_size));
+    d_.forward(tokens.data(), positions.data(), static_cast<int32_t>(tokens.size()), views_, batch,
+               all_reduce, hidden.data());
+    return d_.logits(hidden.data(), last_rows);
+  }
+
+  /// One sequence's prompt, then `n` greedy tokens (argmax, the lowest id on ties).
+  std::vector<int32_t> greedy(int32_t seq, const std::vector<int32_t>& prompt, int32_t n,
+                              std::vector<float>* prompt_logits = nullptr,
+                              const std::function<void(float*, size_t)>& all_reduce = {}) {
+    auto logits = step(std::vector<int32_t>(prompt.size(), seq), prompt, all_reduce);
+    if (prompt_logits) *prompt_logits = logits;
+    std::vector<int32_t> out;
+    for (int32_t i = 0; i < n; ++i) {
+      out.push_back(
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+      if (i + 1 < n) logits = step({seq}, {out.back()}, all_reduce);
+    }
+    return out;
+  }
+
+private:
+  const kernels::decoder& d_;
+  int32_t blocks_per_seq_;
+  std::vector<int32_t> lens_;
+  std::vector<std::vector<float>> caches_;
+  std::vector<kernels::kv_view> views_;
+};
+
+} // namespace kvactor::test

@@ -1,0 +1,72 @@
+// The CPU decoder against Hugging Face transformers, for every dense family: tiny random models
+// with each family's quirks, saved by transformers (tests/data/transformers/make_fixtures.py,
+// run on the H200 machine), loaded here from their safetensors. The greedy continuation must be
+// transformers' token for token (32 per prompt) and the logits at the end of each prompt within
+// 1e-4 relative L2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/model/hf_decoder.hpp"
+#include "decoder_runner.hpp"
+
+namespace kvactor::test {
+namespace {
+
+std::string fixture_dir(const std::string& family) {
+  return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
+}
+
+nlohmann::json expected_of(const std::string& family) {
+  std::ifstream in(fixture_dir(family) + "/expected.json");
+  return nlohmann::json::parse(in);
+}
+
+double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
+    norm += want[i] * static_cast<double>(want[i]);
+  }
+  return std::sqrt(diff / norm);
+}
+
+class TransformersFixtures : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TransformersFixtures, GreedyTokensAndLogitsMatchTransformers) {
+  const auto family = GetParam();
+  auto model = load_hf_decoder(fixture_dir(family));
+  ASSERT_TRUE(model) << model.err().message;
+  EXPECT_EQ(model->config.model_type, family);
+  const kernels::decoder d(model->config.spec, std::move(model->weights));
+  const auto want = expected_of(family);
+  const auto& prompts = want["prompts"];
+  double worst = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto prompt = prompts[p].get<std::vector<int32_t>>();
+    const auto continuation = want["continuations"][p].get<std::vector<int32_t>>();
+    decoder_runner run(d, 1, 128);
+    std::vector<float> logits;
+    const auto got = run.greedy(0, prompt, static_cast<int32_t>(continuation.size()), &logits);
+    const double l2 = relative_l2(logits, want["last_logits"][p].get<std::vector<float>>());
+    worst = std::max(worst, l2);
+    EXPECT_LE(l2, 1e-4) << family << " prompt " << p;
+    EXPECT_EQ(got, continuation) << family << " prompt " << p << " (smallest greedy margin in "
+                                 << "transformers: " << want["min_margin"][p] << ")";
+  }
+  RecordProperty("worst_relative_l2", std::to_string(worst));
+  std::printf("%s: worst relative L2 of the prompt logits %.3g\n", family.c_str(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(DenseFamilies, TransformersFixtures,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
+                                           "gemma3_text", "phi3"),
+                         [](const auto& info) { return info.param; });
+
+} // namespace
+} // namespace kvactor::test
