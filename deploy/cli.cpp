@@ -12,6 +12,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "deploy/generate_command.hpp"
 #include "deploy/inject_command.hpp"
 #include "deploy/node_command.hpp"
 #include "deploy/plan_command.hpp"
@@ -143,6 +144,17 @@ void add_node_flags(CLI::App& cmd, node_flags& f) {
       ->group("Testing");
 }
 
+void add_generate_flags(CLI::App& cmd, generate_flags& f) {
+  cmd.add_option("--model", f.model, "a Hugging Face model directory (config.json, safetensors)")
+      ->required();
+  cmd.add_option("--prompt", f.prompt, "the prompt as text (needs the model's tokenizer)");
+  cmd.add_option("--prompt-ids", f.prompt_ids, "the prompt as token ids: 1,2,3");
+  cmd.add_option("--max-tokens", f.max_tokens, "tokens to generate (16)");
+  cmd.add_option("--device", f.device, "auto|cpu|cuda");
+  cmd.add_option("--tensor-parallel-size", f.tensor_parallel_size, "ranks (1)");
+  cmd.add_flag("--json", f.json, "one object: prompt_ids, output_ids, text, finish_reason");
+}
+
 void add_inject_flags(CLI::App& cmd, inject_flags& f) {
   cmd.add_option("--to", f.to, "HOST:PORT of the running process")->required();
   cmd.add_option("--message", f.message,
@@ -166,6 +178,7 @@ struct cli_flags {
   replay_flags replay;
   node_flags node;
   inject_flags inject;
+  generate_flags generate;
 };
 
 // The subcommands, to tell after parsing which one was given.
@@ -176,6 +189,7 @@ struct subcommands {
   CLI::App* replay;
   CLI::App* node;
   CLI::App* inject;
+  CLI::App* generate;
 };
 
 // In the order `kvactor --help` lists them.
@@ -187,6 +201,9 @@ subcommands add_subcommands(CLI::App& app, cli_flags& f) {
   cmd.run = app.add_subcommand(
       "run", "local single-node mode (the default): serve a synthetic workload with the actors");
   add_run_flags(*cmd.run, f.run);
+  cmd.generate = app.add_subcommand(
+      "generate", "continue one prompt with a real model (a Hugging Face directory)");
+  add_generate_flags(*cmd.generate, f.generate);
   auto* trace = app.add_subcommand("trace", "read a trace recorded with run --record");
   trace->require_subcommand(1);
   cmd.show = trace->add_subcommand("show", "a readable timeline of a trace");
@@ -252,6 +269,7 @@ int dispatch(const subcommands& cmd, const cli_flags& f, std::ostream& out, std:
   if (*cmd.show) return run_trace_show(f.show, out, err);
   if (*cmd.replay) return run_replay(f.replay, out, err);
   if (*cmd.inject) return run_inject(f.inject, out, err);
+  if (*cmd.generate) return run_generate(f.generate, out, err);
   if (*cmd.node) return run_node(f.node, out, err);
   return run_command(f.run, out, err); // `kvactor` alone runs the default local workload
 }

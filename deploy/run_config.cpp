@@ -128,9 +128,12 @@ expected<run_configuration> configure_run(const run_flags& f, const run_options&
   for (int32_t r = 0; r < f.plan.tensor_parallel_size; ++r)
     run.configs.push_back(
         rank_config_of(f, o, device, r, *max_model_len, (*budgets)[static_cast<size_t>(r)]));
+  // A checkpoint samples its whole vocabulary; the synthetic stack's is capped.
+  const int32_t vocab = checkpoint_directory(o.model)
+                            ? model->vocab_size
+                            : std::min(std::max(model->vocab_size, 2), max_workload_vocab);
   run.workload =
-      make_workload(f.requests, o.prompt_len, o.output_len, o.arrival_rate,
-                    std::min(std::max(model->vocab_size, 2), max_workload_vocab), f.seed);
+      make_workload(f.requests, o.prompt_len, o.output_len, o.arrival_rate, vocab, f.seed);
   return run;
 }
 

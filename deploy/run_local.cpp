@@ -7,6 +7,7 @@
 
 #include "actors/driver/actor.hpp"
 #include "actors/inject/actor.hpp"
+#include "actors/model/loader.hpp"
 #include "actors/rank/group.hpp"
 #include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
@@ -34,11 +35,17 @@ struct local_device {
 };
 
 // auto: the GPU when one answers (several GPU ranks when NCCL joins them and there are as many
-// GPUs), else the CPU.
-expected<local_device> resolve_device(std::optional<device_kind> wanted, int32_t tp) {
+// GPUs), else the CPU. A checkpoint runs on the CPU decoder until the GPU one exists.
+expected<local_device> resolve_device(std::optional<device_kind> wanted, int32_t tp,
+                                      const std::string& model) {
   std::string no_gpu;
   local_device d;
   d.gpu = kernels::probe_gpu(0, &no_gpu);
+  if (!wanted && checkpoint_directory(model)) {
+    spdlog::info("--device auto: cpu (checkpoints run on the CPU decoder; the GPU one is not "
+                 "built yet)");
+    return d;
+  }
   if (!wanted) {
     std::string ignored;
     const bool gpus_for_tp =
@@ -71,6 +78,41 @@ std::optional<run_failure> listen_for_injection(guarded_transport& net, const ru
 
 } // namespace
 
+session_result serve_locally(caf::actor_system& sys, const local_serving& s, std::ostream& err) {
+  rank_group_options group;
+  group.world = s.flags.plan.tensor_parallel_size;
+  group.nccl = s.tp.nccl;
+  group.collective_timeout = s.tp.collective_timeout;
+  group.stall = s.tp.stall;
+  group.recorder = s.recorder;
+  const auto ranks = spawn_rank_group(sys, group);
+  driver_setup setup{ranks, s.run.configs, 1,
+                     progress_printer(s.flags.progress && isatty(STDERR_FILENO) == 1, err),
+                     s.recorder};
+  setup.bootstrap_communicator = s.tp.nccl;
+  setup.collective_timeout = s.tp.collective_timeout;
+  auto drv = sys.spawn(driver, std::move(setup));
+  auto on_ready = [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
+    return s.on_ready ? s.on_ready(drv, ranks, ready) : std::nullopt;
+  };
+  auto session = serve(sys, drv, s.run.workload, on_ready);
+  caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
+  for (const auto& r : ranks)
+    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+  return session;
+}
+
+expected<local_start> prepare_local_run(const run_flags& flags, const run_options& o) {
+  const int32_t tp = flags.plan.tensor_parallel_size;
+  auto device = resolve_device(o.device, tp, o.model);
+  if (!device) return device.err();
+  auto tp_setup = resolve_tp_flags(flags.tp, device->device, tp);
+  if (!tp_setup) return tp_setup.err();
+  auto run = configure_run(flags, o, device->device, device->gpu);
+  if (!run) return run.err();
+  return local_start{std::move(*run), *tp_setup};
+}
+
 int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
                 std::ostream& err) {
   caf::actor_system_config cfg;
@@ -87,44 +129,26 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
   caf::actor_system sys{cfg};
   std::optional<guarded_transport> net;
   if (auth) net.emplace(sys, o.transport, std::move(*auth));
-  const int32_t tp = flags.plan.tensor_parallel_size;
-  auto device = resolve_device(o.device, tp);
-  if (!device) return bad(err, device.err().message);
-  auto tp_setup = resolve_tp_flags(flags.tp, device->device, tp);
-  if (!tp_setup) return bad(err, tp_setup.err().message);
-  auto run = configure_run(flags, o, device->device, device->gpu);
-  if (!run) return bad(err, run.err().message);
-  auto rec = open_recording(flags.record, run->workload);
+  auto start = prepare_local_run(flags, o);
+  if (!start) return bad(err, start.err().message);
+  const auto& run = start->run;
+  auto rec = open_recording(flags.record, run.workload);
   if (!rec) return bad(err, rec.err().message);
   const auto recorder = *rec ? (*rec)->recorder : nullptr;
-
-  rank_group_options group;
-  group.world = tp;
-  group.nccl = tp_setup->nccl;
-  group.collective_timeout = tp_setup->collective_timeout;
-  group.stall = tp_setup->stall;
-  group.recorder = recorder;
-  const auto ranks = spawn_rank_group(sys, group);
-  driver_setup setup{ranks, run->configs, 1,
-                     progress_printer(flags.progress && isatty(STDERR_FILENO) == 1, err), recorder};
-  setup.bootstrap_communicator = tp_setup->nccl;
-  setup.collective_timeout = tp_setup->collective_timeout;
-  auto drv = sys.spawn(driver, std::move(setup));
   injector_actor gateway;
-  auto on_ready = [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
+  local_serving serving{flags, run, start->tp, recorder, {}};
+  serving.on_ready = [&](const driver_actor& drv, const std::vector<rank_actor>& ranks,
+                         const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
     if (flags.inject_port) {
       gateway = sys.spawn(injector, injector_setup{drv, ranks, recorder});
       if (auto failed = listen_for_injection(*net, flags, gateway, err)) return failed;
     }
-    print_run_header(*run, ready, out);
+    print_run_header(run, ready, out);
     return std::nullopt;
   };
-  const auto session = serve(sys, drv, run->workload, on_ready);
+  const auto session = serve_locally(sys, serving, err);
   if (gateway) caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
-  for (const auto& r : ranks)
-    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
-  return report_run(flags, *run, session, {}, rec->get(), out, err);
+  return report_run(flags, run, session, {}, rec->get(), out, err);
 }
 
 } // namespace kvactor

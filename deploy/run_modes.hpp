@@ -5,10 +5,46 @@
 
 #include <ostream>
 
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "actors/interfaces.hpp"
+#include "actors/trace_recorder.hpp"
 #include "deploy/run_command.hpp"
+#include "deploy/run_config.hpp"
 #include "deploy/run_options.hpp"
+#include "deploy/run_session.hpp"
+#include "deploy/tp_flags.hpp"
 
 namespace kvactor {
+
+/// A local run's configuration and tensor-parallel setup, the device resolved.
+struct local_start {
+  run_configuration run;
+  tp_setup tp;
+};
+
+/// Resolves the device, the tensor-parallel flags and the run's configuration.
+expected<local_start> prepare_local_run(const run_flags& flags, const run_options& options);
+
+/// What serve_locally runs: `run`'s ranks and workload; on_ready once every rank is ready.
+struct local_serving {
+  const run_flags& flags;
+  const run_configuration& run;
+  const tp_setup& tp;
+  std::shared_ptr<trace_recorder> recorder; // null: nothing recorded
+  std::function<std::optional<run_failure>(const driver_actor&, const std::vector<rank_actor>&,
+                                           const std::vector<rank_ready>&)>
+      on_ready;
+};
+
+/// Spawns the ranks and the driver in `sys`, serves the workload, stops them.
+session_result serve_locally(caf::actor_system& sys, const local_serving& serving,
+                             std::ostream& err);
 
 /// Local mode: the ranks in this process (a host communicator group, or NCCL between GPUs).
 int run_locally(const run_flags& flags, const run_options& options, std::ostream& out,

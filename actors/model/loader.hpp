@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,11 +20,16 @@ struct load_options {
   std::string kv_cache_dtype = "auto"; // --kv-cache-dtype: auto (= model dtype)|fp8 (fp8_e4m3)
 };
 
-/// Returns `path_or_name` itself when it names an existing file; otherwise the first
+/// Returns `path_or_name` itself when it names an existing file; its config.json when it is a
+/// Hugging Face model directory; otherwise the first
 /// <dir>/<name>.json (or <dir>/<name> when the name ends in .json) that exists, searching the
 /// colon-separated dirs of $KVACTOR_MODELS_PATH, then KVACTOR_MODELS_DIR.
 /// Fails with errc::io_error listing the searched dirs and the shipped names.
 expected<std::string> resolve_model_path(std::string_view path_or_name);
+
+/// `model` when it is a Hugging Face model directory with weights (config.json and
+/// model.safetensors or model.safetensors.index.json), else nullopt (a config alone, or a name).
+std::optional<std::string> checkpoint_directory(std::string_view model);
 
 /// Stems of the *.json configs in KVACTOR_MODELS_DIR, sorted; empty when the dir is unreadable.
 std::vector<std::string> shipped_model_names();

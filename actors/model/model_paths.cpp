@@ -41,6 +41,14 @@ bool is_file(const fs::path& p) {
 expected<std::string> resolve_model_path(std::string_view path_or_name) {
   std::string name{path_or_name};
   if (!name.empty() && is_file(name)) return name;
+  std::error_code ec;
+  if (!name.empty() && fs::is_directory(name, ec)) {
+    if (is_file(fs::path{name} / "config.json")) return (fs::path{name} / "config.json").string();
+    return make_error(errc::io_error,
+                      fmt::format("model '{}': a directory without config.json (a Hugging Face "
+                                  "model directory holds config.json and its safetensors)",
+                                  name));
+  }
   auto dirs = search_dirs();
   auto file = name.ends_with(".json") ? name : name + ".json";
   if (!name.empty()) {
@@ -53,6 +61,16 @@ expected<std::string> resolve_model_path(std::string_view path_or_name) {
                     fmt::format("model '{}': not a file, and no {} in {} (shipped models: {})",
                                 name, file, fmt::join(dirs, ", "),
                                 fmt::join(shipped_model_names(), ", ")));
+}
+
+std::optional<std::string> checkpoint_directory(std::string_view model) {
+  std::error_code ec;
+  const fs::path dir{model};
+  if (model.empty() || !fs::is_directory(dir, ec) || !is_file(dir / "config.json"))
+    return std::nullopt;
+  if (is_file(dir / "model.safetensors") || is_file(dir / "model.safetensors.index.json"))
+    return dir.string();
+  return std::nullopt;
 }
 
 std::vector<std::string> shipped_model_names() {

@@ -2,6 +2,8 @@
 // protocol. Registered here, and nowhere else.
 #include <fmt/format.h>
 
+#include "actors/model/hf_decoder.hpp"
+#include "actors/model/loader.hpp"
 #include "actors/rank/executor_registry.hpp"
 #include "actors/rank/workload.hpp"
 
@@ -33,7 +35,31 @@ private:
   device_kind device_;
 };
 
+// A Hugging Face directory with weights: the real decoder, this rank's slice of the checkpoint.
+expected<std::unique_ptr<step_executor>> make_cpu_decoder(const executor_context& c,
+                                                          const std::string& dir) {
+  auto m = load_hf_decoder(dir, c.config.tensor_parallel_size, c.config.rank);
+  if (!m) return m.err();
+  int64_t bytes = 0;
+  auto count = [&](const std::vector<float>& w) { bytes += static_cast<int64_t>(w.size() * 4); };
+  count(m->weights.embed);
+  count(m->weights.lm_head);
+  count(m->weights.final_norm);
+  for (const auto& l : m->weights.layers)
+    for (const auto* w : {&l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm,
+                          &l.k_norm, &l.input_norm, &l.post_attn_norm, &l.pre_ffn_norm,
+                          &l.post_ffn_norm, &l.gate, &l.up, &l.down})
+      count(*w);
+  try {
+    return make_cpu_decoder_executor(
+        std::make_unique<kernels::decoder>(m->config.spec, std::move(m->weights)), c.comm, bytes);
+  } catch (const std::exception& e) {
+    return make_error(errc::invalid_argument, fmt::format("model {}: {}", dir, e.what()));
+  }
+}
+
 expected<std::unique_ptr<step_executor>> make_cpu(const executor_context& c) {
+  if (auto dir = checkpoint_directory(c.config.model)) return make_cpu_decoder(c, *dir);
   auto stack = stack_config_for(c.model, c.config.seed);
   if (!stack) return stack.err();
   try {
@@ -45,6 +71,11 @@ expected<std::unique_ptr<step_executor>> make_cpu(const executor_context& c) {
 }
 
 expected<std::unique_ptr<step_executor>> make_cuda(const executor_context& c) {
+  if (checkpoint_directory(c.config.model))
+    return make_error(errc::unsupported,
+                      fmt::format("model {}: checkpoints run on the CPU decoder; the GPU decoder "
+                                  "is not built yet (use --device cpu)",
+                                  c.config.model));
   auto stack = stack_config_for(c.model, c.config.seed);
   if (!stack) return stack.err();
   // One rank alone all-reduces nothing.

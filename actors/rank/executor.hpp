@@ -14,6 +14,7 @@
 #include "actors/metadata/step_batch.hpp"
 #include "kvactor/kernels/attention_stack.h"
 #include "kvactor/kernels/communicator.h"
+#include "kvactor/kernels/decoder.h"
 #include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
 #include "messages/runtime.hpp"
@@ -106,6 +107,12 @@ public:
 /// output projections.
 std::unique_ptr<step_executor> make_cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
                                                  std::shared_ptr<kernels::communicator> comm);
+
+/// A real model's CPU decoder (weights from a checkpoint, `weight_bytes` of them for the ledger);
+/// `comm` all-reduces its row-parallel projections.
+std::unique_ptr<step_executor>
+make_cpu_decoder_executor(std::unique_ptr<kernels::decoder> d,
+                          std::shared_ptr<kernels::communicator> comm, int64_t weight_bytes);
 
 /// The GPU stack on CUDA device `device` (made current on the calling thread): weights generated
 /// on the device, cuBLAS projections, the CUDA paged-attention kernels; `comm` (device memory,

@@ -1,0 +1,106 @@
+// A real model on the CPU: the float decoder (kernels/include/kvactor/kernels/decoder.h) over
+// the rank's paged KV cache, its weights loaded from the model directory's safetensors, the next
+// token the argmax of the full vocabulary's logits.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "actors/rank/executor.hpp"
+
+namespace kvactor {
+
+namespace {
+
+class decoder_executor final : public step_executor {
+public:
+  decoder_executor(std::unique_ptr<kernels::decoder> d, std::shared_ptr<kernels::communicator> comm,
+                   int64_t weight_bytes)
+      : d_(std::move(d)), comm_(std::move(comm)), weight_bytes_(weight_bytes) {}
+
+  status bind(std::vector<kernels::kv_view> views, std::vector<std::string> layer_names,
+              int32_t max_tokens) override {
+    if (views.size() != d_->spec().layers.size())
+      return make_error(errc::incompatible_specs,
+                        fmt::format("the KV cache has {} attention layers, the checkpoint {}",
+                                    views.size(), d_->spec().layers.size()));
+    views_ = std::move(views);
+    names_ = std::move(layer_names);
+    hidden_.assign(static_cast<size_t>(max_tokens) * static_cast<size_t>(d_->spec().hidden_size),
+                   0.0f);
+    return ok();
+  }
+
+  expected<std::vector<int32_t>> run(const step_batch& b,
+                                     const std::vector<executed_ubatch>& ubatches) override {
+    std::function<void(float*, size_t)> reduce;
+    if (comm_ && comm_->world_size() > 1)
+      reduce = [this](float* buf, size_t n) { comm_->all_reduce(buf, n); };
+    try {
+      for (const auto& u : ubatches)
+        if (auto ran = run_ubatch(b, u, reduce); !ran) return ran.err();
+      return greedy(d_->logits(hidden_.data(), b.sample_rows));
+    } catch (const kernels::collective_error& e) {
+      return make_error(errc::collective_failed, e.what());
+    } catch (const std::exception& e) {
+      if (comm_) comm_->abort(fmt::format("rank {}: {}", comm_->rank(), e.what()));
+      return make_error(errc::invalid_argument, e.what());
+    }
+  }
+
+  std::vector<memory_entry> ledger() const override {
+    return {{"weights", weight_bytes_},
+            {"activations", static_cast<int64_t>(hidden_.size() * sizeof(float))}};
+  }
+
+  const char* device() const override { return "cpu"; }
+
+private:
+  status run_ubatch(const step_batch& b, const executed_ubatch& u,
+                    const std::function<void(float*, size_t)>& reduce) {
+    std::vector<kernels::layer_batch> per_layer(names_.size());
+    std::vector<const kernels::layer_batch*> ptrs(names_.size());
+    for (size_t l = 0; l < names_.size(); ++l) {
+      auto it = u.layers->find(names_[l]);
+      if (it == u.layers->end())
+        return make_error(errc::invalid_argument,
+                          fmt::format("no metadata for layer {}", names_[l]));
+      const auto& m = it->second->common;
+      per_layer[l] = {m.query_start_loc.data(), m.seq_lens.data(), m.block_table.data(),
+                      m.block_table_width,      m.num_reqs,        m.slot_mapping.data()};
+      ptrs[l] = &per_layer[l];
+    }
+    const auto start = static_cast<size_t>(u.token_start);
+    const std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
+    d_->forward(b.token_ids.data() + start, positions.data() + start, u.token_end - u.token_start,
+                views_, ptrs, reduce, hidden_.data() + start * d_->spec().hidden_size);
+    return ok();
+  }
+
+  // The argmax of each row, the lowest id on ties.
+  std::vector<int32_t> greedy(const std::vector<float>& logits) const {
+    const auto vocab = static_cast<size_t>(d_->spec().vocab_size);
+    std::vector<int32_t> out;
+    for (size_t r = 0; r < logits.size() / vocab; ++r) {
+      const auto* row = logits.data() + r * vocab;
+      out.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+    }
+    return out;
+  }
+
+  std::unique_ptr<kernels::decoder> d_;
+  std::shared_ptr<kernels::communicator> comm_;
+  int64_t weight_bytes_;
+  std::vector<kernels::kv_view> views_;
+  std::vector<std::string> names_;
+  std::vector<float> hidden_; // [max_tokens, hidden_size]
+};
+
+} // namespace
+
+std::unique_ptr<step_executor>
+make_cpu_decoder_executor(std::unique_ptr<kernels::decoder> d,
+                          std::shared_ptr<kernels::communicator> comm, int64_t weight_bytes) {
+  return std::make_unique<decoder_executor>(std::move(d), std::move(comm), weight_bytes);
+}
+
+} // namespace kvactor

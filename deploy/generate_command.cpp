@@ -1,0 +1,129 @@
+#include "deploy/generate_command.hpp"
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/model/loader.hpp"
+#include "actors/runtime_config.hpp"
+#include "deploy/cli.hpp"
+#include "deploy/run_modes.hpp"
+#include "messages/register.hpp"
+
+namespace kvactor {
+
+namespace {
+
+using nlohmann::json;
+
+// The run flags of one request: the prompt, max_tokens generated, all at once.
+run_flags flags_for(const generate_flags& g, const std::vector<int32_t>& prompt) {
+  run_flags f;
+  f.plan.model = g.model;
+  f.plan.device = g.device;
+  f.plan.tensor_parallel_size = g.tensor_parallel_size;
+  f.plan.max_model_len = 0;
+  f.requests = 1;
+  f.prompt_len = std::to_string(prompt.size());
+  f.output_len = std::to_string(g.max_tokens);
+  f.arrival_rate = "inf";
+  f.progress = false;
+  return f;
+}
+
+int fail(const generate_flags& g, std::ostream& out, std::ostream& err, int code,
+         const std::string& message) {
+  fmt::print(err, "kvactor generate: error: {}\n", message);
+  if (g.json) out << json{{"error", message}}.dump() << '\n';
+  return code;
+}
+
+expected<std::vector<int32_t>> prompt_of(const generate_flags& g) {
+  if (!g.prompt.empty())
+    return make_error(errc::unsupported,
+                      "--prompt: text prompts need the model's tokenizer, which kvactor does not "
+                      "read yet; give the token ids with --prompt-ids");
+  if (g.prompt_ids.empty()) return make_error(errc::missing_field, "--prompt-ids: required");
+  return parse_prompt_ids(g.prompt_ids);
+}
+
+status check_model(const generate_flags& g) {
+  if (!checkpoint_directory(g.model))
+    return make_error(errc::invalid_argument,
+                      fmt::format("--model {}: not a Hugging Face model directory with weights "
+                                  "(config.json and model.safetensors or its index)",
+                                  g.model));
+  if (g.max_tokens < 1)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--max-tokens: {} must be at least 1", g.max_tokens));
+  return ok();
+}
+
+void print_result(const generate_flags& g, const std::vector<int32_t>& prompt,
+                  const request_result& r, std::ostream& out) {
+  const std::string finish = "length"; // stop tokens come with sampling and stopping
+  if (g.json) {
+    out << json{{"prompt_ids", prompt},
+                {"output_ids", r.output},
+                {"text", nullptr},
+                {"finish_reason", finish}}
+               .dump()
+        << '\n';
+    return;
+  }
+  fmt::print(out, "{}\n", fmt::join(r.output, " "));
+}
+
+} // namespace
+
+expected<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const auto comma = text.find(',', at);
+    const auto item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
+      return make_error(errc::invalid_argument,
+                        fmt::format("--prompt-ids: '{}' is not a token id", item));
+    ids.push_back(static_cast<int32_t>(v));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return ids;
+}
+
+int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) {
+  if (auto ok = check_model(g); !ok) return fail(g, out, err, exit_bad_input, ok.err().message);
+  auto prompt = prompt_of(g);
+  if (!prompt) return fail(g, out, err, exit_bad_input, prompt.err().message);
+  const auto flags = flags_for(g, *prompt);
+  auto options = check_run_flags(flags);
+  if (!options) return fail(g, out, err, exit_bad_input, options.err().message);
+  auto start = prepare_local_run(flags, *options);
+  if (!start) return fail(g, out, err, exit_bad_input, start.err().message);
+  start->run.workload = {request_spec{0, *prompt, g.max_tokens, 0}};
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  configure_step_latency(cfg);
+  caf::actor_system sys{cfg};
+  const auto session = serve_locally(sys, {flags, start->run, start->tp, nullptr, {}}, err);
+  if (session.failure)
+    return fail(g, out, err, session.failure->exit_code, session.failure->err.message);
+  if (session.summary.results.empty() || !session.summary.results.front().finished)
+    return fail(g, out, err, exit_failure,
+                session.summary.results.empty() ? session.summary.error.message
+                                                : session.summary.results.front().failure);
+  print_result(g, *prompt, session.summary.results.front(), out);
+  return exit_ok;
+}
+
+} // namespace kvactor

@@ -1,0 +1,30 @@
+// `kvactor generate`: one prompt through a real model, served by the same actors as `run`
+// (driver, ranks, builders, KV cache), the continuation printed as token ids or, with --json, one
+// object for scripts.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "messages/errc.hpp"
+
+namespace kvactor {
+
+struct generate_flags {
+  std::string model;      // a Hugging Face model directory
+  std::string prompt;     // text: needs the model's tokenizer
+  std::string prompt_ids; // "1,2,3"
+  int32_t max_tokens = 16;
+  std::string device = "auto";
+  int32_t tensor_parallel_size = 1;
+  bool json = false;
+};
+
+/// "1,2,3" -> ids; errors name --prompt-ids and the entry.
+expected<std::vector<int32_t>> parse_prompt_ids(const std::string& text);
+
+int run_generate(const generate_flags& flags, std::ostream& out, std::ostream& err);
+
+} // namespace kvactor

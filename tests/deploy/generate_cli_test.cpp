@@ -1,0 +1,76 @@
+// `kvactor generate` end to end: a transformers fixture loaded from its directory, served by the
+// driver, the ranks and their builders with a paged KV cache, continues each prompt exactly as
+// transformers did, on one rank and on two; bad input is an error that names the flag.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cli_support.hpp"
+#include "deploy/generate_command.hpp"
+
+namespace kvactor::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string fixture(const std::string& family) {
+  return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
+}
+
+nlohmann::json expected_of(const std::string& family) {
+  std::ifstream in(fixture(family) + "/expected.json");
+  return nlohmann::json::parse(in);
+}
+
+class GenerateCli : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GenerateCli, ContinuesEveryPromptAsTransformersDid) {
+  const auto want = expected_of(GetParam());
+  for (size_t p = 0; p < want["prompts"].size(); ++p) {
+    const auto prompt = want["prompts"][p].get<std::vector<int32_t>>();
+    const auto continuation = want["continuations"][p].get<std::vector<int32_t>>();
+    for (const char* tp : {"1", "2"}) {
+      auto r = run_cli({"generate", "--model", fixture(GetParam()), "--prompt-ids",
+                        fmt::format("{}", fmt::join(prompt, ",")), "--max-tokens",
+                        std::to_string(continuation.size()), "--tensor-parallel-size", tp,
+                        "--device", "cpu", "--json"});
+      ASSERT_EQ(r.code, 0) << r.err;
+      const auto j = r.json();
+      EXPECT_EQ(j["output_ids"].get<std::vector<int32_t>>(), continuation)
+          << GetParam() << " prompt " << p << " tp " << tp;
+      EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), prompt);
+      EXPECT_TRUE(j["text"].is_null()) << "no tokenizer in a fixture directory";
+      EXPECT_EQ(j["finish_reason"], "length");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DenseFamilies, GenerateCli,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
+                                           "gemma3_text", "phi3"),
+                         [](const auto& info) { return info.param; });
+
+TEST(GenerateCliErrors, NameTheFlagAndTheValue) {
+  const auto dir = fixture("llama");
+  auto ids = run_cli({"generate", "--model", dir, "--prompt-ids", "5,-3,7"});
+  EXPECT_EQ(ids.code, 2);
+  EXPECT_THAT(ids.err, HasSubstr("--prompt-ids: '-3' is not a token id"));
+  auto text = run_cli({"generate", "--model", dir, "--prompt", "hello"});
+  EXPECT_THAT(text.err, HasSubstr("give the token ids with --prompt-ids"));
+  auto none = run_cli({"generate", "--model", std::string(KVACTOR_SOURCE_DIR) + "/deploy/models",
+                       "--prompt-ids", "1"});
+  EXPECT_THAT(none.err, HasSubstr("not a Hugging Face model directory with weights"));
+  auto zero = run_cli({"generate", "--model", dir, "--prompt-ids", "1", "--max-tokens", "0"});
+  EXPECT_THAT(zero.err, HasSubstr("--max-tokens: 0 must be at least 1"));
+  auto big = run_cli({"generate", "--model", dir, "--prompt-ids", "1,256", "--json"});
+  EXPECT_NE(big.code, 0);
+  EXPECT_THAT(big.json()["error"].get<std::string>(), HasSubstr("256"));
+}
+
+} // namespace
+} // namespace kvactor::test
