@@ -30,21 +30,11 @@ public:
       reduce = [this](float* buf, size_t n) { comm_->all_reduce(buf, n); };
     try {
       for (const auto& u : ubatches) {
-        std::vector<kernels::layer_batch> per_layer(names_.size());
-        std::vector<const kernels::layer_batch*> ptrs(names_.size());
-        for (size_t l = 0; l < names_.size(); ++l) {
-          auto it = u.layers->find(names_[l]);
-          if (it == u.layers->end())
-            return make_error(errc::invalid_argument,
-                              fmt::format("no metadata for layer {}", names_[l]));
-          const auto& m = it->second->common;
-          per_layer[l] = {m.query_start_loc.data(), m.seq_lens.data(), m.block_table.data(),
-                          m.block_table_width,      m.num_reqs,        m.slot_mapping.data()};
-          ptrs[l] = &per_layer[l];
-        }
+        auto layers = host_layer_batches_of(u, names_);
+        if (!layers) return layers.err();
         const auto start = static_cast<size_t>(u.token_start);
         stack_->forward(b.token_ids.data() + start, positions.data() + start,
-                        u.token_end - u.token_start, views_, ptrs, reduce,
+                        u.token_end - u.token_start, views_, layers->pointers, reduce,
                         hidden_.data() + start * hidden_size);
       }
       return stack_->sample(hidden_.data(), b.sample_rows);
@@ -72,6 +62,23 @@ private:
 };
 
 } // namespace
+
+expected<host_layer_batches> host_layer_batches_of(const executed_ubatch& u,
+                                                   const std::vector<std::string>& names) {
+  host_layer_batches out;
+  out.batches.resize(names.size());
+  for (size_t l = 0; l < names.size(); ++l) {
+    auto it = u.layers->find(names[l]);
+    if (it == u.layers->end())
+      return make_error(errc::invalid_argument, fmt::format("no metadata for layer {}", names[l]));
+    const auto& m = it->second->common;
+    out.batches[l] = {m.query_start_loc.data(), m.seq_lens.data(), m.block_table.data(),
+                      m.block_table_width,      m.num_reqs,        m.slot_mapping.data()};
+  }
+  for (const auto& b : out.batches)
+    out.pointers.push_back(&b);
+  return out;
+}
 
 std::unique_ptr<step_executor> make_cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
                                                  std::shared_ptr<kernels::communicator> comm) {

@@ -57,22 +57,12 @@ public:
 private:
   status run_ubatch(const step_batch& b, const executed_ubatch& u,
                     const std::function<void(float*, size_t)>& reduce) {
-    std::vector<kernels::layer_batch> per_layer(names_.size());
-    std::vector<const kernels::layer_batch*> ptrs(names_.size());
-    for (size_t l = 0; l < names_.size(); ++l) {
-      auto it = u.layers->find(names_[l]);
-      if (it == u.layers->end())
-        return make_error(errc::invalid_argument,
-                          fmt::format("no metadata for layer {}", names_[l]));
-      const auto& m = it->second->common;
-      per_layer[l] = {m.query_start_loc.data(), m.seq_lens.data(), m.block_table.data(),
-                      m.block_table_width,      m.num_reqs,        m.slot_mapping.data()};
-      ptrs[l] = &per_layer[l];
-    }
+    auto layers = host_layer_batches_of(u, names_);
+    if (!layers) return layers.err();
     const auto start = static_cast<size_t>(u.token_start);
     const std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
     d_->forward(b.token_ids.data() + start, positions.data() + start, u.token_end - u.token_start,
-                views_, ptrs, reduce, hidden_.data() + start * d_->spec().hidden_size);
+                views_, layers->pointers, reduce, hidden_.data() + start * d_->spec().hidden_size);
     return ok();
   }
 

@@ -28,6 +28,15 @@ struct executed_ubatch {
   const layer_metadata* layers = nullptr;
 };
 
+/// A ubatch's metadata as the CPU kernels read it: one layer_batch per stack layer (named as the
+/// builders key them), pointing into the builders' metadata. Fails naming a layer without any.
+struct host_layer_batches {
+  std::vector<kernels::layer_batch> batches;
+  std::vector<const kernels::layer_batch*> pointers;
+};
+expected<host_layer_batches> host_layer_batches_of(const executed_ubatch& u,
+                                                   const std::vector<std::string>& names);
+
 /// What a GPU executor needs before it captures CUDA graphs (issue 6).
 struct graph_setup {
   std::vector<int32_t> layer_group; // [stack layers] metadata group of each layer (0, 1, ...)
