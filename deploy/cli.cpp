@@ -149,7 +149,14 @@ void add_generate_flags(CLI::App& cmd, generate_flags& f) {
       ->required();
   cmd.add_option("--prompt", f.prompt, "the prompt as text (needs the model's tokenizer)");
   cmd.add_option("--prompt-ids", f.prompt_ids, "the prompt as token ids: 1,2,3");
-  cmd.add_option("--max-tokens", f.max_tokens, "tokens to generate (16)");
+  cmd.add_option("--max-tokens", f.max_tokens, "tokens to generate at most (16)");
+  cmd.add_option("--temperature", f.temperature, "0: greedy (the default); else sample");
+  cmd.add_option("--top-k", f.top_k, "sample among the k most likely tokens (0: all)");
+  cmd.add_option("--top-p", f.top_p, "sample within this probability mass (1: all)");
+  cmd.add_option("--seed", f.seed, "the request's sampling seed (the same seed, the same tokens)");
+  cmd.add_option("--stop-token-ids", f.stop_token_ids, "more token ids that end the request");
+  cmd.add_flag("--ignore-eos", f.ignore_eos,
+               "do not stop at the model's end-of-sequence tokens (generation_config.json)");
   cmd.add_option("--device", f.device, "auto|cpu|cuda");
   cmd.add_option("--tensor-parallel-size", f.tensor_parallel_size, "ranks (1)");
   cmd.add_flag("--json", f.json, "one object: prompt_ids, output_ids, text, finish_reason");

@@ -1,5 +1,7 @@
 #include "deploy/generate_command.hpp"
 
+#include <fstream>
+
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -58,17 +60,25 @@ status check_model(const generate_flags& g) {
   if (g.max_tokens < 1)
     return make_error(errc::invalid_argument,
                       fmt::format("--max-tokens: {} must be at least 1", g.max_tokens));
+  if (!(g.temperature >= 0.0f))
+    return make_error(errc::invalid_argument,
+                      fmt::format("--temperature: {} must be >= 0 (0: greedy)", g.temperature));
+  if (g.top_k < 0)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--top-k: {} must be >= 0 (0: every token)", g.top_k));
+  if (!(g.top_p > 0.0f && g.top_p <= 1.0f))
+    return make_error(errc::invalid_argument,
+                      fmt::format("--top-p: {} must be in (0, 1]", g.top_p));
   return ok();
 }
 
 void print_result(const generate_flags& g, const std::vector<int32_t>& prompt,
                   const request_result& r, std::ostream& out) {
-  const std::string finish = "length"; // stop tokens come with sampling and stopping
   if (g.json) {
     out << json{{"prompt_ids", prompt},
                 {"output_ids", r.output},
                 {"text", nullptr},
-                {"finish_reason", finish}}
+                {"finish_reason", std::string(to_string(r.reason))}}
                .dump()
         << '\n';
     return;
@@ -77,6 +87,23 @@ void print_result(const generate_flags& g, const std::vector<int32_t>& prompt,
 }
 
 } // namespace
+
+std::vector<int32_t> eos_token_ids(const std::string& model_dir) {
+  for (const char* file : {"generation_config.json", "config.json"}) {
+    std::ifstream in(model_dir + "/" + file);
+    if (!in) continue;
+    const auto j = json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.contains("eos_token_id")) continue;
+    std::vector<int32_t> ids;
+    const auto& e = j["eos_token_id"];
+    if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+    if (e.is_array())
+      for (const auto& x : e)
+        if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
+    return ids;
+  }
+  return {};
+}
 
 expected<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
   std::vector<int32_t> ids;
@@ -110,7 +137,18 @@ int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) 
   if (!options) return fail(g, out, err, exit_bad_input, options.err().message);
   auto start = prepare_local_run(flags, *options);
   if (!start) return fail(g, out, err, exit_bad_input, start.err().message);
-  start->run.workload = {request_spec{0, *prompt, g.max_tokens, 0}};
+  sampling_params sampling{g.temperature, g.top_k, g.top_p, g.seed, {}};
+  if (!g.ignore_eos) sampling.stop_token_ids = eos_token_ids(g.model);
+  if (!g.stop_token_ids.empty()) {
+    auto more = parse_prompt_ids(g.stop_token_ids);
+    if (!more) {
+      auto why = more.err().message;
+      why.replace(0, std::string("--prompt-ids").size(), "--stop-token-ids");
+      return fail(g, out, err, exit_bad_input, why);
+    }
+    sampling.stop_token_ids.insert(sampling.stop_token_ids.end(), more->begin(), more->end());
+  }
+  start->run.workload = {request_spec{0, *prompt, g.max_tokens, 0, sampling}};
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);

@@ -17,6 +17,12 @@ struct generate_flags {
   std::string prompt;     // text: needs the model's tokenizer
   std::string prompt_ids; // "1,2,3"
   int32_t max_tokens = 16;
+  float temperature = 0.0f; // 0: greedy
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  bool ignore_eos = false;    // generate max_tokens whatever is sampled
+  std::string stop_token_ids; // "5,9": more tokens that end the request
   std::string device = "auto";
   int32_t tensor_parallel_size = 1;
   bool json = false;
@@ -24,6 +30,10 @@ struct generate_flags {
 
 /// "1,2,3" -> ids; errors name --prompt-ids and the entry.
 expected<std::vector<int32_t>> parse_prompt_ids(const std::string& text);
+
+/// The model's end-of-sequence ids: generation_config.json's eos_token_id when the directory
+/// has one, else config.json's (an id or a list; empty when neither names any).
+std::vector<int32_t> eos_token_ids(const std::string& model_dir);
 
 int run_generate(const generate_flags& flags, std::ostream& out, std::ostream& err);
 

@@ -9,6 +9,7 @@
 #include "messages/cudagraph.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
+#include "messages/request.hpp"
 
 namespace kvactor {
 
@@ -108,6 +109,12 @@ expected<graph_support> parse_graph_support(std::string_view name) {
 std::string_view to_string(collective_status x) {
   constexpr std::array<std::string_view, 5> names{"pending", "completed", "timed_out", "aborted",
                                                   "failed"};
+  const auto i = static_cast<size_t>(x);
+  return i < names.size() ? names[i] : "unknown";
+}
+
+std::string_view to_string(finish_reason x) {
+  constexpr std::array<std::string_view, 3> names{"none", "length", "stop"};
   const auto i = static_cast<size_t>(x);
   return i < names.size() ? names[i] : "unknown";
 }

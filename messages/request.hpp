@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <caf/meta/type_name.hpp>
@@ -11,12 +12,43 @@
 
 namespace kvactor {
 
-/// One generation request: greedy decoding of up to max_output_tokens after the prompt.
+/// How a request's next token is chosen, and which tokens end it. temperature 0 is greedy (the
+/// argmax, the lowest id on ties); otherwise the logits are divided by the temperature, cut to the
+/// top_k (0: all) and to the smallest set whose probability reaches top_p (1: all), and one token
+/// is drawn with a generator seeded by (seed, the token's position), so a request's tokens do not
+/// depend on what it is batched with.
+struct sampling_params {
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  std::vector<int32_t> stop_token_ids; // a sampled one ends the request (and is kept)
+
+  bool operator==(const sampling_params&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, sampling_params& x) {
+  return f(caf::meta::type_name("kvactor::sampling_params"), x.temperature, x.top_k, x.top_p,
+           x.seed, x.stop_token_ids);
+}
+
+/// Why a request ended.
+enum class finish_reason : uint8_t {
+  none,   // not finished (failed, or the run stopped first)
+  length, // max_output_tokens generated, or the model's length reached
+  stop,   // a stop token was sampled
+};
+
+std::string_view to_string(finish_reason x);
+
+/// One generation request: up to max_output_tokens after the prompt, chosen as `sampling` says.
 struct request_spec {
   uint64_t request_id = 0;
   std::vector<int32_t> prompt;
   int32_t max_output_tokens = 0;
   int64_t arrival_ns = 0; // offset from the start of the run
+  sampling_params sampling;
 
   bool operator==(const request_spec&) const = default;
 };
@@ -24,7 +56,7 @@ struct request_spec {
 template <class Inspector>
 auto inspect(Inspector& f, request_spec& x) {
   return f(caf::meta::type_name("kvactor::request_spec"), x.request_id, x.prompt,
-           x.max_output_tokens, x.arrival_ns);
+           x.max_output_tokens, x.arrival_ns, x.sampling);
 }
 
 /// What happened to one request.
@@ -34,6 +66,7 @@ struct request_result {
   std::vector<int32_t> output;
   int32_t num_preemptions = 0;
   std::string failure;
+  finish_reason reason = finish_reason::none;
 
   bool operator==(const request_result&) const = default;
 };
@@ -41,7 +74,7 @@ struct request_result {
 template <class Inspector>
 auto inspect(Inspector& f, request_result& x) {
   return f(caf::meta::type_name("kvactor::request_result"), x.request_id, x.finished, x.output,
-           x.num_preemptions, x.failure);
+           x.num_preemptions, x.failure, x.reason);
 }
 
 /// The end of a run (schema kvactor.run/1 in JSON).

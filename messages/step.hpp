@@ -11,6 +11,7 @@
 #include "messages/errc.hpp"
 
 #include "messages/cudagraph.hpp"
+#include "messages/request.hpp"
 
 namespace kvactor {
 
@@ -19,6 +20,7 @@ struct new_request {
   uint64_t request_id = 0;
   int32_t prompt_len = 0;
   int32_t max_output_tokens = 0;
+  sampling_params sampling; // the rank samples (the driver stops on stop tokens)
 
   bool operator==(const new_request&) const = default;
 };
@@ -26,7 +28,7 @@ struct new_request {
 template <class Inspector>
 auto inspect(Inspector& f, new_request& x) {
   return f(caf::meta::type_name("kvactor::new_request"), x.request_id, x.prompt_len,
-           x.max_output_tokens);
+           x.max_output_tokens, x.sampling);
 }
 
 /// Writes `block_ids` into a request's block table of one KV cache group, from `start` on

@@ -41,6 +41,7 @@ run_summary summarize(const driver_state& st) {
     res.output = r->output;
     res.num_preemptions = r->num_preemptions;
     res.failure = r->failure;
+    res.reason = r->reason;
     s.generated_tokens += static_cast<int64_t>(r->output.size());
     s.results.push_back(std::move(res));
   }
@@ -92,7 +93,7 @@ void fail_unfinished(driver_state& st, const std::string& why) {
   while (st.next_arrival < st.pending.size()) {
     auto& r = st.pending[st.next_arrival++];
     st.prompt_tokens += static_cast<int64_t>(r.prompt.size());
-    (void)st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens);
+    (void)st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens, r.sampling);
   }
   for (auto id : st.sched->request_order()) {
     const auto* r = st.sched->find(id);
@@ -236,7 +237,8 @@ void next_step(self_ptr self) {
   while (st.next_arrival < st.pending.size() && st.pending[st.next_arrival].arrival_ns <= now_ns) {
     auto& r = st.pending[st.next_arrival++];
     st.prompt_tokens += static_cast<int64_t>(r.prompt.size());
-    if (auto ok = st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens); !ok)
+    if (auto ok = st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens, r.sampling);
+        !ok)
       spdlog::warn("driver: request {} failed at admission: {}", r.request_id, ok.err().message);
   }
   if (!st.sched->has_work() && !st.sched->has_pending_finished()) {

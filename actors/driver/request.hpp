@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "messages/request.hpp"
+
 namespace kvactor {
 
 struct request_state {
@@ -23,6 +25,8 @@ struct request_state {
   enum class status { waiting, running, finished, failed } st = status::waiting;
   int32_t num_preemptions = 0;
   std::string failure; // why it failed; empty otherwise
+  sampling_params sampling;
+  finish_reason reason = finish_reason::none; // once finished
 };
 
 /// prompt + output: every token known so far.

@@ -43,13 +43,15 @@ scheduler::scheduler(scheduler_config cfg, std::vector<kv_cache_group> groups, i
   assert(validate(cfg_, {}, num_blocks));
 }
 
-status scheduler::add_request(uint64_t id, std::vector<int32_t> prompt, int32_t max_output_tokens) {
+status scheduler::add_request(uint64_t id, std::vector<int32_t> prompt, int32_t max_output_tokens,
+                              sampling_params sampling) {
   if (requests_.count(id) != 0)
     return invalid(fmt::format("add_request: request_id = {} already exists", id));
   auto& r = requests_[id];
   r.id = id;
   r.prompt = std::move(prompt);
   r.max_output_tokens = max_output_tokens;
+  r.sampling = std::move(sampling);
   order_.push_back(id);
 
   auto prompt_len = static_cast<int64_t>(r.prompt.size());
@@ -173,8 +175,9 @@ void scheduler::admit_waiting(int32_t& budget, std::vector<pick>& picks, step_pl
     r.st = st::running;
     known_.insert(r.id);
     // After a preemption the ranks see prompt + output as the prompt, and only what is left.
-    plan.new_requests.push_back(
-        {r.id, num_tokens(r), r.max_output_tokens - static_cast<int32_t>(r.output.size())});
+    plan.new_requests.push_back({r.id, num_tokens(r),
+                                 r.max_output_tokens - static_cast<int32_t>(r.output.size()),
+                                 r.sampling});
     plan.block_updates.insert(plan.block_updates.end(), updates->begin(), updates->end());
     picks.push_back({r.id, n});
     budget -= n;
@@ -234,9 +237,15 @@ status scheduler::apply(const step_done& done) {
     auto& r = requests_.at(s.request_id);
     if (r.st != st::running) continue; // failed after the plan was made
     r.output.push_back(s.token);
-    if (static_cast<int32_t>(r.output.size()) >= r.max_output_tokens
-        || num_tokens(r) >= cfg_.max_model_len)
+    const auto& stops = r.sampling.stop_token_ids;
+    if (std::find(stops.begin(), stops.end(), s.token) != stops.end()) {
+      r.reason = finish_reason::stop;
       retire(r, st::finished);
+    } else if (static_cast<int32_t>(r.output.size()) >= r.max_output_tokens
+               || num_tokens(r) >= cfg_.max_model_len) {
+      r.reason = finish_reason::length;
+      retire(r, st::finished);
+    }
   }
   return ok();
 }

@@ -58,7 +58,8 @@ public:
   /// request as failed (with the reason in request_state::failure) and returns the error for an
   /// empty prompt, max_output_tokens < 1, prompt_len >= max_model_len (invalid_argument), or a
   /// request that could not fit in the whole pool even alone (insufficient_memory).
-  status add_request(uint64_t id, std::vector<int32_t> prompt, int32_t max_output_tokens);
+  status add_request(uint64_t id, std::vector<int32_t> prompt, int32_t max_output_tokens,
+                     sampling_params sampling = {});
 
   /// True while a request waits or runs.
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }

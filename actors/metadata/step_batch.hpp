@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "messages/request.hpp"
+
 namespace kvactor {
 
 /// What the rank knows about one KV cache group.
@@ -27,6 +29,8 @@ struct step_batch {
   std::vector<int32_t> widths;                  // [num_groups]
   std::vector<int32_t> sample_rows;             // token index of each sampled request's last token
   std::vector<uint64_t> sample_ids;             // the requests those rows belong to
+  std::vector<sampling_params> sample_params;   // how each of those requests samples
+  std::vector<int64_t> sample_positions;        // the position the sampled token will take
   int32_t max_query_len = 0;
   int32_t max_seq_len = 0;
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "actors/rank/executor.hpp"
+#include "kvactor/kernels/sampler.h"
 
 namespace kvactor {
 
@@ -38,7 +39,7 @@ public:
     try {
       for (const auto& u : ubatches)
         if (auto ran = run_ubatch(b, u, reduce); !ran) return ran.err();
-      return greedy(d_->logits(hidden_.data(), b.sample_rows));
+      return sample(d_->logits(hidden_.data(), b.sample_rows), b);
     } catch (const kernels::collective_error& e) {
       return make_error(errc::collective_failed, e.what());
     } catch (const std::exception& e) {
@@ -66,13 +67,19 @@ private:
     return ok();
   }
 
-  // The argmax of each row, the lowest id on ties.
-  std::vector<int32_t> greedy(const std::vector<float>& logits) const {
-    const auto vocab = static_cast<size_t>(d_->spec().vocab_size);
+  // Each sampled request's token, as its sampling parameters say (greedy without any).
+  std::vector<int32_t> sample(const std::vector<float>& logits, const step_batch& b) const {
+    const auto vocab = d_->spec().vocab_size;
     std::vector<int32_t> out;
-    for (size_t r = 0; r < logits.size() / vocab; ++r) {
-      const auto* row = logits.data() + r * vocab;
-      out.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+    for (size_t r = 0; r < b.sample_rows.size(); ++r) {
+      kernels::sampling_config cfg;
+      if (r < b.sample_params.size()) {
+        const auto& p = b.sample_params[r];
+        cfg = {p.temperature, p.top_k, p.top_p, p.seed};
+      }
+      const auto position = r < b.sample_positions.size() ? b.sample_positions[r] : 0;
+      out.push_back(kernels::sample_token(logits.data() + r * static_cast<size_t>(vocab), vocab,
+                                          cfg, static_cast<uint64_t>(position)));
     }
     return out;
   }

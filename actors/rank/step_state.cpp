@@ -207,6 +207,7 @@ void step_state::apply(const step_plan& plan, step_batch& b) {
     request req;
     req.prompt_len = r.prompt_len;
     req.max_output_tokens = r.max_output_tokens;
+    req.sampling = r.sampling;
     req.tables.resize(groups_.size());
     requests_[r.request_id] = std::move(req);
   }
@@ -226,6 +227,8 @@ void step_state::apply(const step_plan& plan, step_batch& b) {
   b.is_prefilling.clear();
   b.sample_rows.clear();
   b.sample_ids.clear();
+  b.sample_params.clear();
+  b.sample_positions.clear();
   b.max_query_len = 0;
   b.max_seq_len = 0;
   const auto num_reqs = plan.scheduled.size();
@@ -251,6 +254,8 @@ void step_state::apply(const step_plan& plan, step_batch& b) {
     if (s.sample) {
       b.sample_rows.push_back(b.query_start_loc.back() - 1);
       b.sample_ids.push_back(s.request_id);
+      b.sample_params.push_back(req.sampling);
+      b.sample_positions.push_back(req.num_computed);
     }
     for (size_t g = 0; g < groups_.size(); ++g) {
       // Manager block m covers kernel blocks m * ratio + k.

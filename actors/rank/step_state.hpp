@@ -48,6 +48,7 @@ private:
   struct request {
     int32_t prompt_len = 0;
     int32_t max_output_tokens = 0;
+    sampling_params sampling;
     int32_t num_computed = 0;
     std::vector<std::vector<int32_t>> tables; // [num_groups] manager block ids
   };

@@ -55,6 +55,39 @@ INSTANTIATE_TEST_SUITE_P(DenseFamilies, GenerateCli,
                                            "gemma3_text", "phi3"),
                          [](const auto& info) { return info.param; });
 
+std::vector<int32_t> generated(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"generate",     "--model",           fixture("llama"),
+                                   "--prompt-ids", "39,177,182,216,62", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = run_cli(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.code == 0 ? r.json()["output_ids"].get<std::vector<int32_t>>() : std::vector<int32_t>{};
+}
+
+TEST(GenerateCliSampling, AStopTokenEndsTheRequestAndIsKept) {
+  auto r = run_cli({"generate", "--model", fixture("llama"), "--prompt-ids", "39,177,182,216,62",
+                    "--max-tokens", "20", "--stop-token-ids", "222", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.json()["output_ids"].get<std::vector<int32_t>>(),
+            (std::vector<int32_t>{126, 126, 222}));
+  EXPECT_EQ(r.json()["finish_reason"], "stop");
+}
+
+TEST(GenerateCliSampling, TheSameSeedGivesTheSameTokensOnAnyNumberOfRanks) {
+  const std::vector<std::string> sample = {"--max-tokens", "24", "--temperature", "0.9",
+                                           "--top-k",      "50", "--top-p",       "0.95"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), sample.begin(), sample.end());
+    return generated(more);
+  };
+  const auto a = with({"--seed", "11"});
+  EXPECT_EQ(a.size(), 24u);
+  EXPECT_EQ(with({"--seed", "11"}), a);
+  EXPECT_EQ(with({"--seed", "11", "--tensor-parallel-size", "2"}), a);
+  EXPECT_NE(with({"--seed", "12"}), a) << "another seed, another draw";
+  EXPECT_NE(a, generated({"--max-tokens", "24"})) << "sampling is not greedy";
+}
+
 TEST(GenerateCliErrors, NameTheFlagAndTheValue) {
   const auto dir = fixture("llama");
   auto ids = run_cli({"generate", "--model", dir, "--prompt-ids", "5,-3,7"});
@@ -67,6 +100,12 @@ TEST(GenerateCliErrors, NameTheFlagAndTheValue) {
   EXPECT_THAT(none.err, HasSubstr("not a Hugging Face model directory with weights"));
   auto zero = run_cli({"generate", "--model", dir, "--prompt-ids", "1", "--max-tokens", "0"});
   EXPECT_THAT(zero.err, HasSubstr("--max-tokens: 0 must be at least 1"));
+  auto p = run_cli({"generate", "--model", dir, "--prompt-ids", "1", "--top-p", "1.5"});
+  EXPECT_THAT(p.err, HasSubstr("--top-p: 1.5 must be in (0, 1]"));
+  auto t = run_cli({"generate", "--model", dir, "--prompt-ids", "1", "--temperature", "-1"});
+  EXPECT_THAT(t.err, HasSubstr("--temperature: -1 must be >= 0"));
+  auto stop = run_cli({"generate", "--model", dir, "--prompt-ids", "1", "--stop-token-ids", "a"});
+  EXPECT_THAT(stop.err, HasSubstr("--stop-token-ids: 'a' is not a token id"));
   auto big = run_cli({"generate", "--model", dir, "--prompt-ids", "1,256", "--json"});
   EXPECT_NE(big.code, 0);
   EXPECT_THAT(big.json()["error"].get<std::string>(), HasSubstr("256"));

@@ -28,12 +28,12 @@ late="(had the run ended? see the timing note at the top of inject_live.sh)"
 wait_for 60 in_file 'injection listens on 127\.0\.0\.1:[0-9]+' "$dir/run.err" ||
   { cat "$dir/run.err"; fail "no injection port announced within 60 s"; }
 port=$(grep -oE '127\.0\.0\.1:[0-9]+' "$dir/run.err" | head -1)
-echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0]}' >"$dir/req.json"
+echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/req.json"
 "$kvactor" inject --to "$port" --message "$dir/req.json" >"$dir/inject.out" 2>&1 ||
   { cat "$dir/inject.out"; fail "injecting a request failed $late"; }
 cat "$dir/inject.out"
 grep -q "driver accepted request 4242" "$dir/inject.out" || fail "the driver did not accept it"
-echo '["kvactor::step_plan", 5, [0, 0, [], [], [], [], 1]]' >"$dir/stale.json"
+echo '["kvactor::step_plan", 6, [0, 0, [], [], [], [], 1]]' >"$dir/stale.json"
 if "$kvactor" inject --to "$port" --message "$dir/stale.json" --actor 'rank[0]' 2>"$dir/stale.err"; then
   fail "a stale step was accepted"
 fi

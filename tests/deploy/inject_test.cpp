@@ -43,7 +43,8 @@ TEST(InjectTarget, EachActorTakesItsOwnMessageTypes) {
 }
 
 TEST(InjectMessageFile, JsonEnvelopeDecodesToTheTypedMessage) {
-  auto m = parse_message_file("m.json", R"(["kvactor::request_spec", 5, [7, [1, 2, 3], 4, 0]])");
+  auto m = parse_message_file(
+      "m.json", R"(["kvactor::request_spec", 6, [7, [1, 2, 3], 4, 0, [0.0, 0, 1.0, 0, []]]])");
   ASSERT_TRUE(m) << m.err().message;
   auto spec = decode<request_spec>(m->envelope);
   ASSERT_TRUE(spec) << spec.err().message;
@@ -54,7 +55,7 @@ TEST(InjectMessageFile, JsonEnvelopeDecodesToTheTypedMessage) {
 
 TEST(InjectMessageFile, ARecordOfTraceShowJsonKeepsItsReceiver) {
   auto m = parse_message_file("r.json", R"({"index": 5, "sender": "driver", "receiver": "rank[0]",
-      "type": "kvactor::request_spec", "summary": "...", "payload": [9, [4], 1, 0]})");
+      "type": "kvactor::request_spec", "summary": "...", "payload": [9, [4], 1, 0, [0.0, 0, 1.0, 0, []]]})");
   ASSERT_TRUE(m) << m.err().message;
   EXPECT_EQ(m->receiver, "rank[0]");
   ASSERT_TRUE(decode<request_spec>(m->envelope));
@@ -102,7 +103,7 @@ TEST(InjectCli, NothingListeningIsAClearError) {
   auto path = ::testing::TempDir() + "inject_none.json";
   {
     std::ofstream f(path);
-    f << R"(["kvactor::request_spec", 5, [7, [1], 4, 0]])";
+    f << R"(["kvactor::request_spec", 6, [7, [1], 4, 0, [0.0, 0, 1.0, 0, []]]])";
   }
   std::vector<std::string> args{"kvactor", "inject", "--to", "127.0.0.1:1", "--message", path};
   std::vector<const char*> argv;

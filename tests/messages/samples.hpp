@@ -265,9 +265,15 @@ inline error sample<error>() {
 /// Request ids above INT64_MAX check that uint64_t fields keep their full range.
 inline constexpr uint64_t large_request_id = 0xfedcba9876543210ULL;
 
+/// Sampling that sets every field (a greedy request leaves most at their defaults).
+template <>
+inline sampling_params sample<sampling_params>() {
+  return {0.7f, 40, 0.95f, 0xfeedfacecafebeefULL, {128001, 128009}};
+}
+
 template <>
 inline new_request sample<new_request>() {
-  return {large_request_id, 1000, 256};
+  return {large_request_id, 1000, 256, sample<sampling_params>()};
 }
 
 template <>
@@ -444,13 +450,14 @@ inline inject_reply sample<inject_reply>() {
 
 template <>
 inline request_spec sample<request_spec>() {
-  return {large_request_id, {128000, 791, 6864, 374}, 64, 2'500'000'000};
+  return {large_request_id, {128000, 791, 6864, 374}, 64, 2'500'000'000, sample<sampling_params>()};
 }
 
 /// A finished request that also carries a failure text, so that every field is set.
 template <>
 inline request_result sample<request_result>() {
-  return {large_request_id, true, {13, 578, 4320}, 2, "preempted twice, then finished"};
+  return {large_request_id,   true, {13, 578, 4320}, 2, "preempted twice, then finished",
+          finish_reason::stop};
 }
 
 template <>
