@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/model/hf_decoder.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
@@ -88,23 +89,6 @@ void print_result(const generate_flags& g, const std::vector<int32_t>& prompt,
 
 } // namespace
 
-std::vector<int32_t> eos_token_ids(const std::string& model_dir) {
-  for (const char* file : {"generation_config.json", "config.json"}) {
-    std::ifstream in(model_dir + "/" + file);
-    if (!in) continue;
-    const auto j = json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.contains("eos_token_id")) continue;
-    std::vector<int32_t> ids;
-    const auto& e = j["eos_token_id"];
-    if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
-    if (e.is_array())
-      for (const auto& x : e)
-        if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
-    return ids;
-  }
-  return {};
-}
-
 expected<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
   std::vector<int32_t> ids;
   size_t at = 0;
@@ -138,7 +122,7 @@ int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) 
   auto start = prepare_local_run(flags, *options);
   if (!start) return fail(g, out, err, exit_bad_input, start.err().message);
   sampling_params sampling{g.temperature, g.top_k, g.top_p, g.seed, {}};
-  if (!g.ignore_eos) sampling.stop_token_ids = eos_token_ids(g.model);
+  if (!g.ignore_eos) sampling.stop_token_ids = model_eos_token_ids(g.model);
   if (!g.stop_token_ids.empty()) {
     auto more = parse_prompt_ids(g.stop_token_ids);
     if (!more) {

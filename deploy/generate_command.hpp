@@ -31,10 +31,6 @@ struct generate_flags {
 /// "1,2,3" -> ids; errors name --prompt-ids and the entry.
 expected<std::vector<int32_t>> parse_prompt_ids(const std::string& text);
 
-/// The model's end-of-sequence ids: generation_config.json's eos_token_id when the directory
-/// has one, else config.json's (an id or a list; empty when neither names any).
-std::vector<int32_t> eos_token_ids(const std::string& model_dir);
-
 int run_generate(const generate_flags& flags, std::ostream& out, std::ostream& err);
 
 } // namespace kvactor

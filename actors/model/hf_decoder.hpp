@@ -32,6 +32,13 @@ struct hf_decoder_config {
   std::vector<int32_t> eos_token_ids; // config.json's eos_token_id (generation_config may add)
 };
 
+/// A config's eos_token_id (an id or a list) as ids; empty when it names none.
+std::vector<int32_t> eos_token_ids_of(const nlohmann::json& config);
+
+/// The end-of-sequence ids of a model directory: generation_config.json's eos_token_id when it
+/// has one, else config.json's.
+std::vector<int32_t> model_eos_token_ids(const std::string& dir);
+
 /// The dense families `run` executes (config.json's model_type).
 bool is_dense_decoder_family(const std::string& model_type);
 

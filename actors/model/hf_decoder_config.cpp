@@ -154,17 +154,6 @@ expected<kernels::mlp_activation> read_activation(const json& c, const std::stri
   return invalid(t, key, fmt::format("{} (kvactor runs silu and gelu_pytorch_tanh)", act));
 }
 
-std::vector<int32_t> read_eos(const json& c) {
-  std::vector<int32_t> out;
-  if (!c.contains("eos_token_id")) return out;
-  const auto& e = c["eos_token_id"];
-  if (e.is_number_integer()) out.push_back(e.get<int32_t>());
-  if (e.is_array())
-    for (const auto& x : e)
-      if (x.is_number_integer()) out.push_back(x.get<int32_t>());
-  return out;
-}
-
 status read_gemma_quirks(const json& c, hf_decoder_config& out) {
   auto& s = out.spec;
   const auto& t = out.model_type;
@@ -228,6 +217,28 @@ status read_layers(const json& c, const config_reader& r, hf_decoder_config& out
 
 } // namespace
 
+std::vector<int32_t> eos_token_ids_of(const json& c) {
+  std::vector<int32_t> out;
+  if (!c.is_object() || !c.contains("eos_token_id")) return out;
+  const auto& e = c["eos_token_id"];
+  if (e.is_number_integer()) out.push_back(e.get<int32_t>());
+  if (e.is_array())
+    for (const auto& x : e)
+      if (x.is_number_integer()) out.push_back(x.get<int32_t>());
+  return out;
+}
+
+std::vector<int32_t> model_eos_token_ids(const std::string& dir) {
+  for (const char* file : {"generation_config.json", "config.json"}) {
+    std::ifstream in(dir + "/" + file);
+    if (!in) continue;
+    const auto j = json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("eos_token_id"))
+      return eos_token_ids_of(j);
+  }
+  return {};
+}
+
 bool is_dense_decoder_family(const std::string& model_type) {
   return dense_families.count(model_type) > 0;
 }
@@ -263,7 +274,7 @@ expected<hf_decoder_config> read_decoder_config(const json& c, int32_t tp, int32
   out.layout = t == "phi3" ? projection_layout::fused : projection_layout::separate;
   // transformers' defaults where config.json leaves it out.
   out.tie_embeddings = c.value("tie_word_embeddings", is_gemma(t));
-  out.eos_token_ids = read_eos(c);
+  out.eos_token_ids = eos_token_ids_of(c);
   return out;
 }
 
