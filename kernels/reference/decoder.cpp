@@ -167,9 +167,9 @@ void decoder::attention_block(size_t l, const int32_t* positions, int32_t n, con
   sc.q.resize(static_cast<size_t>(n) * qw);
   sc.k.resize(static_cast<size_t>(n) * kw);
   sc.v.resize(static_cast<size_t>(n) * kw);
-  linear(sc.h.data(), L.q.data(), n, s.hidden_size, qw, sc.q.data());
-  linear(sc.h.data(), L.k.data(), n, s.hidden_size, kw, sc.k.data());
-  linear(sc.h.data(), L.v.data(), n, s.hidden_size, kw, sc.v.data());
+  projection(sc.h.data(), L.q.data(), n, s.hidden_size, qw, sc.q.data());
+  projection(sc.h.data(), L.k.data(), n, s.hidden_size, kw, sc.k.data());
+  projection(sc.h.data(), L.v.data(), n, s.hidden_size, kw, sc.v.data());
   add_bias(sc.q.data(), L.q_bias, n, qw);
   add_bias(sc.k.data(), L.k_bias, n, kw);
   add_bias(sc.v.data(), L.v_bias, n, kw);
@@ -197,7 +197,7 @@ void decoder::attention_block(size_t l, const int32_t* positions, int32_t n, con
   paged_attention(p, kv, sc.q.data(), b.query_start_loc, b.seq_lens, b.block_table, b.width,
                   b.num_reqs, sc.a.data());
   sc.o.resize(static_cast<size_t>(n) * s.hidden_size);
-  linear(sc.a.data(), L.o.data(), n, qw, s.hidden_size, sc.o.data());
+  projection(sc.a.data(), L.o.data(), n, qw, s.hidden_size, sc.o.data());
 }
 
 // sc.h holds the normed input; leaves this rank's partial down projection in sc.o.
@@ -207,12 +207,12 @@ void decoder::mlp_block(size_t l, int32_t n, scratch& sc) const {
   const size_t inter = static_cast<size_t>(s.intermediate_size);
   sc.gate.resize(static_cast<size_t>(n) * inter);
   sc.up.resize(static_cast<size_t>(n) * inter);
-  linear(sc.h.data(), L.gate.data(), n, s.hidden_size, s.intermediate_size, sc.gate.data());
-  linear(sc.h.data(), L.up.data(), n, s.hidden_size, s.intermediate_size, sc.up.data());
+  projection(sc.h.data(), L.gate.data(), n, s.hidden_size, s.intermediate_size, sc.gate.data());
+  projection(sc.h.data(), L.up.data(), n, s.hidden_size, s.intermediate_size, sc.up.data());
   for (size_t i = 0; i < sc.gate.size(); ++i)
     sc.gate[i] = activate(sc.gate[i], s.activation) * sc.up[i];
   sc.o.resize(static_cast<size_t>(n) * s.hidden_size);
-  linear(sc.gate.data(), L.down.data(), n, s.intermediate_size, s.hidden_size, sc.o.data());
+  projection(sc.gate.data(), L.down.data(), n, s.intermediate_size, s.hidden_size, sc.o.data());
 }
 
 std::vector<float> decoder::logits(const float* hidden, const std::vector<int32_t>& rows) const {
@@ -225,8 +225,8 @@ std::vector<float> decoder::logits(const float* hidden, const std::vector<int32_
                     w_.final_norm.data(), s.norm_one_plus_weight, normed.data());
   std::vector<float> out(rows.size() * static_cast<size_t>(s.vocab_size));
   const auto& head = w_.lm_head.empty() ? w_.embed : w_.lm_head;
-  linear(normed.data(), head.data(), static_cast<int32_t>(rows.size()), s.hidden_size, s.vocab_size,
-         out.data());
+  projection(normed.data(), head.data(), static_cast<int32_t>(rows.size()), s.hidden_size,
+             s.vocab_size, out.data());
   soft_cap(out.data(), out.size(), s.final_softcap);
   return out;
 }

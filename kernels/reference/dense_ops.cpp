@@ -1,5 +1,6 @@
 #include "kvactor/kernels/dense_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -83,6 +84,56 @@ void rope_with_frequencies(float* x, const int32_t* positions, int32_t num_token
     }
   }
 }
+
+#if KVACTOR_WITH_OPENBLAS
+extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                            const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                            int ldc);
+
+void projection(const float* x, const float* w, int32_t num_tokens, int32_t in, int32_t out,
+                float* y) {
+  KVACTOR_CHECK(num_tokens >= 0 && in > 0 && out > 0, "projection: num_tokens ", num_tokens,
+                ", in ", in, ", out ", out);
+  if (num_tokens == 0) return;
+  static const bool one_thread = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)one_thread;
+  constexpr int row_major = 101, no_trans = 111, trans = 112; // CBLAS's enum values
+  // sgemm's sums depend on the number of rows it is given (its kernels differ by shape), so it
+  // is always given whole tiles of `tile` rows, the last one padded with zeros: a token's result
+  // is then the same whichever batch it is in (checked by DecoderSplits).
+  constexpr int32_t tile = 8;
+  const int32_t whole = num_tokens / tile * tile;
+  for (int32_t t = 0; t < whole; t += tile)
+    cblas_sgemm(row_major, no_trans, trans, tile, out, in, 1.0f, x + static_cast<int64_t>(t) * in,
+                in, w, in, 0.0f, y + static_cast<int64_t>(t) * out, out);
+  if (whole == num_tokens) return;
+  const int32_t rest = num_tokens - whole;
+  thread_local std::vector<float> xs, ys;
+  xs.assign(static_cast<size_t>(tile) * in, 0.0f);
+  ys.resize(static_cast<size_t>(tile) * out);
+  std::copy_n(x + static_cast<int64_t>(whole) * in, static_cast<int64_t>(rest) * in, xs.data());
+  cblas_sgemm(row_major, no_trans, trans, tile, out, in, 1.0f, xs.data(), in, w, in, 0.0f,
+              ys.data(), out);
+  std::copy_n(ys.data(), static_cast<int64_t>(rest) * out, y + static_cast<int64_t>(whole) * out);
+}
+
+const char* projection_backend() {
+  return "openblas";
+}
+#else
+void projection(const float* x, const float* w, int32_t num_tokens, int32_t in, int32_t out,
+                float* y) {
+  linear(x, w, num_tokens, in, out, y);
+}
+
+const char* projection_backend() {
+  return "reference";
+}
+#endif
 
 void weighted_rms_norm(const float* x, int32_t num_tokens, int32_t dim, float eps,
                        const float* weight, bool one_plus_weight, float* y) {

@@ -68,3 +68,34 @@ TEST(dense_ops, rope_rejects_an_odd_or_oversized_rotation) {
 
 } // namespace
 } // namespace kvactor::kernels::test
+
+namespace kvactor::kernels {
+namespace {
+
+// projection() (the decoder's GEMM) gives a token the same bits whatever the batch around it:
+// alone, in a batch of 37, at any offset; and agrees with the reference loop to float rounding.
+TEST(Projection, ATokensResultIsTheSameBitsInAnyBatch) {
+  const int32_t n = 37, in = 1000, out = 300; // `in` past OpenBLAS's K blocking
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(static_cast<size_t>(n) * in), w(static_cast<size_t>(in) * out);
+  for (auto& v : x)
+    v = u(rng);
+  for (auto& v : w)
+    v = u(rng);
+  std::vector<float> batched(static_cast<size_t>(n) * out), ref(batched.size());
+  projection(x.data(), w.data(), n, in, out, batched.data());
+  linear(x.data(), w.data(), n, in, out, ref.data());
+  for (int32_t t = 0; t < n; ++t) {
+    std::vector<float> alone(static_cast<size_t>(out));
+    projection(x.data() + static_cast<size_t>(t) * in, w.data(), 1, in, out, alone.data());
+    ASSERT_TRUE(std::equal(alone.begin(), alone.end(), batched.begin() + t * out))
+        << "token " << t << " (" << projection_backend() << ")";
+    for (int32_t o = 0; o < out; ++o)
+      EXPECT_NEAR(batched[static_cast<size_t>(t * out + o)], ref[static_cast<size_t>(t * out + o)],
+                  1e-3f);
+  }
+}
+
+} // namespace
+} // namespace kvactor::kernels

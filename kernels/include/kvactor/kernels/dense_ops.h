@@ -28,6 +28,15 @@ void linear(const float* x, const float* w, int32_t num_tokens, int32_t in, int3
 void rope(float* x, const int32_t* positions, int32_t num_tokens, int32_t num_heads,
           int32_t head_stride, int32_t rot_offset, int32_t rot_dim, float theta);
 
+/// y = x . w^T as linear(), on OpenBLAS's sgemm when kvactor was built with it (one thread),
+/// else linear() itself. The real decoder's projections use it; the synthetic stack keeps
+/// linear(), whose exact sums its recorded digests depend on.
+void projection(const float* x, const float* w, int32_t num_tokens, int32_t in, int32_t out,
+                float* y);
+
+/// Which projection() this build has: "openblas" or "reference".
+const char* projection_backend();
+
 /// As rope(), with the rot_dim / 2 inverse frequencies given (scaled RoPE variants compute
 /// their own: Llama 3's, per-layer bases).
 void rope_with_frequencies(float* x, const int32_t* positions, int32_t num_tokens,
