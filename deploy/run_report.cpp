@@ -64,6 +64,14 @@ void print_summary(const run_summary& s, std::ostream& out) {
     if (!r.finished) fmt::print(out, "  request {} failed: {}\n", r.request_id, r.failure);
   fmt::print(out, "tokens     {} prompt, {} generated, {:.1f} tok/s over {:.2f} s\n",
              s.prompt_tokens, s.generated_tokens, tok_s, s.wall_s);
+  const double prompt_s = s.wall_s > 0 ? static_cast<double>(s.prompt_tokens) / s.wall_s : 0.0;
+  const double gen_s = s.wall_s > 0 ? static_cast<double>(s.generated_tokens) / s.wall_s : 0.0;
+  fmt::print(out, "throughput prompt {:.1f} tok/s, generated {:.1f} tok/s\n", prompt_s, gen_s);
+  fmt::print(out,
+             "latency    TTFT p50 {:.2f} ms p99 {:.2f} ms, TPOT p50 {:.2f} ms p99 {:.2f} ms, "
+             "end-to-end p50 {:.2f} ms p99 {:.2f} ms\n",
+             s.ttft_ms_p50, s.ttft_ms_p99, s.tpot_ms_p50, s.tpot_ms_p99, s.e2e_ms_p50,
+             s.e2e_ms_p99);
   fmt::print(out, "steps      {} (p50 {:.2f} ms, p99 {:.2f} ms)\n", s.steps, s.step_ms_p50,
              s.step_ms_p99);
   fmt::print(out, "kv blocks  peak {} used of {}\n", s.kv_blocks_peak_used, s.kv_blocks_total);

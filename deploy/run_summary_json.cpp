@@ -14,7 +14,14 @@ std::string summary_json(const run_summary& s, const std::string& device, int32_
   j["steps"] = s.steps;
   j["throughput_tok_s"] =
       s.wall_s > 0 ? static_cast<double>(s.prompt_tokens + s.generated_tokens) / s.wall_s : 0.0;
+  j["prompt_throughput_tok_s"] =
+      s.wall_s > 0 ? static_cast<double>(s.prompt_tokens) / s.wall_s : 0.0;
+  j["generation_throughput_tok_s"] =
+      s.wall_s > 0 ? static_cast<double>(s.generated_tokens) / s.wall_s : 0.0;
   j["step_ms"] = {{"p50", s.step_ms_p50}, {"p99", s.step_ms_p99}};
+  j["ttft_ms"] = {{"p50", s.ttft_ms_p50}, {"p99", s.ttft_ms_p99}};
+  j["tpot_ms"] = {{"p50", s.tpot_ms_p50}, {"p99", s.tpot_ms_p99}};
+  j["e2e_ms"] = {{"p50", s.e2e_ms_p50}, {"p99", s.e2e_ms_p99}};
   j["kv_blocks"] = {{"total", s.kv_blocks_total}, {"peak_used", s.kv_blocks_peak_used}};
   j["graphs"] = {{"replays", s.graph_replays}, {"eager_steps", s.eager_steps}};
   j["output_digest"] = s.output_digest;

@@ -88,6 +88,9 @@ struct run_summary {
   double wall_s = 0.0;
   double step_ms_p50 = 0.0;
   double step_ms_p99 = 0.0;
+  double ttft_ms_p50 = 0.0, ttft_ms_p99 = 0.0; // arrival to first token
+  double tpot_ms_p50 = 0.0, tpot_ms_p99 = 0.0; // per output token after the first
+  double e2e_ms_p50 = 0.0, e2e_ms_p99 = 0.0;   // arrival to last token
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_peak_used = 0;
   int64_t graph_replays = 0;
@@ -103,6 +106,7 @@ template <class Inspector>
 auto inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("kvactor::run_summary"), x.finished, x.failed, x.preempted,
            x.prompt_tokens, x.generated_tokens, x.steps, x.wall_s, x.step_ms_p50, x.step_ms_p99,
+           x.ttft_ms_p50, x.ttft_ms_p99, x.tpot_ms_p50, x.tpot_ms_p99, x.e2e_ms_p50, x.e2e_ms_p99,
            x.kv_blocks_total, x.kv_blocks_peak_used, x.graph_replays, x.eager_steps,
            x.output_digest, x.results, x.error);
 }

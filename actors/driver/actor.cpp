@@ -53,6 +53,13 @@ run_summary summarize(const driver_state& st) {
   s.wall_s = elapsed_s(st);
   s.step_ms_p50 = percentile(st.step_ms, 0.50);
   s.step_ms_p99 = percentile(st.step_ms, 0.99);
+  const auto lat = st.latencies.summarize();
+  s.ttft_ms_p50 = lat.ttft_ms_p50;
+  s.ttft_ms_p99 = lat.ttft_ms_p99;
+  s.tpot_ms_p50 = lat.tpot_ms_p50;
+  s.tpot_ms_p99 = lat.tpot_ms_p99;
+  s.e2e_ms_p50 = lat.e2e_ms_p50;
+  s.e2e_ms_p99 = lat.e2e_ms_p99;
   s.kv_blocks_total = st.num_blocks - 1; // block 0 is the null block
   s.kv_blocks_peak_used = sched.peak_blocks_used();
   s.graph_replays = st.graph_replays;
@@ -168,6 +175,9 @@ void apply_step(driver_state& st, const step_plan& plan, const step_verdict& v,
     for (const auto& s : plan.scheduled)
       st.sched->fail_request(s.request_id, why);
   }
+  const double now = elapsed_s(st);
+  for (const auto& s : v.done->sampled)
+    st.latencies.token(s.request_id, now);
   count_step(st, *v.done, t0);
 }
 
@@ -237,6 +247,7 @@ void next_step(self_ptr self) {
   while (st.next_arrival < st.pending.size() && st.pending[st.next_arrival].arrival_ns <= now_ns) {
     auto& r = st.pending[st.next_arrival++];
     st.prompt_tokens += static_cast<int64_t>(r.prompt.size());
+    st.latencies.arrived(r.request_id, static_cast<double>(r.arrival_ns) / 1e9);
     if (auto ok = st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens, r.sampling);
         !ok)
       spdlog::warn("driver: request {} failed at admission: {}", r.request_id, ok.err().message);

@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/driver/latency.hpp"
 #include "actors/driver/scheduler.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/trace_recorder.hpp"
@@ -63,6 +64,7 @@ struct driver_state {
   bool finished = false; // a driver serves one run
   std::chrono::steady_clock::time_point started;
   std::vector<double> step_ms;
+  request_latencies latencies;
   int64_t steps = 0;
   int64_t graph_replays = 0;
   int64_t eager_steps = 0;

@@ -472,6 +472,12 @@ inline run_summary sample<run_summary>() {
   x.wall_s = 12.5;
   x.step_ms_p50 = 3.25;
   x.step_ms_p99 = 17.125;
+  x.ttft_ms_p50 = 41.5;
+  x.ttft_ms_p99 = 250.25;
+  x.tpot_ms_p50 = 3.5;
+  x.tpot_ms_p99 = 9.75;
+  x.e2e_ms_p50 = 180.5;
+  x.e2e_ms_p99 = 900.125;
   x.kv_blocks_total = 8192;
   x.kv_blocks_peak_used = 8000;
   x.graph_replays = 700;

@@ -1,0 +1,45 @@
+#include "actors/driver/latency.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace kvactor {
+
+namespace {
+
+double nearest_rank(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+} // namespace
+
+void request_latencies::arrived(uint64_t id, double t_s) {
+  requests_[id].arrival = t_s;
+}
+
+void request_latencies::token(uint64_t id, double t_s) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  auto& r = it->second;
+  if (r.tokens == 0) r.first = t_s;
+  r.last = t_s;
+  ++r.tokens;
+}
+
+latency_summary request_latencies::summarize() const {
+  std::vector<double> ttft, tpot, e2e;
+  for (const auto& [id, r] : requests_) {
+    if (r.tokens == 0) continue;
+    ttft.push_back((r.first - r.arrival) * 1e3);
+    e2e.push_back((r.last - r.arrival) * 1e3);
+    if (r.tokens > 1) tpot.push_back((r.last - r.first) * 1e3 / static_cast<double>(r.tokens - 1));
+  }
+  return {nearest_rank(ttft, 0.5),  nearest_rank(ttft, 0.99), nearest_rank(tpot, 0.5),
+          nearest_rank(tpot, 0.99), nearest_rank(e2e, 0.5),   nearest_rank(e2e, 0.99)};
+}
+
+} // namespace kvactor

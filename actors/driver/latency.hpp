@@ -1,0 +1,34 @@
+// Per-request latencies as an inference server reports them: time to first token (from the
+// request's arrival to its first token), time per output token (between its first and last
+// token, per token after the first), end-to-end latency. Pure: the driver feeds it times.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+namespace kvactor {
+
+struct latency_summary {
+  double ttft_ms_p50 = 0, ttft_ms_p99 = 0;
+  double tpot_ms_p50 = 0, tpot_ms_p99 = 0; // over requests with at least two tokens
+  double e2e_ms_p50 = 0, e2e_ms_p99 = 0;
+};
+
+class request_latencies {
+public:
+  /// The request arrived at `t_s` seconds (its scheduled arrival, so queueing counts).
+  void arrived(uint64_t id, double t_s);
+  /// The request got a token at `t_s`. Unknown ids are ignored.
+  void token(uint64_t id, double t_s);
+  /// Percentiles over the requests that got at least one token (nearest rank).
+  latency_summary summarize() const;
+
+private:
+  struct times {
+    double arrival = 0, first = -1, last = -1;
+    int64_t tokens = 0;
+  };
+  std::map<uint64_t, times> requests_;
+};
+
+} // namespace kvactor
