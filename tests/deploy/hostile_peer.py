@@ -95,7 +95,16 @@ def flood(port, n):
         s.setblocking(False)
         return s
 
-    conns = [open_one(i) for i in range(n)]
+    def open_retrying(i):
+        # A loaded machine (or the listener cutting the flood's oldest) may refuse or time out
+        # a connect: the flood keeps trying, it never dies of it.
+        while True:
+            try:
+                return open_one(i)
+            except OSError:
+                time.sleep(0.01)
+
+    conns = [open_retrying(i) for i in range(n)]
     print("flooding", flush=True)
     while True:
         ready, _, _ = select.select(conns, [], [], 1.0)
@@ -108,12 +117,7 @@ def flood(port, n):
                 continue  # the listener's own handshake
             i = conns.index(s)
             s.close()
-            for _ in range(100):
-                try:
-                    conns[i] = open_one(i)
-                    break
-                except OSError:
-                    time.sleep(0.01)
+            conns[i] = open_retrying(i)
 
 
 if __name__ == "__main__":

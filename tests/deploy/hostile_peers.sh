@@ -43,7 +43,7 @@ python3 "$peer" "$node_port" burst "$KVACTOR_COOKIE_FILE" ||
   fail "the node kept a hostile connection open behind a valid cookie proof"
 python3 "$peer" "$node_port" flood 200 >"$dir/flood_node.out" &
 pids+=($!)
-wait_for 30 in_file flooding "$dir/flood_node.out" || fail "the flood did not start"
+wait_for 90 in_file flooding "$dir/flood_node.out" || fail "the flood did not start"
 "$kvactor" run --nodes "127.0.0.1:$node_port" --tensor-parallel-size 2 --requests 6 \
   --no-progress >"$dir/cluster.out" 2>"$dir/cluster.err" ||
   { cat "$dir/cluster.err"; fail "the cluster run failed under the flood"; }
@@ -54,7 +54,8 @@ grep -q "larger than the bound of 67108864 bytes" "$dir/node.err" ||
 echo "hostile_peers: node survived $(grep -c 'transport: ' "$dir/node.err") logged refusals and cuts, served the driver"
 
 # 2. A run's injection port under attack takes a legitimate injection; an oversized one is refused.
-"$kvactor" run --inject-port 0 --requests 12 --arrival-rate 2 --prompt-len 8:24 --output-len 4:8 \
+# 30 arrivals at 2 per second keep the run open for 15 s: room for the attacks on a loaded machine.
+"$kvactor" run --inject-port 0 --requests 30 --arrival-rate 2 --prompt-len 8:24 --output-len 4:8 \
   --max-message-bytes 64KiB --no-progress >"$dir/run.out" 2>"$dir/run.err" &
 run=$!
 pids+=("$run")
@@ -66,7 +67,7 @@ python3 "$peer" "$inject_port" burst "$KVACTOR_COOKIE_FILE" ||
   fail "the run kept a hostile connection open behind a valid cookie proof"
 python3 "$peer" "$inject_port" flood 100 >"$dir/flood_run.out" &
 pids+=($!)
-wait_for 30 in_file flooding "$dir/flood_run.out" || fail "the flood did not start"
+wait_for 90 in_file flooding "$dir/flood_run.out" || fail "the flood did not start"
 echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/req.json"
 "$kvactor" inject --to "127.0.0.1:$inject_port" --message "$dir/req.json" >"$dir/inject.out" 2>&1 ||
   { cat "$dir/inject.out"; fail "a legitimate injection failed under the flood"; }
@@ -79,8 +80,8 @@ fi
 cat "$dir/big.err"
 grep -q "larger than its --max-message-bytes" "$dir/big.err" || fail "the injector was not told why"
 wait "$run" || { cat "$dir/run.err"; fail "the run failed"; }
-grep -q "requests   13 finished, 0 failed" "$dir/run.out" ||
-  { cat "$dir/run.out"; fail "not 13 requests finished (12 and the injected one)"; }
+grep -q "requests   31 finished, 0 failed" "$dir/run.out" ||
+  { cat "$dir/run.out"; fail "not 31 requests finished (30 and the injected one)"; }
 grep -qE "after [1-9][0-9]* good frame\(s\): direct_message frame refused: payload_len [0-9]+ bytes is larger than the bound of 65536 bytes" "$dir/run.err" ||
   fail "the run did not say why it refused the injector's oversized message"
 echo "hostile_peers: ok"
