@@ -57,7 +57,7 @@ const std::map<std::string, std::vector<std::string>>& struct_fields() {
         "executor"}},
       {"cudagraph_captured", {"graph", "bytes", "duration_ns", "error"}},
       {"rank_plan", {"rank", "kv", "backends", "phases"}},
-      {"rank_ready", {"rank", "num_blocks", "kv_cache_bytes", "graphs", "phases"}},
+      {"rank_ready", {"rank", "num_blocks", "kv_cache_bytes", "graphs", "phases", "vocab_size"}},
       {"cudagraph_plan",
        {"requested", "mode", "support", "uniform_decode_query_len", "capture_sizes", "full_graphs",
         "piecewise_graphs", "notes"}},

@@ -192,6 +192,7 @@ struct rank_ready {
   int64_t kv_cache_bytes = 0;
   cudagraph_plan graphs;
   std::vector<phase_timing> phases;
+  int32_t vocab_size = 0; // the model's: a prompt token at or above it is refused by the driver
 
   bool operator==(const rank_ready&) const = default;
 };
@@ -199,7 +200,7 @@ struct rank_ready {
 template <class Inspector>
 auto inspect(Inspector& f, rank_ready& x) {
   return f(caf::meta::type_name("kvactor::rank_ready"), x.rank, x.num_blocks, x.kv_cache_bytes,
-           x.graphs, x.phases);
+           x.graphs, x.phases, x.vocab_size);
 }
 
 /// Rank -> builder[u]: build the metadata of this slice of the current step's batch.

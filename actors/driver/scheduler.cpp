@@ -56,8 +56,14 @@ status scheduler::add_request(uint64_t id, std::vector<int32_t> prompt, int32_t 
 
   auto prompt_len = static_cast<int64_t>(r.prompt.size());
   errc code = errc::invalid_argument;
+  const auto bad_token = std::find_if(r.prompt.begin(), r.prompt.end(), [&](int32_t t) {
+    return t < 0 || (cfg_.vocab_size > 0 && t >= cfg_.vocab_size);
+  });
   if (r.prompt.empty()) {
     r.failure = "prompt is empty";
+  } else if (bad_token != r.prompt.end()) {
+    r.failure = fmt::format("prompt[{}] = {} is outside the model's vocabulary [0, {})",
+                            bad_token - r.prompt.begin(), *bad_token, cfg_.vocab_size);
   } else if (max_output_tokens < 1) {
     r.failure = fmt::format("max_output_tokens = {} < 1", max_output_tokens);
   } else if (prompt_len >= cfg_.max_model_len) {

@@ -39,6 +39,7 @@ struct scheduler_config {
   int32_t max_num_batched_tokens = 2048; // the token budget of one step
   int64_t max_model_len = 0;             // prompt + output never exceeds it
   int32_t num_ubatches = 1;              // copied into every plan
+  int32_t vocab_size = 0;                // > 0: prompt tokens must lie in [0, vocab_size)
 };
 
 class scheduler {

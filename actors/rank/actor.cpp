@@ -337,7 +337,8 @@ void plan_graphs(rank_self self, promise<rank_ready> rp, int64_t num_blocks, int
                 return;
               }
               st.ready = true;
-              rp.deliver(rank_ready{st.config.rank, num_blocks, bytes, std::move(plan), st.phases});
+              rp.deliver(rank_ready{st.config.rank, num_blocks, bytes, std::move(plan), st.phases,
+                                    st.model.vocab_size});
             };
             if (!st.graphs.enabled || st.config.cudagraph_lazy) {
               st.graphs.lazy = st.graphs.enabled;

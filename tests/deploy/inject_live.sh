@@ -33,7 +33,7 @@ echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0, [0
   { cat "$dir/inject.out"; fail "injecting a request failed $late"; }
 cat "$dir/inject.out"
 grep -q "driver accepted request 4242" "$dir/inject.out" || fail "the driver did not accept it"
-echo '["kvactor::step_plan", 7, [0, 0, [], [], [], [], 1]]' >"$dir/stale.json"
+echo '{"type": "kvactor::step_plan", "payload": [0, 0, [], [], [], [], 1]}' >"$dir/stale.json"
 if "$kvactor" inject --to "$port" --message "$dir/stale.json" --actor 'rank[0]' 2>"$dir/stale.err"; then
   fail "a stale step was accepted"
 fi

@@ -56,6 +56,48 @@ TEST(Scheduler, AddRequestRejectsAPromptAsLongAsMaxModelLen) {
   EXPECT_EQ(s.request_order(), (ids{1, 2}));
 }
 
+TEST(Scheduler, APromptTokenOutsideTheVocabularyFailsThatRequestAloneAtAdmission) {
+  auto cfg = config(4, 64);
+  cfg.vocab_size = 256;
+  scheduler s(cfg, {full_group(4)}, 100);
+  auto st = s.add_request(1, {5, 300, 7}, 5);
+  ASSERT_FALSE(st);
+  EXPECT_TRUE(contains(st.err().message, "prompt[1] = 300 is outside the model's vocabulary "
+                                         "[0, 256)"))
+      << st.err().message;
+  EXPECT_EQ(s.find(1)->st, request_state::status::failed);
+  EXPECT_FALSE(s.add_request(2, {-1}, 5));
+  EXPECT_TRUE(s.add_request(3, {0, 255}, 5)) << "the ends of the vocabulary are tokens";
+  EXPECT_TRUE(s.has_work()) << "the good request is served";
+}
+
+TEST(Scheduler, StopTokensEndARequestWithReasonStopAndKeepTheToken) {
+  scheduler s(config(4, 64), {full_group(4)}, 100);
+  sampling_params stop;
+  stop.stop_token_ids = {42};
+  ASSERT_TRUE(s.add_request(1, prompt_of(4), 10, stop));
+  ASSERT_TRUE(s.add_request(2, prompt_of(4), 2));
+  auto plan = s.schedule(0, 1);
+  ASSERT_TRUE(plan);
+  step_done done;
+  done.seq = 0;
+  done.epoch = 1;
+  done.sampled = {{1, 42}, {2, 42}};
+  auto first = s.apply(done);
+  ASSERT_TRUE(first) << first.err().message;
+  EXPECT_EQ(s.find(1)->st, request_state::status::finished);
+  EXPECT_EQ(s.find(1)->reason, finish_reason::stop);
+  EXPECT_EQ(s.find(1)->output, (std::vector<int32_t>{42}));
+  EXPECT_EQ(s.find(2)->st, request_state::status::running) << "42 stops only request 1";
+  plan = s.schedule(1, 1);
+  ASSERT_TRUE(plan);
+  done.seq = 1;
+  done.sampled = {{2, 7}};
+  auto applied = s.apply(done);
+  ASSERT_TRUE(applied) << applied.err().message;
+  EXPECT_EQ(s.find(2)->reason, finish_reason::length);
+}
+
 TEST(Scheduler, AddRequestRejectsADuplicateIdAndKeepsTheFirst) {
   scheduler s(config(4, 64), {full_group(4)}, 100);
   ASSERT_TRUE(s.add_request(1, {5, 6}, 3));

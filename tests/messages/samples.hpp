@@ -418,7 +418,7 @@ inline rank_plan sample<rank_plan>() {
 
 template <>
 inline rank_ready sample<rank_ready>() {
-  return {2, 1000, int64_t{1} << 34, sample<cudagraph_plan>(), {sample<phase_timing>()}};
+  return {2, 1000, int64_t{1} << 34, sample<cudagraph_plan>(), {sample<phase_timing>()}, 128256};
 }
 
 template <>
