@@ -173,3 +173,77 @@ TEST(HfDecoder, ReadsTheHubsRopeFieldsAsWellAsTransformers5s) {
 
 } // namespace
 } // namespace kvactor::test
+
+namespace kvactor::test {
+namespace {
+
+// Writes `names` of `from` into one .safetensors file at `path` (bytes as they are mapped).
+void write_shard(const checkpoint& from, const std::vector<std::string>& names,
+                 const std::string& path) {
+  json header = json::object();
+  size_t offset = 0;
+  for (const auto& n : names) {
+    const auto* t = from.find(n);
+    header[n] = {{"dtype", to_string(t->dtype)},
+                 {"shape", t->shape},
+                 {"data_offsets", {offset, offset + t->bytes}}};
+    offset += t->bytes;
+  }
+  const auto text = header.dump();
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t len = text.size();
+  for (int i = 0; i < 8; ++i)
+    out.put(static_cast<char>((len >> (8 * i)) & 0xff));
+  out << text;
+  for (const auto& n : names) {
+    const auto* t = from.find(n);
+    out.write(reinterpret_cast<const char*>(t->data), static_cast<std::streamsize>(t->bytes));
+  }
+}
+
+TEST(Checkpoint, ShardsListedByTheIndexLoadAsOneCheckpoint) {
+  auto whole = checkpoint::open(fixture("qwen3"));
+  ASSERT_TRUE(whole) << whole.err().message;
+  temp_dir d;
+  std::vector<std::string> first, second;
+  json index = {{"metadata", {{"total_size", whole->total_bytes()}}},
+                {"weight_map", json::object()}};
+  for (const auto& [name, t] : whole->tensors()) {
+    const bool early = name.find("layers.2.") == std::string::npos
+                       && name.find("layers.3.") == std::string::npos
+                       && name != "model.norm.weight";
+    (early ? first : second).push_back(name);
+    index["weight_map"][name] =
+        early ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  write_shard(*whole, first, d.file("model-00001-of-00002.safetensors"));
+  write_shard(*whole, second, d.file("model-00002-of-00002.safetensors"));
+  std::ofstream(d.file("model.safetensors.index.json")) << index.dump();
+  fs::copy_file(fixture("qwen3") + "/config.json", d.file("config.json"));
+  auto sharded = checkpoint::open(d.path.string());
+  ASSERT_TRUE(sharded) << sharded.err().message;
+  EXPECT_EQ(sharded->tensors().size(), whole->tensors().size());
+  EXPECT_EQ(sharded->total_bytes(), whole->total_bytes());
+  auto a = load_hf_decoder(fixture("qwen3"));
+  auto b = load_hf_decoder(d.path.string());
+  ASSERT_TRUE(a && b) << (b ? "" : b.err().message);
+  EXPECT_EQ(a->weights.layers[3].down, b->weights.layers[3].down);
+  EXPECT_EQ(a->weights.embed, b->weights.embed);
+  // A shard the index names but the directory lacks is an error naming it.
+  fs::remove(d.file("model-00002-of-00002.safetensors"));
+  auto missing = checkpoint::open(d.path.string());
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.err().message, HasSubstr("model-00002-of-00002.safetensors"));
+}
+
+TEST(Checkpoint, AnIndexNamingAShardOutsideTheDirectoryIsRefused) {
+  temp_dir d;
+  std::ofstream(d.file("model.safetensors.index.json"))
+      << R"({"weight_map": {"w": "../../etc/passwd"}})";
+  auto c = checkpoint::open(d.path.string());
+  ASSERT_FALSE(c);
+  EXPECT_THAT(c.err().message, HasSubstr("is not a file name"));
+}
+
+} // namespace
+} // namespace kvactor::test
