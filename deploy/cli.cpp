@@ -106,6 +106,9 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
                  "the group, re-run what did not finish)");
   cmd.add_option("--restart-wait", f.restart_wait_s,
                  "with --restart-policy rebuild: seconds the lost nodes may take to return");
+  cmd.add_option("--load-format", f.load_format,
+                 "auto (a model directory's safetensors; a config alone runs the synthetic "
+                 "attention stack) | synthetic (the whole decoder with generated weights, CPU)");
   cmd.add_flag("--no-kernels", f.no_kernels,
                "benchmarks: run the step protocol alone (no attention stack; tokens are 0)")
       ->group("Testing");

@@ -79,7 +79,9 @@ rank_config rank_config_of(const run_flags& f, const run_options& o, device_kind
   c.cudagraph_memory = o.cudagraph_memory;
   c.num_ubatches = f.ubatches;
   c.seed = f.seed;
-  c.executor = runs_kernels(f) ? std::string{} : std::string{"protocol"};
+  c.executor = !runs_kernels(f)               ? std::string{"protocol"}
+               : f.load_format == "synthetic" ? std::string{"decoder"}
+                                              : std::string{};
   return c;
 }
 

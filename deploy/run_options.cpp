@@ -32,6 +32,9 @@ status check_mode_flags(const run_flags& f, bool cluster) {
       return bad("--debug-stall: a local fault injection; not for --nodes");
     if (f.inject_port) return bad("--inject-port: not with --nodes (yet)");
   }
+  if (f.load_format != "auto" && f.load_format != "synthetic")
+    return bad(fmt::format("--load-format: unknown value '{}' (expected auto or synthetic)",
+                           f.load_format));
   if (f.restart_policy != "none" && f.restart_policy != "rebuild")
     return bad(fmt::format("--restart-policy: unknown value '{}' (expected none or rebuild)",
                            f.restart_policy));

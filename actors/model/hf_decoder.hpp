@@ -53,10 +53,20 @@ expected<hf_decoder_config> read_decoder_config(const nlohmann::json& config, in
 expected<kernels::decoder_weights> load_decoder_weights(const checkpoint& ckpt,
                                                         const hf_decoder_config& cfg);
 
+/// The tensors a checkpoint of this config holds (global shapes), in load order.
+std::vector<std::pair<std::string, std::vector<int64_t>>>
+checkpoint_tensors(const hf_decoder_config& cfg);
+
 struct hf_decoder_model {
   hf_decoder_config config;
   kernels::decoder_weights weights;
 };
+
+/// The whole decoder of `config` with generated weights (--load-format synthetic): every tensor a
+/// checkpoint would hold, from `seed`, the same global values on every rank, sliced as a
+/// checkpoint is. For benchmarks at real shapes without the weights.
+expected<hf_decoder_model> synthetic_hf_decoder(const nlohmann::json& config, int32_t tp,
+                                                int32_t rank, uint64_t seed);
 
 /// config.json and the safetensors of a model directory, for rank `rank` of `tp`.
 expected<hf_decoder_model> load_hf_decoder(const std::string& dir, int32_t tp = 1,

@@ -1,5 +1,6 @@
 // The checkpoint's tensors -> this rank's decoder weights: every expected tensor checked first
 // (one error lists every problem), then sliced for the rank and converted to float.
+#include <cmath>
 #include <fstream>
 #include <set>
 
@@ -18,8 +19,10 @@ std::string show(const shape& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
+} // namespace
+
 // The tensors a family needs, with their global shapes.
-std::vector<std::pair<std::string, shape>> expected_tensors(const hf_decoder_config& c) {
+std::vector<std::pair<std::string, shape>> checkpoint_tensors(const hf_decoder_config& c) {
   const auto& s = c.spec;
   const int64_t hid = s.hidden_size, d = s.head_dim, inter = c.total_intermediate;
   const int64_t qw = c.total_q_heads * d, kw = c.total_kv_heads * d;
@@ -60,6 +63,8 @@ std::vector<std::pair<std::string, shape>> expected_tensors(const hf_decoder_con
   return out;
 }
 
+namespace {
+
 // Tensors a checkpoint may carry that kvactor does not read.
 bool ignorable(const std::string& name, const hf_decoder_config& c) {
   return name.ends_with("rotary_emb.inv_freq") || (c.tie_embeddings && name == "lm_head.weight");
@@ -68,7 +73,7 @@ bool ignorable(const std::string& name, const hf_decoder_config& c) {
 status check_tensors(const checkpoint& ckpt, const hf_decoder_config& c) {
   std::vector<std::string> problems;
   std::set<std::string> wanted;
-  for (const auto& [name, sh] : expected_tensors(c)) {
+  for (const auto& [name, sh] : checkpoint_tensors(c)) {
     wanted.insert(name);
     const auto* t = ckpt.find(name);
     if (!t)
@@ -192,6 +197,55 @@ expected<kernels::decoder_weights> load_decoder_weights(const checkpoint& ck,
     w.layers.push_back(std::move(L));
   }
   return w;
+}
+
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A value in [-1, 1) from (seed, tensor name, element): the same on every rank, so that the
+// ranks' slices are slices of one model.
+float generated(uint64_t seed, uint64_t name_hash, size_t i) {
+  return static_cast<float>(static_cast<double>(mix(mix(seed ^ name_hash) + i) >> 11) * 0x1.0p-52
+                            - 1.0);
+}
+
+// Matrices scaled by 1 / sqrt(fan-in), norms around their identity, biases small.
+void fill_generated(const hf_decoder_config& c, uint64_t seed, const std::string& name,
+                    const tensor_ref& shape_of, std::vector<float>& v) {
+  uint64_t h = 1469598103934665603ULL; // FNV-1a of the name
+  for (unsigned char ch : name)
+    h = (h ^ ch) * 1099511628211ULL;
+  const bool norm = name.find("norm") != std::string::npos;
+  const bool bias = name.ends_with(".bias");
+  const double fan_in = shape_of.shape.size() == 2 ? static_cast<double>(shape_of.shape[1]) : 1.0;
+  const float scale = norm || bias ? 0.1f : static_cast<float>(1.0 / std::sqrt(fan_in));
+  const float centre = norm && !c.spec.norm_one_plus_weight ? 1.0f : 0.0f;
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = centre + scale * generated(seed, h, i);
+}
+
+} // namespace
+
+expected<hf_decoder_model> synthetic_hf_decoder(const nlohmann::json& config, int32_t tp,
+                                                int32_t rank, uint64_t seed) {
+  auto cfg = read_decoder_config(config, tp, rank);
+  if (!cfg) return cfg.err();
+  const auto shapes = checkpoint_tensors(*cfg);
+  auto ck = checkpoint::in_memory(shapes, [&](const std::string& name, std::vector<float>& v) {
+    tensor_ref t;
+    for (const auto& [n, s] : shapes)
+      if (n == name) t.shape = s;
+    fill_generated(*cfg, seed, name, t, v);
+  });
+  auto weights = load_decoder_weights(ck, *cfg);
+  if (!weights) return weights.err();
+  return hf_decoder_model{std::move(*cfg), std::move(*weights)};
 }
 
 expected<hf_decoder_model> load_hf_decoder(const std::string& dir, int32_t tp, int32_t rank) {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,8 +57,20 @@ private:
 /// The tensors of a model directory, across its shards.
 class checkpoint {
 public:
+  // Move-only: the index points into the tensors it owns.
+  checkpoint(checkpoint&&) = default;
+  checkpoint& operator=(checkpoint&&) = default;
+  checkpoint(const checkpoint&) = delete;
+  checkpoint& operator=(const checkpoint&) = delete;
+
   /// `dir` holds model.safetensors, or model.safetensors.index.json and the shards it names.
   static expected<checkpoint> open(const std::string& dir);
+
+  /// A checkpoint held in memory, in float: each named tensor of the given shape, its values
+  /// written by fill(name, values) (values arrive sized to the shape). Generated weights.
+  static checkpoint
+  in_memory(const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes,
+            const std::function<void(const std::string&, std::vector<float>&)>& fill);
 
   /// nullptr when absent.
   const tensor_ref* find(const std::string& name) const;
@@ -66,7 +79,10 @@ public:
   uint64_t total_bytes() const;
 
 private:
+  checkpoint() = default;
   std::vector<std::shared_ptr<safetensors_file>> files_;
+  std::map<std::string, tensor_ref> owned_refs_;           // in_memory(): the tensors
+  std::vector<std::shared_ptr<std::vector<float>>> owned_; // in_memory(): their values
   std::map<std::string, const tensor_ref*> index_;
 };
 

@@ -1,6 +1,9 @@
 // The executors every rank can run: the CPU reference stack, the GPU stack and the bare step
 // protocol. Registered here, and nowhere else.
+#include <fstream>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "actors/model/hf_decoder.hpp"
 #include "actors/model/loader.hpp"
@@ -35,27 +38,50 @@ private:
   device_kind device_;
 };
 
+expected<std::unique_ptr<step_executor>> wrap_decoder(const executor_context& c, hf_decoder_model m,
+                                                      const std::string& name);
+
 // A Hugging Face directory with weights: the real decoder, this rank's slice of the checkpoint.
 expected<std::unique_ptr<step_executor>> make_cpu_decoder(const executor_context& c,
                                                           const std::string& dir) {
   auto m = load_hf_decoder(dir, c.config.tensor_parallel_size, c.config.rank);
   if (!m) return m.err();
+  return wrap_decoder(c, std::move(*m), dir);
+}
+
+expected<std::unique_ptr<step_executor>> wrap_decoder(const executor_context& c, hf_decoder_model m,
+                                                      const std::string& name) {
   int64_t bytes = 0;
   auto count = [&](const std::vector<float>& w) { bytes += static_cast<int64_t>(w.size() * 4); };
-  count(m->weights.embed);
-  count(m->weights.lm_head);
-  count(m->weights.final_norm);
-  for (const auto& l : m->weights.layers)
+  count(m.weights.embed);
+  count(m.weights.lm_head);
+  count(m.weights.final_norm);
+  for (const auto& l : m.weights.layers)
     for (const auto* w : {&l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm,
                           &l.k_norm, &l.input_norm, &l.post_attn_norm, &l.pre_ffn_norm,
                           &l.post_ffn_norm, &l.gate, &l.up, &l.down})
       count(*w);
   try {
     return make_cpu_decoder_executor(
-        std::make_unique<kernels::decoder>(m->config.spec, std::move(m->weights)), c.comm, bytes);
+        std::make_unique<kernels::decoder>(m.config.spec, std::move(m.weights)), c.comm, bytes);
   } catch (const std::exception& e) {
-    return make_error(errc::invalid_argument, fmt::format("model {}: {}", dir, e.what()));
+    return make_error(errc::invalid_argument, fmt::format("model {}: {}", name, e.what()));
   }
+}
+
+// The whole decoder: a checkpoint's weights, or generated ones for a config alone.
+expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c) {
+  if (auto dir = checkpoint_directory(c.config.model)) return make_cpu_decoder(c, *dir);
+  auto path = resolve_model_path(c.config.model);
+  if (!path) return path.err();
+  std::ifstream in(*path);
+  const auto config = nlohmann::json::parse(in, nullptr, false);
+  if (config.is_discarded())
+    return make_error(errc::parse_error, fmt::format("{}: not valid JSON", *path));
+  auto m =
+      synthetic_hf_decoder(config, c.config.tensor_parallel_size, c.config.rank, c.config.seed);
+  if (!m) return make_error(m.err().code, fmt::format("{}: {}", *path, m.err().message));
+  return wrap_decoder(c, std::move(*m), c.config.model);
 }
 
 expected<std::unique_ptr<step_executor>> make_cpu(const executor_context& c) {
@@ -89,6 +115,7 @@ executor_registry executor_registry::with_builtins() {
   executor_registry r;
   (void)r.add({"cpu", {device_kind::cpu}, make_cpu});
   (void)r.add({"cuda", {device_kind::cuda}, make_cuda});
+  (void)r.add({"decoder", {device_kind::cpu}, make_decoder});
   (void)r.add({"protocol",
                {device_kind::cpu, device_kind::cuda},
                [](const executor_context& c) -> expected<std::unique_ptr<step_executor>> {

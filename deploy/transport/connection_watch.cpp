@@ -31,6 +31,14 @@ connection_watch::ticket connection_watch::admit(int fd, bool capped, clock::tim
   return t;
 }
 
+void connection_watch::proven(ticket t) {
+  std::lock_guard lock(mutex_);
+  auto it = waiting_.find(t);
+  if (it == waiting_.end() || !it->second.capped) return;
+  it->second.capped = false;
+  --capped_;
+}
+
 void connection_watch::established(ticket t) {
   std::lock_guard lock(mutex_);
   auto it = waiting_.find(t);

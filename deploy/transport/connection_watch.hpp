@@ -47,6 +47,8 @@ public:
   /// A new connection on `fd`. `capped`: it counts against max_pending (accepted ones do; our own
   /// outgoing connections only get the deadline).
   ticket admit(int fd, bool capped, clock::time_point now = clock::now());
+  /// It proved who it is (the cookie proof): it keeps its deadline but no stranger can evict it.
+  void proven(ticket t);
   /// Its handshake is through: no deadline any more.
   void established(ticket t);
   /// Its socket is about to be closed: the watch must not touch the descriptor again.

@@ -165,6 +165,7 @@ private:
     }
     auto owed = auth_->take_output();
     out_.insert(out_.end(), owed.begin(), owed.end());
+    if (auth_->done()) ctx_->watch.proven(ticket_);
     result = 0;
     if (!out_.empty() || auth_->done()) want_write_();
     return net::rw_state::success;

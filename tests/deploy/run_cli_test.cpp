@@ -347,3 +347,26 @@ TEST(RunCliErrors, TensorParallelFlagsAreCheckedNamingTheFlag) {
     EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
   }
 }
+
+namespace kvactor::test {
+namespace {
+
+TEST(RunCliLoadFormat, SyntheticRunsTheWholeDecoderOfAConfigOnOneOrTwoRanks) {
+  const auto config =
+      std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/qwen3/config.json";
+  for (const char* tp : {"1", "2"}) {
+    auto r = run_cli({"run", "--model", config, "--load-format", "synthetic", "--requests", "4",
+                      "--prompt-len", "8:24", "--output-len", "4:8", "--device", "cpu",
+                      "--tensor-parallel-size", tp, "--no-progress"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("requests   4 finished, 0 failed"), std::string::npos) << r.out;
+  }
+  auto bad = run_cli({"run", "--load-format", "pickle", "--no-progress"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--load-format: unknown value 'pickle' (expected auto or synthetic)"),
+            std::string::npos)
+      << bad.err;
+}
+
+} // namespace
+} // namespace kvactor::test

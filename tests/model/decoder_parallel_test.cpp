@@ -116,3 +116,45 @@ INSTANTIATE_TEST_SUITE_P(DenseFamilies, DecoderSplits,
 
 } // namespace
 } // namespace kvactor::test
+
+namespace kvactor::test {
+namespace {
+
+nlohmann::json config_json(const std::string& family) {
+  std::ifstream in(fixture_dir(family) + "/config.json");
+  return nlohmann::json::parse(in);
+}
+
+kernels::decoder synthetic(const std::string& family, int32_t tp, int32_t rank, uint64_t seed) {
+  auto m = synthetic_hf_decoder(config_json(family), tp, rank, seed);
+  if (!m) throw std::runtime_error(m.err().message);
+  return kernels::decoder(m->config.spec, std::move(m->weights));
+}
+
+// --load-format synthetic: generated weights are one model, so that its TP slices agree.
+TEST(SyntheticDecoder, GeneratedWeightsAreOneModelSlicedAcrossRanks) {
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35, 89, 79};
+  for (const char* family : {"llama", "qwen2", "gemma2", "phi3"}) {
+    const auto one = synthetic(family, 1, 0, 5);
+    const auto want = decoder_runner(one, 1, 64).greedy(0, prompt, 12);
+    auto comms = kernels::host_communicator::create_group(2);
+    std::vector<std::vector<int32_t>> got(2);
+    std::vector<std::thread> ranks;
+    for (int32_t r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        const auto d = synthetic(family, 2, r, 5);
+        auto& comm = *comms[static_cast<size_t>(r)];
+        got[static_cast<size_t>(r)] = decoder_runner(d, 1, 64).greedy(
+            0, prompt, 12, nullptr, [&](float* x, size_t n) { comm.all_reduce(x, n); });
+      });
+    for (auto& t : ranks)
+      t.join();
+    EXPECT_EQ(got[0], want) << family;
+    EXPECT_EQ(got[1], want) << family;
+    EXPECT_NE(decoder_runner(synthetic(family, 1, 0, 6), 1, 64).greedy(0, prompt, 12), want)
+        << family << ": another seed, another model";
+  }
+}
+
+} // namespace
+} // namespace kvactor::test

@@ -82,6 +82,19 @@ TEST(ConnectionWatch, TheOldestWaitingConnectionMakesRoomForTheNewest) {
   EXPECT_EQ(watch.pending(), 2u);
 }
 
+TEST(ConnectionWatch, APeerThatProvedItselfIsNeverEvictedByStrangers) {
+  connection_watch watch({10s, 2});
+  socket_pair peer;
+  std::vector<socket_pair> strangers(5);
+  watch.proven(watch.admit(peer.ours(), true, t0));
+  for (auto& s : strangers)
+    watch.admit(s.ours(), true, t0);
+  EXPECT_FALSE(peer.peer_sees_cut()) << "a flood cannot push out a proven peer";
+  EXPECT_EQ(watch.counts().evicted, 3u) << "strangers evict strangers";
+  EXPECT_EQ(watch.expire(t0 + 10s), 3u) << "the proven peer still has its deadline";
+  EXPECT_TRUE(peer.peer_sees_cut());
+}
+
 TEST(ConnectionWatch, OurOwnOutgoingConnectionsGetTheDeadlineButNotTheCap) {
   connection_watch watch({1000ms, 1});
   socket_pair outgoing, incoming;
