@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/model/hf_decoder.hpp"
+#include "kvactor/kernels/sampler.h"
 
 namespace kvactor {
 
@@ -201,18 +202,10 @@ expected<kernels::decoder_weights> load_decoder_weights(const checkpoint& ck,
 
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // A value in [-1, 1) from (seed, tensor name, element): the same on every rank, so that the
 // ranks' slices are slices of one model.
 float generated(uint64_t seed, uint64_t name_hash, size_t i) {
-  return static_cast<float>(static_cast<double>(mix(mix(seed ^ name_hash) + i) >> 11) * 0x1.0p-52
-                            - 1.0);
+  return static_cast<float>(2.0 * kernels::keyed_uniform(seed ^ name_hash, i) - 1.0);
 }
 
 // Matrices scaled by 1 / sqrt(fan-in), norms around their identity, biases small.
