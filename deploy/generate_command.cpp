@@ -27,7 +27,6 @@ run_flags flags_for(const generate_flags& g, const std::vector<int32_t>& prompt)
   f.plan.model = g.model;
   f.plan.device = g.device;
   f.plan.tensor_parallel_size = g.tensor_parallel_size;
-  f.plan.max_model_len = 0;
   f.requests = 1;
   f.prompt_len = std::to_string(prompt.size());
   f.output_len = std::to_string(g.max_tokens);

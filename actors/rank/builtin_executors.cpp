@@ -85,7 +85,8 @@ expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c)
 }
 
 expected<std::unique_ptr<step_executor>> make_cpu(const executor_context& c) {
-  if (auto dir = checkpoint_directory(c.config.model)) return make_cpu_decoder(c, *dir);
+  // A model directory runs its checkpoint on the decoder, whichever CPU executor was named.
+  if (checkpoint_directory(c.config.model)) return make_decoder(c);
   auto stack = stack_config_for(c.model, c.config.seed);
   if (!stack) return stack.err();
   try {

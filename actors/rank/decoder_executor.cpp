@@ -37,6 +37,8 @@ public:
     if (comm_ && comm_->world_size() > 1)
       reduce = [this](float* buf, size_t n) { comm_->all_reduce(buf, n); };
     try {
+      // The kernels take int32 positions: converted once per step, not per ubatch.
+      positions_.assign(b.positions.begin(), b.positions.end());
       for (const auto& u : ubatches)
         if (auto ran = run_ubatch(b, u, reduce); !ran) return ran.err();
       return sample(d_->logits(hidden_.data(), b.sample_rows), b);
@@ -61,8 +63,7 @@ private:
     auto layers = host_layer_batches_of(u, names_);
     if (!layers) return layers.err();
     const auto start = static_cast<size_t>(u.token_start);
-    const std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
-    d_->forward(b.token_ids.data() + start, positions.data() + start, u.token_end - u.token_start,
+    d_->forward(b.token_ids.data() + start, positions_.data() + start, u.token_end - u.token_start,
                 views_, layers->pointers, reduce, hidden_.data() + start * d_->spec().hidden_size);
     return ok();
   }
@@ -89,7 +90,8 @@ private:
   int64_t weight_bytes_;
   std::vector<kernels::kv_view> views_;
   std::vector<std::string> names_;
-  std::vector<float> hidden_; // [max_tokens, hidden_size]
+  std::vector<float> hidden_;      // [max_tokens, hidden_size]
+  std::vector<int32_t> positions_; // this step's, as int32
 };
 
 } // namespace

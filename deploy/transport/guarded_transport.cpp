@@ -215,7 +215,7 @@ public:
   guarded_scribe(net::default_multiplexer& mpx, net::native_socket fd, context_ptr ctx,
                  connection_side side, connection_watch::ticket t,
                  caf::openssl::session_ptr session)
-      : caf::io::scribe(net::conn_hdl_from_socket(fd)), tls_(session != nullptr),
+      : caf::io::scribe(net::conn_hdl_from_socket(fd)),
         stream_(mpx, fd, std::move(ctx), side, t, std::move(session),
                 [this] { stream_.force_empty_write(net::stream::manager_ptr{this}); }) {}
 
@@ -251,7 +251,6 @@ private:
     stream_.force_empty_write(this);
   }
 
-  bool tls_;
   bool launched_ = false;
   net::stream_impl<guarded_policy> stream_;
 };
