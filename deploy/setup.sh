@@ -6,7 +6,8 @@ packages=(
   build-essential cmake ninja-build git
   libcaf-dev libmsgpack-cxx-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-  libssl-dev libopenblas-dev openssl shellcheck python3-yaml
+  libssl-dev libopenblas-dev libpcre2-dev libicu-dev libsentencepiece-dev
+  openssl shellcheck python3-yaml
 )
 missing=()
 for p in "${packages[@]}"; do
