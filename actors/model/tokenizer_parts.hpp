@@ -70,7 +70,7 @@ private:
 
 /// The GPT-2 split pattern ByteLevel's use_regex applies.
 inline constexpr const char* gpt2_pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 /// One step of a pre_tokenizer: a Split or a ByteLevel.
 struct pre_step {
