@@ -10,6 +10,7 @@
 
 #include "actors/model/hf_decoder.hpp"
 #include "actors/model/loader.hpp"
+#include "actors/model/tokenizer.hpp"
 #include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/run_modes.hpp"
@@ -42,13 +43,43 @@ int fail(const generate_flags& g, std::ostream& out, std::ostream& err, int code
   return code;
 }
 
-expected<std::vector<int32_t>> prompt_of(const generate_flags& g) {
-  if (!g.prompt.empty())
-    return make_error(errc::unsupported,
-                      "--prompt: text prompts need the model's tokenizer, which kvactor does not "
-                      "read yet; give the token ids with --prompt-ids");
-  if (g.prompt_ids.empty()) return make_error(errc::missing_field, "--prompt-ids: required");
-  return parse_prompt_ids(g.prompt_ids);
+// The prompt's ids, and the tokenizer that turns the output into text (null without one).
+struct prompt_input {
+  std::vector<int32_t> ids;
+  std::unique_ptr<tokenizer> tok;
+};
+
+expected<prompt_input> text_prompt(const generate_flags& g) {
+  auto tok = load_tokenizer(g.model);
+  if (!tok)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--prompt: {}{}", tok.err().message,
+                                  tok.err().code == errc::io_error
+                                      ? "; give the token ids with --prompt-ids"
+                                      : ""));
+  auto ids = (*tok)->encode(g.prompt, true);
+  if (!ids) return make_error(errc::invalid_argument, "--prompt: " + ids.err().message);
+  if (ids->empty())
+    return make_error(errc::invalid_argument,
+                      fmt::format("--prompt: '{}' encodes to no tokens", g.prompt));
+  return prompt_input{std::move(*ids), std::move(*tok)};
+}
+
+// Token ids need no tokenizer: without one the output stays ids; a tokenizer that is there but
+// cannot be read is reported and the run goes on.
+expected<prompt_input> prompt_of(const generate_flags& g, std::ostream& err) {
+  if (!g.prompt.empty() && !g.prompt_ids.empty())
+    return make_error(errc::invalid_argument, "--prompt and --prompt-ids: give one of them");
+  if (!g.prompt.empty()) return text_prompt(g);
+  if (g.prompt_ids.empty())
+    return make_error(errc::missing_field, "--prompt-ids: required (or --prompt TEXT)");
+  auto ids = parse_prompt_ids(g.prompt_ids);
+  if (!ids) return ids.err();
+  auto tok = load_tokenizer(g.model);
+  if (!tok && tok.err().code != errc::io_error)
+    fmt::print(err, "kvactor generate: warning: {}; the output stays token ids\n",
+               tok.err().message);
+  return prompt_input{std::move(*ids), tok ? std::move(*tok) : nullptr};
 }
 
 status check_model(const generate_flags& g) {
@@ -72,18 +103,37 @@ status check_model(const generate_flags& g) {
   return ok();
 }
 
-void print_result(const generate_flags& g, const std::vector<int32_t>& prompt,
-                  const request_result& r, std::ostream& out) {
+// The continuation as text, special tokens (a stop token) left out; nullopt without a tokenizer.
+std::optional<std::string> text_of(const tokenizer* tok, const std::vector<int32_t>& output,
+                                   std::ostream& err) {
+  if (tok == nullptr) return std::nullopt;
+  auto text = tok->decode(output, true);
+  if (!text) {
+    fmt::print(err, "kvactor generate: warning: {}; the output stays token ids\n",
+               text.err().message);
+    return std::nullopt;
+  }
+  return std::move(*text);
+}
+
+// The whole continuation at once: the local session hands back its results when the request
+// has finished, not token by token (incremental_decoder is there for a driver that streams).
+void print_result(const generate_flags& g, const prompt_input& prompt, const request_result& r,
+                  std::ostream& out, std::ostream& err) {
+  const auto text = text_of(prompt.tok.get(), r.output, err);
   if (g.json) {
-    out << json{{"prompt_ids", prompt},
+    out << json{{"prompt_ids", prompt.ids},
                 {"output_ids", r.output},
-                {"text", nullptr},
+                {"text", text ? json(*text) : json(nullptr)},
                 {"finish_reason", std::string(to_string(r.reason))}}
                .dump()
         << '\n';
     return;
   }
-  fmt::print(out, "{}\n", fmt::join(r.output, " "));
+  if (text)
+    fmt::print(out, "{}\n", *text);
+  else
+    fmt::print(out, "{}\n", fmt::join(r.output, " "));
 }
 
 } // namespace
@@ -113,9 +163,9 @@ expected<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
 
 int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) {
   if (auto ok = check_model(g); !ok) return fail(g, out, err, exit_bad_input, ok.err().message);
-  auto prompt = prompt_of(g);
+  auto prompt = prompt_of(g, err);
   if (!prompt) return fail(g, out, err, exit_bad_input, prompt.err().message);
-  const auto flags = flags_for(g, *prompt);
+  const auto flags = flags_for(g, prompt->ids);
   auto options = check_run_flags(flags);
   if (!options) return fail(g, out, err, exit_bad_input, options.err().message);
   auto start = prepare_local_run(flags, *options);
@@ -131,7 +181,7 @@ int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) 
     }
     sampling.stop_token_ids.insert(sampling.stop_token_ids.end(), more->begin(), more->end());
   }
-  start->run.workload = {request_spec{0, *prompt, g.max_tokens, 0, sampling}};
+  start->run.workload = {request_spec{0, prompt->ids, g.max_tokens, 0, sampling}};
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
@@ -143,7 +193,7 @@ int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) 
     return fail(g, out, err, exit_failure,
                 session.summary.results.empty() ? session.summary.error.message
                                                 : session.summary.results.front().failure);
-  print_result(g, *prompt, session.summary.results.front(), out);
+  print_result(g, *prompt, session.summary.results.front(), out, err);
   return exit_ok;
 }
 

@@ -1,6 +1,7 @@
 // `kvactor generate`: one prompt through a real model, served by the same actors as `run`
-// (driver, ranks, builders, KV cache), the continuation printed as token ids or, with --json, one
-// object for scripts.
+// (driver, ranks, builders, KV cache), the continuation printed as text when the model directory
+// has a tokenizer (tokenizer.json or tokenizer.model), as token ids otherwise, or, with --json,
+// one object for scripts.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@ namespace kvactor {
 
 struct generate_flags {
   std::string model;      // a Hugging Face model directory
-  std::string prompt;     // text: needs the model's tokenizer
+  std::string prompt;     // text: encoded by the model directory's tokenizer
   std::string prompt_ids; // "1,2,3"
   int32_t max_tokens = 16;
   float temperature = 0.0f; // 0: greedy

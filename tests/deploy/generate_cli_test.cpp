@@ -1,25 +1,35 @@
 // `kvactor generate` end to end: a transformers fixture loaded from its directory, served by the
 // driver, the ranks and their builders with a paged KV cache, continues each prompt exactly as
-// transformers did, on one rank and on two; bad input is an error that names the flag.
+// transformers did, on one rank and on two; a text prompt goes through the directory's tokenizer
+// and the continuation comes back as text; bad input is an error that names the flag.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "actors/model/tokenizer.hpp"
 #include "cli_support.hpp"
 #include "deploy/generate_command.hpp"
 
 namespace kvactor::test {
 namespace {
 
+namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 std::string fixture(const std::string& family) {
   return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
+}
+
+// The fixture's tokenizer (mistral and qwen2 hold one), or null.
+std::unique_ptr<tokenizer> tokenizer_of(const std::string& family) {
+  auto t = load_tokenizer(fixture(family));
+  return t ? std::move(*t) : nullptr;
 }
 
 nlohmann::json expected_of(const std::string& family) {
@@ -31,6 +41,7 @@ class GenerateCli : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GenerateCli, ContinuesEveryPromptAsTransformersDid) {
   const auto want = expected_of(GetParam());
+  const auto tok = tokenizer_of(GetParam());
   for (size_t p = 0; p < want["prompts"].size(); ++p) {
     const auto prompt = want["prompts"][p].get<std::vector<int32_t>>();
     const auto continuation = want["continuations"][p].get<std::vector<int32_t>>();
@@ -44,7 +55,10 @@ TEST_P(GenerateCli, ContinuesEveryPromptAsTransformersDid) {
       EXPECT_EQ(j["output_ids"].get<std::vector<int32_t>>(), continuation)
           << GetParam() << " prompt " << p << " tp " << tp;
       EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), prompt);
-      EXPECT_TRUE(j["text"].is_null()) << "no tokenizer in a fixture directory";
+      if (tok)
+        EXPECT_EQ(j["text"], *tok->decode(continuation, true)) << GetParam();
+      else
+        EXPECT_TRUE(j["text"].is_null()) << "no tokenizer in " << GetParam();
       EXPECT_EQ(j["finish_reason"], "length");
     }
   }
@@ -88,13 +102,57 @@ TEST(GenerateCliSampling, TheSameSeedGivesTheSameTokensOnAnyNumberOfRanks) {
   EXPECT_NE(a, generated({"--max-tokens", "24"})) << "sampling is not greedy";
 }
 
+TEST(GenerateCliText, APromptIsEncodedByTheDirectorysTokenizerAndTheOutputDecoded) {
+  for (const std::string family : {"mistral", "qwen2"}) {
+    const auto tok = tokenizer_of(family);
+    ASSERT_TRUE(tok) << family << " ships a tokenizer";
+    auto r = run_cli({"generate", "--model", fixture(family), "--prompt", "Hello world",
+                      "--max-tokens", "6", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = r.json();
+    EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), *tok->encode("Hello world", true));
+    const auto output = j["output_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(output.size(), 6u);
+    EXPECT_EQ(j["text"], *tok->decode(output, true));
+    auto plain = run_cli(
+        {"generate", "--model", fixture(family), "--prompt", "Hello world", "--max-tokens", "6"});
+    ASSERT_EQ(plain.code, 0) << plain.err;
+    EXPECT_EQ(plain.out, j["text"].get<std::string>() + "\n") << "the continuation as text";
+  }
+}
+
+TEST(GenerateCliText, PromptIdsStillGenerateWhenTheTokenizerCannotBeRead) {
+  const auto dir = fs::temp_directory_path() / "kvactor-generate-badtok";
+  fs::create_directories(dir);
+  fs::copy_file(fixture("mistral") + "/config.json", dir / "config.json",
+                fs::copy_options::overwrite_existing);
+  fs::remove(dir / "model.safetensors");
+  fs::create_symlink(fixture("mistral") + "/model.safetensors", dir / "model.safetensors");
+  std::ofstream(dir / "tokenizer.json") << "{";
+  auto r = run_cli(
+      {"generate", "--model", dir.string(), "--prompt-ids", "1,46", "--max-tokens", "2", "--json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.json()["text"].is_null());
+  EXPECT_THAT(r.err, HasSubstr("warning: " + (dir / "tokenizer.json").string() + ": not JSON"));
+  auto text = run_cli({"generate", "--model", dir.string(), "--prompt", "Hello"});
+  EXPECT_EQ(text.code, 2);
+  EXPECT_THAT(text.err, HasSubstr("--prompt: " + (dir / "tokenizer.json").string()));
+  fs::remove_all(dir);
+}
+
 TEST(GenerateCliErrors, NameTheFlagAndTheValue) {
   const auto dir = fixture("llama");
   auto ids = run_cli({"generate", "--model", dir, "--prompt-ids", "5,-3,7"});
   EXPECT_EQ(ids.code, 2);
   EXPECT_THAT(ids.err, HasSubstr("--prompt-ids: '-3' is not a token id"));
   auto text = run_cli({"generate", "--model", dir, "--prompt", "hello"});
-  EXPECT_THAT(text.err, HasSubstr("give the token ids with --prompt-ids"));
+  EXPECT_EQ(text.code, 2);
+  EXPECT_THAT(text.err, HasSubstr("--prompt: " + dir
+                                  + ": no tokenizer (looked for tokenizer.json and "
+                                    "tokenizer.model); give the token ids with --prompt-ids"));
+  auto both = run_cli(
+      {"generate", "--model", fixture("mistral"), "--prompt", "hello", "--prompt-ids", "1"});
+  EXPECT_THAT(both.err, HasSubstr("--prompt and --prompt-ids: give one of them"));
   auto none = run_cli({"generate", "--model", std::string(KVACTOR_SOURCE_DIR) + "/deploy/models",
                        "--prompt-ids", "1"});
   EXPECT_THAT(none.err, HasSubstr("not a Hugging Face model directory with weights"));
