@@ -64,8 +64,8 @@ public:
       for (auto& piece : normalized_added.split(*normal)) {
         if (piece.added_id >= 0)
           ids.push_back(piece.added_id);
-        else
-          encode_plain(std::move(piece.text), ids);
+        else if (auto ok = encode_plain(std::move(piece.text), ids); !ok)
+          return ok.err();
       }
     }
     if (add_special_tokens) ids.insert(ids.end(), post.after.begin(), post.after.end());
@@ -113,8 +113,10 @@ private:
     return out;
   }
 
-  void encode_plain(std::string text, std::vector<int32_t>& ids) const {
-    for (const auto& word : pre_tokenize(steps, std::move(text))) {
+  status encode_plain(std::string text, std::vector<int32_t>& ids) const {
+    auto words = pre_tokenize(steps, std::move(text));
+    if (!words) return words.err();
+    for (const auto& word : *words) {
       {
         std::lock_guard lock(cache_mutex_);
         if (const auto it = cache_.find(word); it != cache_.end()) {
@@ -129,6 +131,7 @@ private:
       if (cache_.size() > max_cached_words) cache_.clear(); // bounds memory on endless text
       cache_.emplace(word, std::move(word_ids));
     }
+    return ok();
   }
 
   static constexpr size_t max_cached_words = 1 << 16;

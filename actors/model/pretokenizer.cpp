@@ -59,14 +59,17 @@ expected<pre_step> parse_byte_level(const json& j, const std::string& field) {
 
 // The pieces of `text` a pattern leaves: matches and the stretches between them (Isolated), or
 // the stretches alone (Removed).
-void split_into(const pre_step& s, const std::string& text, std::vector<std::string>& out) {
+status split_into(const pre_step& s, const std::string& text, std::vector<std::string>& out) {
+  auto found = s.pattern->matches(text);
+  if (!found) return found.err();
   size_t at = 0;
-  for (const auto& [b, e] : s.pattern->matches(text)) {
+  for (const auto& [b, e] : *found) {
     if (b > at) out.push_back(text.substr(at, b - at));
     if (!s.remove_matches && e > b) out.push_back(text.substr(b, e - b));
     at = e;
   }
   if (at < text.size()) out.push_back(text.substr(at));
+  return ok();
 }
 
 } // namespace
@@ -94,7 +97,7 @@ regex::~regex() {
   pcre2_code_free(static_cast<pcre2_code*>(code_));
 }
 
-std::vector<std::pair<size_t, size_t>> regex::matches(std::string_view text) const {
+expected<std::vector<std::pair<size_t, size_t>>> regex::matches(std::string_view text) const {
   std::vector<std::pair<size_t, size_t>> out;
   auto* code = static_cast<pcre2_code*>(code_);
   auto* data = pcre2_match_data_create_from_pattern(code, nullptr);
@@ -103,7 +106,16 @@ std::vector<std::pair<size_t, size_t>> regex::matches(std::string_view text) con
     // The text was checked as UTF-8 once, before any step.
     const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at,
                                PCRE2_NO_UTF_CHECK, data, nullptr);
-    if (rc < 0) break;
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(data);
+      std::array<PCRE2_UCHAR, 256> why{};
+      pcre2_get_error_message(rc, why.data(), why.size());
+      return make_error(errc::invalid_argument,
+                        fmt::format("pre_tokenizer: the regex failed at byte {} of a {}-byte "
+                                    "piece: {}",
+                                    at, text.size(), reinterpret_cast<const char*>(why.data())));
+    }
     const auto* v = pcre2_get_ovector_pointer(data);
     const size_t b = v[0], e = v[1];
     if (e == b) { // an empty match: step over one character so the loop advances
@@ -146,16 +158,17 @@ expected<std::vector<pre_step>> parse_pre_tokenizer(const json& j, const std::st
   return std::vector<pre_step>{*step};
 }
 
-std::vector<std::string> pre_tokenize(const std::vector<pre_step>& steps, std::string text) {
+expected<std::vector<std::string>> pre_tokenize(const std::vector<pre_step>& steps,
+                                                std::string text) {
   std::vector<std::string> pieces{std::move(text)};
   for (const auto& s : steps) {
     std::vector<std::string> next;
     for (auto& p : pieces) {
       if (s.what == pre_step::kind::byte_level && s.add_prefix_space && !p.starts_with(' '))
         p.insert(p.begin(), ' ');
-      if (s.pattern)
-        split_into(s, p, next);
-      else if (!p.empty())
+      if (s.pattern) {
+        if (auto ok = split_into(s, p, next); !ok) return ok.err();
+      } else if (!p.empty())
         next.push_back(std::move(p));
     }
     if (s.what == pre_step::kind::byte_level)

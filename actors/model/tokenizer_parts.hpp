@@ -60,8 +60,9 @@ public:
   regex(const regex&) = delete;
   regex& operator=(const regex&) = delete;
 
-  /// The [begin, end) byte ranges of the successive matches in `text`.
-  std::vector<std::pair<size_t, size_t>> matches(std::string_view text) const;
+  /// The [begin, end) byte ranges of the successive matches in `text`; an error when PCRE2 gives
+  /// up (a match or stack limit), never a silently shorter list.
+  expected<std::vector<std::pair<size_t, size_t>>> matches(std::string_view text) const;
 
 private:
   regex() = default;
@@ -87,7 +88,8 @@ expected<std::vector<pre_step>> parse_pre_tokenizer(const nlohmann::json& j,
 
 /// `text` through every step: the pre-tokens (in the byte-level alphabet once a ByteLevel step
 /// ran).
-std::vector<std::string> pre_tokenize(const std::vector<pre_step>& steps, std::string text);
+expected<std::vector<std::string>> pre_tokenize(const std::vector<pre_step>& steps,
+                                                std::string text);
 
 /// GPT-2's bytes -> printable characters (UTF-8 of each), and back.
 const std::array<std::string, 256>& byte_to_unicode();
