@@ -1,11 +1,14 @@
 #include "deploy/run_config.hpp"
 
 #include <algorithm>
+#include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "actors/driver/kv_budget.hpp"
+#include "actors/model/hf_decoder_plan.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/rank/workload.hpp"
 #include "deploy/workload.hpp"
@@ -29,6 +32,26 @@ int64_t gpu_stack_bytes(const kernels::stack_config& cfg, int32_t max_tokens) {
 
 bool runs_kernels(const run_flags& f) {
   return !f.no_kernels;
+}
+
+// The GPU bytes of what the ranks will run: the real decoder for a checkpoint or generated
+// weights (its exact weight bytes), else the synthetic attention stack.
+expected<int64_t> executor_gpu_bytes(const run_flags& f, const run_options& o,
+                                     const model_layout& model) {
+  const auto dir = checkpoint_directory(o.model);
+  if (!dir && f.load_format != "synthetic") {
+    auto stack = stack_config_for(model, f.seed);
+    return stack ? gpu_stack_bytes(*stack, f.plan.max_num_batched_tokens) : 0;
+  }
+  auto path = dir ? expected<std::string>(*dir + "/config.json") : resolve_model_path(o.model);
+  if (!path) return path.err();
+  std::ifstream in(*path);
+  const auto config = nlohmann::json::parse(in, nullptr, false);
+  if (config.is_discarded())
+    return make_error(errc::parse_error, fmt::format("{}: not valid JSON", *path));
+  auto cfg = read_decoder_config(config, f.plan.tensor_parallel_size, 0);
+  if (!cfg) return make_error(cfg.err().code, fmt::format("{}: {}", *path, cfg.err().message));
+  return decoder_gpu_bytes(*cfg, f.plan.max_num_batched_tokens);
 }
 
 // The model as rank 0 loads it (its length and vocabulary shape the workload).
@@ -96,13 +119,13 @@ expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& f, const run_op
   if (device == device_kind::cpu || !gpu) return std::vector<int64_t>(ranks, default_cpu_kv_cache);
   // Graphs are captured by GPU ranks alone (TP 1 for now); their cap comes off the KV cache.
   const bool graphs = o.cudagraph != cudagraph_mode::none && f.plan.tensor_parallel_size == 1;
-  auto stack = stack_config_for(model, f.seed);
-  const int64_t stack_bytes = stack ? gpu_stack_bytes(*stack, f.plan.max_num_batched_tokens) : 0;
+  auto stack_bytes = executor_gpu_bytes(f, o, model);
+  if (!stack_bytes) return stack_bytes.err();
   gpu_memory_use use;
   use.total_bytes = gpu->total_bytes;
   use.utilization = f.plan.gpu_memory_utilization;
   use.in_use_bytes = gpu->total_bytes - gpu->free_bytes;
-  use.non_kv_bytes = stack_bytes + gpu_reserve_bytes + (graphs ? o.cudagraph_memory : 0);
+  use.non_kv_bytes = *stack_bytes + gpu_reserve_bytes + (graphs ? o.cudagraph_memory : 0);
   auto budget = gpu_kv_cache_budget(use);
   if (!budget) {
     auto e = budget.err();

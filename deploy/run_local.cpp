@@ -35,17 +35,11 @@ struct local_device {
 };
 
 // auto: the GPU when one answers (several GPU ranks when NCCL joins them and there are as many
-// GPUs), else the CPU. A checkpoint runs on the CPU decoder until the GPU one exists.
-expected<local_device> resolve_device(std::optional<device_kind> wanted, int32_t tp,
-                                      const std::string& model) {
+// GPUs), else the CPU.
+expected<local_device> resolve_device(std::optional<device_kind> wanted, int32_t tp) {
   std::string no_gpu;
   local_device d;
   d.gpu = kernels::probe_gpu(0, &no_gpu);
-  if (!wanted && checkpoint_directory(model)) {
-    spdlog::info("--device auto: cpu (checkpoints run on the CPU decoder; the GPU one is not "
-                 "built yet)");
-    return d;
-  }
   if (!wanted) {
     std::string ignored;
     const bool gpus_for_tp =
@@ -104,7 +98,7 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
 
 expected<local_start> prepare_local_run(const run_flags& flags, const run_options& o) {
   const int32_t tp = flags.plan.tensor_parallel_size;
-  auto device = resolve_device(o.device, tp, o.model);
+  auto device = resolve_device(o.device, tp);
   if (!device) return device.err();
   auto tp_setup = resolve_tp_flags(flags.tp, device->device, tp);
   if (!tp_setup) return tp_setup.err();

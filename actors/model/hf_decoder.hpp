@@ -47,11 +47,22 @@ bool is_dense_decoder_family(const std::string& model_type);
 expected<hf_decoder_config> read_decoder_config(const nlohmann::json& config, int32_t tp,
                                                 int32_t rank);
 
+/// Every tensor the architecture needs is present with its shape, and nothing else is (rotary
+/// caches and a tied lm_head aside): one error naming each mismatch.
+status check_checkpoint_tensors(const checkpoint& ckpt, const hf_decoder_config& cfg);
+
 /// This rank's weights. Every tensor the architecture needs must be present with its shape, and
 /// nothing else may be (rotary caches and a tied lm_head aside); all mismatches are reported in
 /// one error that names each tensor, the expected and the found shape.
 expected<kernels::decoder_weights> load_decoder_weights(const checkpoint& ckpt,
                                                         const hf_decoder_config& cfg);
+
+/// Where this rank's share starts, in rows of the checkpoint's [heads * head_dim, hidden] and
+/// [intermediate, hidden] projections (columns of o_proj and down_proj).
+struct rank_slices {
+  int64_t q_begin, q_rows, kv_begin, kv_rows, inter_begin, inter_rows;
+};
+rank_slices rank_slices_of(const hf_decoder_config& cfg);
 
 /// The tensors a checkpoint of this config holds (global shapes), in load order.
 std::vector<std::pair<std::string, std::vector<int64_t>>>
@@ -66,6 +77,19 @@ struct hf_decoder_model {
 /// checkpoint would hold, from `seed`, the same global values on every rank, sliced as a
 /// checkpoint is. For benchmarks at real shapes without the weights.
 expected<hf_decoder_model> synthetic_hf_decoder(const nlohmann::json& config, int32_t tp,
+                                                int32_t rank, uint64_t seed);
+
+/// A decoder's config and the checkpoint its weights come from, before any weight is read.
+struct hf_decoder_source {
+  hf_decoder_config config;
+  checkpoint ckpt;
+};
+
+/// config.json and the mapped safetensors of a model directory (nothing read yet).
+expected<hf_decoder_source> open_hf_decoder(const std::string& dir, int32_t tp, int32_t rank);
+
+/// `config`'s tensors generated in host memory from `seed` (as synthetic_hf_decoder).
+expected<hf_decoder_source> synthetic_hf_source(const nlohmann::json& config, int32_t tp,
                                                 int32_t rank, uint64_t seed);
 
 /// config.json and the safetensors of a model directory, for rank `rank` of `tp`.

@@ -64,6 +64,21 @@ std::vector<std::pair<std::string, shape>> checkpoint_tensors(const hf_decoder_c
   return out;
 }
 
+rank_slices rank_slices_of(const hf_decoder_config& c) {
+  const auto& s = c.spec;
+  const int64_t d = s.head_dim;
+  // KV heads split when there are at least as many as ranks, else each is replicated on
+  // tp / total_kv ranks (vLLM's rule).
+  const int64_t kv_head = c.total_kv_heads >= c.tp ? static_cast<int64_t>(c.rank) * s.num_kv_heads
+                                                   : c.rank / (c.tp / c.total_kv_heads);
+  return {c.rank * s.num_q_heads * d,
+          s.num_q_heads * d,
+          kv_head * d,
+          static_cast<int64_t>(s.num_kv_heads) * d,
+          static_cast<int64_t>(c.rank) * s.intermediate_size,
+          s.intermediate_size};
+}
+
 namespace {
 
 // Tensors a checkpoint may carry that kvactor does not read.
@@ -71,7 +86,9 @@ bool ignorable(const std::string& name, const hf_decoder_config& c) {
   return name.ends_with("rotary_emb.inv_freq") || (c.tie_embeddings && name == "lm_head.weight");
 }
 
-status check_tensors(const checkpoint& ckpt, const hf_decoder_config& c) {
+} // namespace
+
+status check_checkpoint_tensors(const checkpoint& ckpt, const hf_decoder_config& c) {
   std::vector<std::string> problems;
   std::set<std::string> wanted;
   for (const auto& [name, sh] : checkpoint_tensors(c)) {
@@ -94,6 +111,8 @@ status check_tensors(const checkpoint& ckpt, const hf_decoder_config& c) {
   return make_error(errc::incompatible_specs,
                     fmt::format("checkpoint does not match model_type {}: {}", c.model_type, list));
 }
+
+namespace {
 
 std::vector<float> whole(const tensor_ref& t) {
   std::vector<float> out(static_cast<size_t>(t.elements()));
@@ -118,29 +137,9 @@ std::vector<float> columns(const tensor_ref& t, int64_t begin, int64_t n) {
   return out;
 }
 
-// Where this rank's heads start (in rows of a [heads * d, hidden] projection).
-struct head_ranges {
-  int64_t q_begin, q_rows, kv_begin, kv_rows, inter_begin, inter_rows;
-};
-
-head_ranges ranges_of(const hf_decoder_config& c) {
-  const auto& s = c.spec;
-  const int64_t d = s.head_dim;
-  // KV heads split when there are at least as many as ranks, else each is replicated on
-  // tp / total_kv ranks (vLLM's rule).
-  const int64_t kv_head = c.total_kv_heads >= c.tp ? static_cast<int64_t>(c.rank) * s.num_kv_heads
-                                                   : c.rank / (c.tp / c.total_kv_heads);
-  return {c.rank * s.num_q_heads * d,
-          s.num_q_heads * d,
-          kv_head * d,
-          static_cast<int64_t>(s.num_kv_heads) * d,
-          static_cast<int64_t>(c.rank) * s.intermediate_size,
-          s.intermediate_size};
-}
-
 void load_projections(const checkpoint& ck, const hf_decoder_config& c, const std::string& p,
                       kernels::decoder_layer_weights& L) {
-  const auto r = ranges_of(c);
+  const auto r = rank_slices_of(c);
   const int64_t qw = static_cast<int64_t>(c.total_q_heads) * c.spec.head_dim;
   const int64_t kw = static_cast<int64_t>(c.total_kv_heads) * c.spec.head_dim;
   if (c.layout == projection_layout::fused) {
@@ -185,7 +184,7 @@ void load_norms(const checkpoint& ck, const hf_decoder_config& c, const std::str
 
 expected<kernels::decoder_weights> load_decoder_weights(const checkpoint& ck,
                                                         const hf_decoder_config& c) {
-  if (auto checked = check_tensors(ck, c); !checked) return checked.err();
+  if (auto checked = check_checkpoint_tensors(ck, c); !checked) return checked.err();
   kernels::decoder_weights w;
   w.embed = whole(*ck.find("model.embed_tokens.weight"));
   w.final_norm = whole(*ck.find("model.norm.weight"));
@@ -225,7 +224,7 @@ void fill_generated(const hf_decoder_config& c, uint64_t seed, const std::string
 
 } // namespace
 
-expected<hf_decoder_model> synthetic_hf_decoder(const nlohmann::json& config, int32_t tp,
+expected<hf_decoder_source> synthetic_hf_source(const nlohmann::json& config, int32_t tp,
                                                 int32_t rank, uint64_t seed) {
   auto cfg = read_decoder_config(config, tp, rank);
   if (!cfg) return cfg.err();
@@ -236,12 +235,19 @@ expected<hf_decoder_model> synthetic_hf_decoder(const nlohmann::json& config, in
       if (n == name) t.shape = s;
     fill_generated(*cfg, seed, name, t, v);
   });
-  auto weights = load_decoder_weights(ck, *cfg);
-  if (!weights) return weights.err();
-  return hf_decoder_model{std::move(*cfg), std::move(*weights)};
+  return hf_decoder_source{std::move(*cfg), std::move(ck)};
 }
 
-expected<hf_decoder_model> load_hf_decoder(const std::string& dir, int32_t tp, int32_t rank) {
+expected<hf_decoder_model> synthetic_hf_decoder(const nlohmann::json& config, int32_t tp,
+                                                int32_t rank, uint64_t seed) {
+  auto src = synthetic_hf_source(config, tp, rank, seed);
+  if (!src) return src.err();
+  auto weights = load_decoder_weights(src->ckpt, src->config);
+  if (!weights) return weights.err();
+  return hf_decoder_model{std::move(src->config), std::move(*weights)};
+}
+
+expected<hf_decoder_source> open_hf_decoder(const std::string& dir, int32_t tp, int32_t rank) {
   const auto path = dir + "/config.json";
   std::ifstream in(path);
   if (!in) return make_error(errc::io_error, fmt::format("{}: cannot open", path));
@@ -252,10 +258,16 @@ expected<hf_decoder_model> load_hf_decoder(const std::string& dir, int32_t tp, i
   if (!cfg) return make_error(cfg.err().code, fmt::format("{}: {}", path, cfg.err().message));
   auto ck = checkpoint::open(dir);
   if (!ck) return ck.err();
-  auto weights = load_decoder_weights(*ck, *cfg);
+  return hf_decoder_source{std::move(*cfg), std::move(*ck)};
+}
+
+expected<hf_decoder_model> load_hf_decoder(const std::string& dir, int32_t tp, int32_t rank) {
+  auto src = open_hf_decoder(dir, tp, rank);
+  if (!src) return src.err();
+  auto weights = load_decoder_weights(src->ckpt, src->config);
   if (!weights)
     return make_error(weights.err().code, fmt::format("{}: {}", dir, weights.err().message));
-  return hf_decoder_model{std::move(*cfg), std::move(*weights)};
+  return hf_decoder_model{std::move(src->config), std::move(*weights)};
 }
 
 } // namespace kvactor

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "actors/model/hf_decoder.hpp"
 #include "actors/model/loader.hpp"
@@ -38,50 +39,65 @@ private:
   device_kind device_;
 };
 
-expected<std::unique_ptr<step_executor>> wrap_decoder(const executor_context& c, hf_decoder_model m,
-                                                      const std::string& name);
-
-// A Hugging Face directory with weights: the real decoder, this rank's slice of the checkpoint.
-expected<std::unique_ptr<step_executor>> make_cpu_decoder(const executor_context& c,
-                                                          const std::string& dir) {
-  auto m = load_hf_decoder(dir, c.config.tensor_parallel_size, c.config.rank);
-  if (!m) return m.err();
-  return wrap_decoder(c, std::move(*m), dir);
-}
-
-expected<std::unique_ptr<step_executor>> wrap_decoder(const executor_context& c, hf_decoder_model m,
-                                                      const std::string& name) {
+// The CPU decoder over `src`'s weights, converted to float.
+expected<std::unique_ptr<step_executor>>
+cpu_decoder(const executor_context& c, const hf_decoder_source& src, const std::string& name) {
+  auto weights = load_decoder_weights(src.ckpt, src.config);
+  if (!weights)
+    return make_error(weights.err().code, fmt::format("{}: {}", name, weights.err().message));
   int64_t bytes = 0;
   auto count = [&](const std::vector<float>& w) { bytes += static_cast<int64_t>(w.size() * 4); };
-  count(m.weights.embed);
-  count(m.weights.lm_head);
-  count(m.weights.final_norm);
-  for (const auto& l : m.weights.layers)
+  count(weights->embed);
+  count(weights->lm_head);
+  count(weights->final_norm);
+  for (const auto& l : weights->layers)
     for (const auto* w : {&l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm,
                           &l.k_norm, &l.input_norm, &l.post_attn_norm, &l.pre_ffn_norm,
                           &l.post_ffn_norm, &l.gate, &l.up, &l.down})
       count(*w);
   try {
     return make_cpu_decoder_executor(
-        std::make_unique<kernels::decoder>(m.config.spec, std::move(m.weights)), c.comm, bytes);
+        std::make_unique<kernels::decoder>(src.config.spec, std::move(*weights)), c.comm, bytes);
   } catch (const std::exception& e) {
     return make_error(errc::invalid_argument, fmt::format("model {}: {}", name, e.what()));
   }
 }
 
-// The whole decoder: a checkpoint's weights, or generated ones for a config alone.
+// The GPU decoder over `src`, uploaded with a progress line every second.
+expected<std::unique_ptr<step_executor>> gpu_decoder(const executor_context& c,
+                                                     const hf_decoder_source& src) {
+  upload_options upload;
+  const int32_t rank = c.config.rank;
+  upload.progress = [rank](const upload_progress& p) {
+    spdlog::info("rank {}: weights {:.2f} / {:.2f} GB ({:.2f} GB/s)", rank,
+                 static_cast<double>(p.done_bytes) / 1e9, static_cast<double>(p.total_bytes) / 1e9,
+                 p.seconds > 0 ? static_cast<double>(p.done_bytes) / 1e9 / p.seconds : 0.0);
+  };
+  const bool tp = c.comm && c.comm->world_size() > 1;
+  return make_cuda_decoder_executor(src.config, src.ckpt, c.config.max_num_batched_tokens,
+                                    tp ? c.comm : nullptr, c.gpu, upload);
+}
+
+// The whole decoder: a checkpoint's weights, or generated ones for a config alone, on the
+// rank's device.
 expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c) {
-  if (auto dir = checkpoint_directory(c.config.model)) return make_cpu_decoder(c, *dir);
-  auto path = resolve_model_path(c.config.model);
-  if (!path) return path.err();
-  std::ifstream in(*path);
-  const auto config = nlohmann::json::parse(in, nullptr, false);
-  if (config.is_discarded())
-    return make_error(errc::parse_error, fmt::format("{}: not valid JSON", *path));
-  auto m =
-      synthetic_hf_decoder(config, c.config.tensor_parallel_size, c.config.rank, c.config.seed);
-  if (!m) return make_error(m.err().code, fmt::format("{}: {}", *path, m.err().message));
-  return wrap_decoder(c, std::move(*m), c.config.model);
+  const int32_t tp = c.config.tensor_parallel_size, rank = c.config.rank;
+  expected<hf_decoder_source> src = make_error(errc::invalid_argument, "no model");
+  if (auto dir = checkpoint_directory(c.config.model)) {
+    src = open_hf_decoder(*dir, tp, rank);
+  } else {
+    auto path = resolve_model_path(c.config.model);
+    if (!path) return path.err();
+    std::ifstream in(*path);
+    const auto config = nlohmann::json::parse(in, nullptr, false);
+    if (config.is_discarded())
+      return make_error(errc::parse_error, fmt::format("{}: not valid JSON", *path));
+    src = synthetic_hf_source(config, tp, rank, c.config.seed);
+    if (!src) return make_error(src.err().code, fmt::format("{}: {}", *path, src.err().message));
+  }
+  if (!src) return src.err();
+  if (c.config.device == device_kind::cuda) return gpu_decoder(c, *src);
+  return cpu_decoder(c, *src, c.config.model);
 }
 
 expected<std::unique_ptr<step_executor>> make_cpu(const executor_context& c) {
@@ -98,11 +114,8 @@ expected<std::unique_ptr<step_executor>> make_cpu(const executor_context& c) {
 }
 
 expected<std::unique_ptr<step_executor>> make_cuda(const executor_context& c) {
-  if (checkpoint_directory(c.config.model))
-    return make_error(errc::unsupported,
-                      fmt::format("model {}: checkpoints run on the CPU decoder; the GPU decoder "
-                                  "is not built yet (use --device cpu)",
-                                  c.config.model));
+  // A model directory runs its checkpoint on the GPU decoder.
+  if (checkpoint_directory(c.config.model)) return make_decoder(c);
   auto stack = stack_config_for(c.model, c.config.seed);
   if (!stack) return stack.err();
   // One rank alone all-reduces nothing.
@@ -116,7 +129,7 @@ executor_registry executor_registry::with_builtins() {
   executor_registry r;
   (void)r.add({"cpu", {device_kind::cpu}, make_cpu});
   (void)r.add({"cuda", {device_kind::cuda}, make_cuda});
-  (void)r.add({"decoder", {device_kind::cpu}, make_decoder});
+  (void)r.add({"decoder", {device_kind::cpu, device_kind::cuda}, make_decoder});
   (void)r.add({"protocol",
                {device_kind::cpu, device_kind::cuda},
                [](const executor_context& c) -> expected<std::unique_ptr<step_executor>> {

@@ -15,7 +15,9 @@
 
 #include "actors/rank/executor.hpp"
 #include "actors/rank/graph_runner.hpp"
+#include "actors/rank/weight_upload.hpp"
 #include "kvactor/kernels/cuda/attention_stack_cuda.h"
+#include "kvactor/kernels/cuda/decoder_cuda.h"
 
 namespace kvactor {
 
@@ -85,7 +87,7 @@ private:
 
 class cuda_executor final : public step_executor {
 public:
-  cuda_executor(std::unique_ptr<kernels::attention_stack_cuda> stack, cudaStream_t stream,
+  cuda_executor(std::unique_ptr<kernels::cuda_stack> stack, cudaStream_t stream,
                 std::shared_ptr<kernels::communicator> comm)
       : stack_(std::move(stack)), stream_(stream), comm_(std::move(comm)) {}
 
@@ -112,7 +114,7 @@ public:
     views_ = std::move(views);
     names_ = std::move(layer_names);
     const size_t bytes = static_cast<size_t>(max_tokens)
-                         * static_cast<size_t>(stack_->config().hidden_size) * sizeof(float);
+                         * static_cast<size_t>(stack_->hidden_size()) * sizeof(float);
     if (hidden_) cudaFree(hidden_);
     hidden_ = nullptr;
     if (auto e = cudaMalloc(reinterpret_cast<void**>(&hidden_), bytes); e != cudaSuccess)
@@ -145,7 +147,7 @@ public:
       if (comm_) comm_->abort(fmt::format("rank {}: {}", comm_->rank(), st.message()));
       return from_status(st);
     };
-    const auto hidden_size = static_cast<size_t>(stack_->config().hidden_size);
+    const auto hidden_size = static_cast<size_t>(stack_->hidden_size());
     for (size_t u = 0; u < ubatches.size(); ++u) {
       auto st =
           stack_->forward(device_step_of(*packed, ubatches[u], u), views_, reduce,
@@ -159,7 +161,7 @@ public:
         return make_error(errc::collective_failed, e.what());
       }
     std::vector<int32_t> tokens;
-    if (auto st = stack_->sample(hidden_, b.sample_rows, tokens); !st) return failed(st);
+    if (auto st = stack_->sample(hidden_, rows_to_sample(b), tokens); !st) return failed(st);
     return tokens;
   }
 
@@ -211,7 +213,7 @@ public:
     if (auto st = graphs_->stage(b, groups, wanted.num_tokens, reqs); !st) return st.err();
     if (auto st = graphs_->replay(wanted, reqs); !st) return st.err();
     std::vector<int32_t> tokens;
-    if (auto st = stack_->sample(hidden_, b.sample_rows, tokens); !st) return from_status(st);
+    if (auto st = stack_->sample(hidden_, rows_to_sample(b), tokens); !st) return from_status(st);
     executed = wanted;
     return tokens;
   }
@@ -232,6 +234,23 @@ public:
   const char* device() const override { return "cuda"; }
 
 private:
+  // The step's sampled rows with each request's sampling parameters and draw key.
+  static kernels::sample_rows rows_to_sample(const step_batch& b) {
+    kernels::sample_rows out;
+    out.rows = b.sample_rows;
+    for (size_t r = 0; r < b.sample_rows.size(); ++r) {
+      kernels::sampling_config cfg;
+      if (r < b.sample_params.size()) {
+        const auto& p = b.sample_params[r];
+        cfg = {p.temperature, p.top_k, p.top_p, p.seed};
+      }
+      out.params.push_back(cfg);
+      out.keys.push_back(
+          static_cast<uint64_t>(r < b.sample_positions.size() ? b.sample_positions[r] : 0));
+    }
+    return out;
+  }
+
   // Where one metadata object's arrays sit in the uploaded step (byte offsets).
   struct meta_at {
     size_t qsl, seq_lens, table, slots;
@@ -325,7 +344,7 @@ private:
     return out;
   }
 
-  std::unique_ptr<kernels::attention_stack_cuda> stack_;
+  std::unique_ptr<kernels::cuda_stack> stack_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<kernels::communicator> comm_; // null or world 1: no all-reduce
   std::vector<kernels::kv_view> views_;
@@ -339,11 +358,10 @@ private:
   int32_t num_groups_ = 0; // max(layer_group_) + 1
 };
 
-} // namespace
-
-expected<std::unique_ptr<step_executor>>
-make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
-                   std::shared_ptr<kernels::communicator> comm, int32_t device) {
+// Makes `device` current and checks that the communicator can all-reduce there; a stream for
+// the stack.
+expected<cudaStream_t> open_device(int32_t device, const kernels::communicator* comm,
+                                   int32_t tp_size) {
   int count = 0;
   if (auto e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0)
     return make_error(errc::unsupported,
@@ -361,28 +379,69 @@ make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
                       "communicator: a GPU rank all-reduces device memory; this communicator "
                       "holds host memory (use NCCL for tensor parallelism on GPUs)");
   const int world = comm ? comm->world_size() : 1;
-  if (config.tp_size != world)
+  if (tp_size != world)
     return make_error(errc::invalid_argument,
                       fmt::format("communicator: the model is split over {} rank(s), the "
                                   "communicator joins {}",
-                                  config.tp_size, world));
+                                  tp_size, world));
   cudaStream_t stream = nullptr;
   if (auto e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
     return make_error(errc::io_error,
                       fmt::format("device: cuda: cudaStreamCreate: {}", cudaGetErrorString(e)));
+  return stream;
+}
+
+error creation_failed(const kernels::cuda_status& st) {
+  return make_error(st.code() == cudaErrorInvalidValue ? errc::unsupported : errc::io_error,
+                    fmt::format("device: cuda: {}", st.message()));
+}
+
+} // namespace
+
+expected<std::unique_ptr<step_executor>>
+make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
+                   std::shared_ptr<kernels::communicator> comm, int32_t device) {
+  auto stream = open_device(device, comm.get(), config.tp_size);
+  if (!stream) return stream.err();
   kernels::attention_stack_cuda_options opt;
   opt.max_tokens = max_tokens;
   opt.dtype = kernels::element_type::bf16;
-  opt.stream = stream;
+  opt.stream = *stream;
   auto created = kernels::attention_stack_cuda::create(config, opt);
   if (!created.status) {
-    cudaStreamDestroy(stream);
-    return make_error(created.status.code() == cudaErrorInvalidValue ? errc::unsupported
-                                                                     : errc::io_error,
-                      fmt::format("device: cuda: {}", created.status.message()));
+    cudaStreamDestroy(*stream);
+    return creation_failed(created.status);
   }
   return std::unique_ptr<step_executor>(
-      std::make_unique<cuda_executor>(std::move(created.stack), stream, std::move(comm)));
+      std::make_unique<cuda_executor>(std::move(created.stack), *stream, std::move(comm)));
+}
+
+expected<std::unique_ptr<step_executor>>
+make_cuda_decoder_executor(const hf_decoder_config& cfg, const checkpoint& ckpt, int32_t max_tokens,
+                           std::shared_ptr<kernels::communicator> comm, int32_t device,
+                           const upload_options& upload) {
+  auto plan = plan_device_weights(ckpt, cfg);
+  if (!plan) return plan.err();
+  auto stream = open_device(device, comm.get(), cfg.tp);
+  if (!stream) return stream.err();
+  kernels::decoder_cuda_options opt;
+  opt.max_tokens = max_tokens;
+  opt.stream = *stream;
+  opt.tp_size = cfg.tp;
+  opt.tied_lm_head = cfg.tie_embeddings;
+  auto created = kernels::decoder_cuda::create(cfg.spec, opt);
+  if (!created.status) {
+    cudaStreamDestroy(*stream);
+    return creation_failed(created.status);
+  }
+  auto loaded = upload_weights(*plan, *created.decoder, upload);
+  if (!loaded) {
+    created.decoder.reset();
+    cudaStreamDestroy(*stream);
+    return loaded.err();
+  }
+  return std::unique_ptr<step_executor>(
+      std::make_unique<cuda_executor>(std::move(created.decoder), *stream, std::move(comm)));
 }
 
 } // namespace kvactor

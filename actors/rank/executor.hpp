@@ -12,6 +12,8 @@
 
 #include "actors/metadata/builder.hpp"
 #include "actors/metadata/step_batch.hpp"
+#include "actors/model/hf_decoder.hpp"
+#include "actors/rank/upload_progress.hpp"
 #include "kvactor/kernels/attention_stack.h"
 #include "kvactor/kernels/communicator.h"
 #include "kvactor/kernels/decoder.h"
@@ -131,5 +133,13 @@ make_cpu_decoder_executor(std::unique_ptr<kernels::decoder> d,
 expected<std::unique_ptr<step_executor>>
 make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
                    std::shared_ptr<kernels::communicator> comm = nullptr, int32_t device = 0);
+
+/// A real model's decoder on CUDA device `device`: this rank's slice of `ckpt` (checked against
+/// `cfg`) uploaded through pinned staging (upload's progress callback sees it), then run as the
+/// GPU stack is.
+expected<std::unique_ptr<step_executor>>
+make_cuda_decoder_executor(const hf_decoder_config& cfg, const checkpoint& ckpt, int32_t max_tokens,
+                           std::shared_ptr<kernels::communicator> comm, int32_t device,
+                           const upload_options& upload);
 
 } // namespace kvactor

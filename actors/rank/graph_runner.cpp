@@ -32,7 +32,7 @@ struct layout {
 } // namespace
 
 expected<std::unique_ptr<graph_runner>>
-graph_runner::create(kernels::attention_stack_cuda& stack, std::vector<kernels::kv_view> views,
+graph_runner::create(kernels::cuda_stack& stack, std::vector<kernels::kv_view> views,
                      std::vector<int32_t> layer_group, int32_t num_groups,
                      graph_runner_limits limits, float* hidden) {
   if (limits.max_reqs <= 0 || limits.max_tokens <= 0 || limits.max_width <= 0 || num_groups <= 0)

@@ -13,7 +13,7 @@
 
 #include "actors/metadata/builder.hpp"
 #include "actors/metadata/step_batch.hpp"
-#include "kvactor/kernels/cuda/attention_stack_cuda.h"
+#include "kvactor/kernels/cuda/cuda_stack.h"
 #include "kvactor/kernels/cuda/stack_graph.h"
 #include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
@@ -31,7 +31,7 @@ class graph_runner {
 public:
   /// Buffers for `num_groups` metadata groups (layers sharing one metadata object share a
   /// group; layer_group[l] names layer l's). `hidden` receives the step's rows.
-  static expected<std::unique_ptr<graph_runner>> create(kernels::attention_stack_cuda& stack,
+  static expected<std::unique_ptr<graph_runner>> create(kernels::cuda_stack& stack,
                                                         std::vector<kernels::kv_view> views,
                                                         std::vector<int32_t> layer_group,
                                                         int32_t num_groups,
@@ -65,7 +65,7 @@ private:
   graph_runner() = default;
   kernels::device_step step_for(int32_t tokens, int32_t reqs) const;
 
-  kernels::attention_stack_cuda* stack_ = nullptr;
+  kernels::cuda_stack* stack_ = nullptr;
   std::vector<kernels::kv_view> views_;
   std::vector<int32_t> layer_group_;
   graph_runner_limits limits_;

@@ -10,4 +10,11 @@ expected<std::unique_ptr<step_executor>> make_cuda_executor(const kernels::stack
                                        "(nvcc not found); use --device cpu");
 }
 
+expected<std::unique_ptr<step_executor>>
+make_cuda_decoder_executor(const hf_decoder_config&, const checkpoint&, int32_t,
+                           std::shared_ptr<kernels::communicator>, int32_t, const upload_options&) {
+  return make_error(errc::unsupported, "device: cuda: this kvactor was built without CUDA "
+                                       "(nvcc not found); use --device cpu");
+}
+
 } // namespace kvactor

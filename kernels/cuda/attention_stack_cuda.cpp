@@ -240,6 +240,15 @@ const stack_config& attention_stack_cuda::config() const {
 const layer_geometry& attention_stack_cuda::geometry(size_t layer) const {
   return impl_->geo[layer];
 }
+size_t attention_stack_cuda::num_layers() const {
+  return impl_->geo.size();
+}
+int32_t attention_stack_cuda::hidden_size() const {
+  return impl_->cfg.hidden_size;
+}
+int32_t attention_stack_cuda::tp_size() const {
+  return impl_->cfg.tp_size;
+}
 element_type attention_stack_cuda::dtype() const {
   return impl_->opt.dtype;
 }

@@ -243,4 +243,13 @@ cuda_status attention_stack_cuda::sample(const float* hidden, const std::vector<
   }
 }
 
+cuda_status attention_stack_cuda::sample(const float* hidden, const sample_rows& what,
+                                         std::vector<int32_t>& tokens) {
+  for (size_t i = 0; i < what.params.size(); ++i)
+    KVACTOR_CUDA_CHECK_ARG(what.params[i].temperature == 0.0f, sample_prefix, "params[", i,
+                           "].temperature: ", what.params[i].temperature,
+                           " (the synthetic attention stack samples greedily)");
+  return sample(hidden, what.rows, tokens);
+}
+
 } // namespace kvactor::kernels

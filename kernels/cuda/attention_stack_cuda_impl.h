@@ -10,38 +10,11 @@
 #include <memory>
 #include <vector>
 
+#include "cublas_gemm.h"
 #include "kvactor/kernels/cuda/attention_stack_cuda.h"
 #include "kvactor/kernels/cuda/paged_attention_cuda.h"
 
 namespace kvactor::kernels {
-namespace cuda_detail {
-
-/// "CALL failed at FILE:LINE: <cublasGetStatusString> (<cublasGetStatusName>)", with the closest
-/// cudaError_t as the code (cudaErrorMemoryAllocation for CUBLAS_STATUS_ALLOC_FAILED, ...).
-cuda_status cublas_call_failed(cublasStatus_t status, const char* call, const char* file, int line);
-
-struct cuda_free_deleter {
-  void operator()(void* p) const noexcept { (void)cudaFree(p); }
-};
-using device_memory = std::unique_ptr<void, cuda_free_deleter>;
-
-/// y[t, o] = sum_i x[t, i] * w[o, i] on the tensor cores: x, w of element type `type` (bf16 or
-/// f16), float accumulation and output.
-///   w // [out, in]    x // [num_tokens, in]    y // [num_tokens, out]
-cuda_status gemm(cublasHandle_t handle, element_type type, const void* w, const void* x, float* y,
-                 int32_t num_tokens, int32_t in, int32_t out);
-
-} // namespace cuda_detail
-
-// KVACTOR_CUBLAS_CALL(cublasGemmEx(...)): in a function returning cuda_status, returns a failed
-// status naming the call when it does not return CUBLAS_STATUS_SUCCESS.
-#define KVACTOR_CUBLAS_CALL(call)                                                                  \
-  do {                                                                                             \
-    const cublasStatus_t kvactor_cublas_status_ = (call);                                          \
-    if (kvactor_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                           \
-      return ::kvactor::kernels::cuda_detail::cublas_call_failed(kvactor_cublas_status_, #call,    \
-                                                                 __FILE__, __LINE__);              \
-  } while (0)
 
 struct attention_stack_cuda::impl {
   struct layer {

@@ -29,12 +29,13 @@ cuda_status dispatch_half_type(bool bf16, F&& f) {
   return f(type_tag<__half>{});
 }
 
-/// f(std::integral_constant<int, D>{}) for the instantiated head sizes D = 64, 128, 256; any other
-/// (which the host checks reject first) fails as "KERNEL: head_size N is not instantiated".
+/// f(std::integral_constant<int, D>{}) for the instantiated head sizes D = 64, 96, 128, 256; any
+/// other (which the host checks reject first) fails as "KERNEL: head_size N is not instantiated".
 template <class F>
 cuda_status dispatch_head_size(const char* kernel, int32_t head_size, F&& f) {
   switch (head_size) {
   case 64: return f(std::integral_constant<int, 64>{});
+  case 96: return f(std::integral_constant<int, 96>{});
   case 128: return f(std::integral_constant<int, 128>{});
   case 256: return f(std::integral_constant<int, 256>{});
   default: break;
@@ -77,7 +78,7 @@ cuda_status launch_kernel_with_smem(Kernel kernel, dim3 grid, unsigned threads, 
 ///     template <class T, int D> static auto instance(); // the __global__ function
 ///   };
 /// launch_per_head_size<Kernels> launches the instance for the call's element type (bf16, else
-/// f16) and head size (64, 128 or 256; `name` names the family when it is another).
+/// f16) and head size (64, 96, 128 or 256; `name` names the family when it is another).
 template <class Kernels>
 cuda_status launch_per_head_size(const char* name, const attention_args& a, bool bf16, dim3 grid,
                                  bool pdl, cudaStream_t stream) {

@@ -116,9 +116,10 @@ cuda_status check_params(const attention_params& p, const kv_view& view) {
                            "paged_attention_cuda: num_kv_heads: ", p.num_kv_heads,
                            " is not supported with head_size 576 (MLA: 1)");
   } else {
-    KVACTOR_CUDA_CHECK_ARG(p.head_size == 64 || p.head_size == 128 || p.head_size == 256,
+    KVACTOR_CUDA_CHECK_ARG(p.head_size == 64 || p.head_size == 96 || p.head_size == 128
+                               || p.head_size == 256,
                            "paged_attention_cuda: head_size: ", p.head_size,
-                           " is not supported (64, 128, 256, or 576 for MLA)");
+                           " is not supported (64, 96, 128, 256, or 576 for MLA)");
     KVACTOR_CUDA_CHECK_ARG(p.v_size == p.head_size, "paged_attention_cuda: v_size: ", p.v_size,
                            " is not supported: it must equal head_size ", p.head_size);
     KVACTOR_CUDA_CHECK_ARG(p.v_offset % 8 == 0, "paged_attention_cuda: v_offset: ", p.v_offset,

@@ -11,11 +11,10 @@ struct captured {
   cuda_status status;
 };
 
-cuda_status check_capturable(const attention_stack_cuda& stack, const device_step& step,
-                             const char* who) {
-  if (stack.config().tp_size != 1)
+cuda_status check_capturable(const cuda_stack& stack, const device_step& step, const char* who) {
+  if (stack.tp_size() != 1)
     return detail::invalid_cuda_argument(
-        who, ": tp_size: ", stack.config().tp_size,
+        who, ": tp_size: ", stack.tp_size(),
         " (a graph-capturable all-reduce comes with NCCL graphs; capture tp_size 1)");
   if (step.num_tokens <= 0)
     return detail::invalid_cuda_argument(who, ": num_tokens: ", step.num_tokens,
@@ -62,7 +61,7 @@ stack_graph_created stack_graph::capture_on(cudaStream_t stream,
   return stack_graph_created{std::move(g), {}};
 }
 
-stack_graph_created stack_graph::capture(attention_stack_cuda& stack, const device_step& step,
+stack_graph_created stack_graph::capture(cuda_stack& stack, const device_step& step,
                                          const std::vector<kv_view>& kv, float* hidden) {
   if (auto st = check_capturable(stack, step, "stack_graph::capture"); !st)
     return stack_graph_created{nullptr, st};
@@ -87,8 +86,8 @@ cuda_status stack_graph::replay() {
   return {};
 }
 
-piecewise_graph_created piecewise_graph::capture(attention_stack_cuda& stack,
-                                                 const device_step& step, float* hidden) {
+piecewise_graph_created piecewise_graph::capture(cuda_stack& stack, const device_step& step,
+                                                 float* hidden) {
   auto fail = [](cuda_status s) { return piecewise_graph_created{nullptr, std::move(s)}; };
   if (auto st = check_capturable(stack, step, "piecewise_graph::capture"); !st) return fail(st);
   if (hidden == nullptr || step.token_ids == nullptr || step.positions == nullptr)
@@ -101,7 +100,7 @@ piecewise_graph_created piecewise_graph::capture(attention_stack_cuda& stack,
   g->positions_ = step.positions;
   g->num_tokens_ = step.num_tokens;
   g->hidden_ = hidden;
-  const size_t num_pieces = stack.config().layers.size() + 1;
+  const size_t num_pieces = stack.num_layers() + 1;
   for (size_t k = 0; k < num_pieces; ++k) {
     auto piece =
         stack_graph::capture_on(stream, [&] { return stack.forward_piece(step, k, hidden); });

@@ -42,6 +42,26 @@ void soft_cap(float* x, size_t n, float cap) {
 
 } // namespace
 
+const char* to_string(decoder_tensor t) {
+  switch (t) {
+  case decoder_tensor::embed: return "embed";
+  case decoder_tensor::lm_head: return "lm_head";
+  case decoder_tensor::final_norm: return "final_norm";
+  case decoder_tensor::qkv: return "qkv";
+  case decoder_tensor::qkv_bias: return "qkv_bias";
+  case decoder_tensor::o: return "o";
+  case decoder_tensor::gate_up: return "gate_up";
+  case decoder_tensor::down: return "down";
+  case decoder_tensor::input_norm: return "input_norm";
+  case decoder_tensor::post_attn_norm: return "post_attn_norm";
+  case decoder_tensor::pre_ffn_norm: return "pre_ffn_norm";
+  case decoder_tensor::post_ffn_norm: return "post_ffn_norm";
+  case decoder_tensor::q_norm: return "q_norm";
+  case decoder_tensor::k_norm: return "k_norm";
+  }
+  return "?";
+}
+
 std::vector<double> rope_inverse_frequencies(const rope_spec& rope, int32_t rot_dim) {
   KVACTOR_CHECK(rot_dim > 0 && rot_dim % 2 == 0, "rope: rot_dim: ", rot_dim,
                 " must be even and > 0");

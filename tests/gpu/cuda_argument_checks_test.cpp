@@ -66,8 +66,8 @@ TEST(PagedAttentionCudaChecks, ValidArgumentsPassTheHostChecks) {
 }
 
 TEST(PagedAttentionCudaChecks, RejectsUnsupportedShapesNamingThem) {
-  expect_attention_rejected([](attention_fixture& f) { f.p.head_size = f.p.v_size = 96; },
-                            "head_size: 96 is not supported");
+  expect_attention_rejected([](attention_fixture& f) { f.p.head_size = f.p.v_size = 80; },
+                            "head_size: 80 is not supported");
   expect_attention_rejected([](attention_fixture& f) { f.p.v_size = 64; },
                             "v_size: 64 is not supported");
   expect_attention_rejected([](attention_fixture& f) { f.view.block_size = 8; },

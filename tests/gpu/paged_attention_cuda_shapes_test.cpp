@@ -40,7 +40,7 @@ std::string shape_name(const ::testing::TestParamInfo<shape>& info) {
 INSTANTIATE_TEST_SUITE_P(
     AllSupported, PagedAttentionCudaShapes,
     ::testing::Combine(::testing::Values(element_type::bf16, element_type::f16),
-                       ::testing::Values(64, 128, 256), ::testing::Values(16, 32, 64)),
+                       ::testing::Values(64, 96, 128, 256), ::testing::Values(16, 32, 64)),
     shape_name);
 
 } // namespace

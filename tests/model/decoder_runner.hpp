@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kvactor/kernels/decoder.h"
+#include "runner_step.hpp"
 
 namespace kvactor::test {
 
@@ -41,37 +42,19 @@ public:
   /// first appearance: [distinct seqs, vocab].
   std::vector<float> step(const std::vector<int32_t>& seqs, const std::vector<int32_t>& tokens,
                           const std::function<void(float*, size_t)>& all_reduce = {}) {
-    std::vector<int32_t> order, qsl{0}, seq_lens, positions, table, last_rows;
-    std::vector<int64_t> slots;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      const int32_t s = seqs[i];
-      if (order.empty() || order.back() != s) {
-        if (!order.empty()) qsl.push_back(static_cast<int32_t>(i));
-        order.push_back(s);
-        for (int32_t b = 0; b < blocks_per_seq_; ++b)
-          table.push_back(s * blocks_per_seq_ + b);
-      }
-      const int32_t pos = lens_[static_cast<size_t>(s)]++;
-      positions.push_back(pos);
-      slots.push_back(static_cast<int64_t>(s) * blocks_per_seq_ * block_size + pos);
-    }
-    qsl.push_back(static_cast<int32_t>(seqs.size()));
-    for (size_t r = 0; r < order.size(); ++r) {
-      seq_lens.push_back(lens_[static_cast<size_t>(order[r])]);
-      last_rows.push_back(qsl[r + 1] - 1);
-    }
+    auto st = lay_out_step(seqs, lens_, blocks_per_seq_, block_size);
     kernels::layer_batch b;
-    b.query_start_loc = qsl.data();
-    b.seq_lens = seq_lens.data();
-    b.block_table = table.data();
+    b.query_start_loc = st.qsl.data();
+    b.seq_lens = st.seq_lens.data();
+    b.block_table = st.table.data();
     b.width = blocks_per_seq_;
-    b.num_reqs = static_cast<int32_t>(order.size());
-    b.slot_mapping = slots.data();
+    b.num_reqs = static_cast<int32_t>(st.order.size());
+    b.slot_mapping = st.slots.data();
     const std::vector<const kernels::layer_batch*> batch(views_.size(), &b);
     std::vector<float> hidden(tokens.size() * static_cast<size_t>(d_.spec().hidden_size));
-    d_.forward(tokens.data(), positions.data(), static_cast<int32_t>(tokens.size()), views_, batch,
-               all_reduce, hidden.data());
-    return d_.logits(hidden.data(), last_rows);
+    d_.forward(tokens.data(), st.positions.data(), static_cast<int32_t>(tokens.size()), views_,
+               batch, all_reduce, hidden.data());
+    return d_.logits(hidden.data(), st.last_rows);
   }
 
   /// One sequence's prompt, then `n` greedy tokens (argmax, the lowest id on ties).

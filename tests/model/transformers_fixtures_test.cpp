@@ -2,7 +2,7 @@
 // with each family's quirks, saved by transformers (tests/data/transformers/make_fixtures.py,
 // run on the H200 machine), loaded here from their safetensors. The greedy continuation must be
 // transformers' token for token (32 per prompt) and the logits at the end of each prompt within
-// 1e-4 relative L2.
+// 1e-4 relative L2. The same for the fixtures at the GPU kernels' head sizes (64, phi3 96).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,8 +18,12 @@
 namespace kvactor::test {
 namespace {
 
+// "llama", or "gpu/llama" for the fixtures at the GPU kernels' head sizes (transformers_gpu).
 std::string fixture_dir(const std::string& family) {
-  return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
+  const bool gpu = family.starts_with("gpu/");
+  return std::string(KVACTOR_SOURCE_DIR)
+         + (gpu ? "/tests/data/transformers_gpu/" : "/tests/data/transformers/")
+         + family.substr(gpu ? 4 : 0);
 }
 
 nlohmann::json expected_of(const std::string& family) {
@@ -42,7 +46,7 @@ TEST_P(TransformersFixtures, GreedyTokensAndLogitsMatchTransformers) {
   const auto family = GetParam();
   auto model = load_hf_decoder(fixture_dir(family));
   ASSERT_TRUE(model) << model.err().message;
-  EXPECT_EQ(model->config.model_type, family);
+  EXPECT_EQ(model->config.model_type, family.substr(family.starts_with("gpu/") ? 4 : 0));
   const kernels::decoder d(model->config.spec, std::move(model->weights));
   const auto want = expected_of(family);
   const auto& prompts = want["prompts"];
@@ -65,8 +69,14 @@ TEST_P(TransformersFixtures, GreedyTokensAndLogitsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(DenseFamilies, TransformersFixtures,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
-                                           "gemma3_text", "phi3"),
-                         [](const auto& info) { return info.param; });
+                                           "gemma3_text", "phi3", "gpu/llama", "gpu/mistral",
+                                           "gpu/qwen2", "gpu/qwen3", "gpu/gemma2",
+                                           "gpu/gemma3_text", "gpu/phi3"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           if (name.starts_with("gpu/")) name = "gpu_" + name.substr(4);
+                           return name;
+                         });
 
 } // namespace
 } // namespace kvactor::test

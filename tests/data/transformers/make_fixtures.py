@@ -12,6 +12,10 @@ each prompt, and saves the model with save_pretrained in bfloat16.
 
   make_fixtures.py OUTDIR [FAMILY ...]     writes OUTDIR/<family>/{config.json,
                                            model.safetensors, expected.json} and OUTDIR.tar
+  make_fixtures.py --gpu OUTDIR [FAMILY ...]
+                                           the same families at head sizes the GPU kernels
+                                           have (64; phi3 96), two layers (tests/data/
+                                           transformers_gpu, for the GPU decoder's tests)
 """
 import json
 import os
@@ -25,41 +29,55 @@ GENERATED = 32
 PROMPT_LENGTHS = (5, 19, 27)
 
 
+GPU = False  # --gpu: head sizes the GPU kernels have
+
+
 def common(vocab=256):
+    if GPU:
+        return dict(vocab_size=vocab, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                    num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                    initializer_range=0.08, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     return dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                 initializer_range=0.08, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def head(small):
+    """The head size: the CPU fixtures' small one, or the GPU kernels' 64."""
+    return 64 if GPU else small
 
 
 def families():
     t = transformers
     return {
         "llama": (t.LlamaConfig, t.LlamaForCausalLM, dict(
-            common(), head_dim=16, rms_norm_eps=1e-5, tie_word_embeddings=False,
+            common(), head_dim=head(16), rms_norm_eps=1e-5, tie_word_embeddings=False,
             rope_parameters=dict(rope_type="llama3", rope_theta=10000.0, factor=8.0,
                                  low_freq_factor=1.0, high_freq_factor=4.0,
                                  original_max_position_embeddings=16))),
         "mistral": (t.MistralConfig, t.MistralForCausalLM, dict(
-            common(), head_dim=16, sliding_window=8, tie_word_embeddings=False,
+            common(), head_dim=head(16), sliding_window=8, tie_word_embeddings=False,
             rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
         "qwen2": (t.Qwen2Config, t.Qwen2ForCausalLM, dict(
             common(), use_sliding_window=False, tie_word_embeddings=True,
             rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
         "qwen3": (t.Qwen3Config, t.Qwen3ForCausalLM, dict(
-            common(), head_dim=32, use_sliding_window=False, tie_word_embeddings=True,
+            common(), head_dim=head(32), use_sliding_window=False, tie_word_embeddings=True,
             rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
         "gemma2": (t.Gemma2Config, t.Gemma2ForCausalLM, dict(
-            common(), head_dim=16, query_pre_attn_scalar=24, sliding_window=8,
+            common(), head_dim=head(16), query_pre_attn_scalar=24, sliding_window=8,
             attn_logit_softcapping=5.0, final_logit_softcapping=3.0,
             hidden_activation="gelu_pytorch_tanh",
             rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
         "gemma3_text": (t.Gemma3TextConfig, t.Gemma3ForCausalLM, dict(
-            common(), head_dim=16, query_pre_attn_scalar=16, sliding_window=8,
-            layer_types=["sliding_attention", "sliding_attention", "sliding_attention",
-                         "full_attention"],
+            common(), head_dim=head(16), query_pre_attn_scalar=16, sliding_window=8,
+            layer_types=(["sliding_attention", "full_attention"] if GPU else
+                         ["sliding_attention", "sliding_attention", "sliding_attention",
+                          "full_attention"]),
             hidden_activation="gelu_pytorch_tanh")),
         "phi3": (t.Phi3Config, t.Phi3ForCausalLM, dict(
-            common(), sliding_window=None, tie_word_embeddings=False,
+            common(), **(dict(hidden_size=192) if GPU else {}),  # phi3's head size: 96
+            sliding_window=None, tie_word_embeddings=False,
             rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
     }
 
@@ -137,8 +155,13 @@ def make(name, config_class, model_class, kwargs, outdir):
 
 
 def main():
-    outdir = sys.argv[1]
-    wanted = sys.argv[2:] or list(families())
+    global GPU
+    args = sys.argv[1:]
+    if args and args[0] == "--gpu":
+        GPU = True
+        args = args[1:]
+    outdir = args[0]
+    wanted = args[1:] or list(families())
     os.makedirs(outdir, exist_ok=True)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     failed = 0

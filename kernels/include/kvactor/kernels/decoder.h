@@ -41,6 +41,26 @@ struct rope_spec {
 /// The rot_dim / 2 inverse frequencies of `rope` (Llama 3 scaling applied as transformers does).
 std::vector<double> rope_inverse_frequencies(const rope_spec& rope, int32_t rot_dim);
 
+/// The decoder's tensors as the GPU decoder lays them out (decoder_cuda.h): the checkpoint's
+/// projections fused per layer, matrices bf16 and vectors float there.
+enum class decoder_tensor : uint8_t {
+  embed,          // [vocab, hidden] bf16
+  lm_head,        // [vocab, hidden] bf16; absent when tied to embed
+  final_norm,     // [hidden] float
+  qkv,            // [(q_heads + 2 kv_heads) * head_dim, hidden] bf16: q rows, k rows, v rows
+  qkv_bias,       // [(q_heads + 2 kv_heads) * head_dim] float; absent without qkv_bias
+  o,              // [hidden, q_heads * head_dim] bf16
+  gate_up,        // [2 * intermediate, hidden] bf16: gate rows, then up rows
+  down,           // [hidden, intermediate] bf16
+  input_norm,     // [hidden] float
+  post_attn_norm, // [hidden] float
+  pre_ffn_norm,   // [hidden] float; absent without sandwich norms
+  post_ffn_norm,  // [hidden] float; absent without sandwich norms
+  q_norm,         // [head_dim] float; absent without qk_norm
+  k_norm,         // [head_dim] float; absent without qk_norm
+};
+const char* to_string(decoder_tensor t);
+
 struct decoder_layer_spec {
   int32_t sliding_window = 0; // 0: full attention
   rope_spec rope;

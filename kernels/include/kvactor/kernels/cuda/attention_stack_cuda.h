@@ -19,30 +19,12 @@
 #include <vector>
 
 #include "kvactor/kernels/cuda/cuda_check.h"
+#include "kvactor/kernels/cuda/cuda_stack.h"
 #include "kvactor/kernels/kv_cache_view.h"
 #include "kvactor/kernels/paged_attention.h"
 #include "kvactor/kernels/stack_config.h"
 
 namespace kvactor::kernels {
-
-/// One layer's attention metadata for a step (layer_batch of attention_stack.h), in device
-/// memory, with the host copies of the sizes the launches need.
-struct device_layer_batch {
-  const int32_t* query_start_loc = nullptr; // [num_reqs + 1] device; tokens past the last: padding
-  const int32_t* seq_lens = nullptr;        // [num_reqs] device
-  const int32_t* block_table = nullptr;     // [num_reqs, width] device kernel block ids
-  const int64_t* slot_mapping = nullptr;    // [num_tokens] device; -1 = padding (not written)
-  int32_t width = 0;                        // host
-  int32_t num_reqs = 0;                     // host
-};
-
-/// One forward step: device token ids and positions, and the metadata of every layer.
-struct device_step {
-  const int32_t* token_ids = nullptr;     // [num_tokens] device
-  const int32_t* positions = nullptr;     // [num_tokens] device
-  int32_t num_tokens = 0;                 // host
-  std::vector<device_layer_batch> layers; // [num_layers]
-};
 
 struct attention_stack_cuda_options {
   int32_t max_tokens = 0;                  // tokens of the largest step; activations sized for it
@@ -68,7 +50,7 @@ struct attention_stack_cuda_created {
   cuda_status status;
 };
 
-class attention_stack_cuda {
+class attention_stack_cuda final : public cuda_stack {
 public:
   /// Validates `cfg` (plan_stack) and `options`, then allocates (plain cudaMalloc) and generates
   /// this rank's weights on the device, and allocates the activations for options.max_tokens.
@@ -80,7 +62,7 @@ public:
   static attention_stack_cuda_created create(stack_config cfg,
                                              const attention_stack_cuda_options& options);
 
-  ~attention_stack_cuda();
+  ~attention_stack_cuda() override;
   attention_stack_cuda(const attention_stack_cuda&) = delete;
   attention_stack_cuda& operator=(const attention_stack_cuda&) = delete;
 
@@ -95,21 +77,22 @@ public:
   /// status names the argument (and layer) at fault. REQUIRES: the device arrays hold what
   /// attention_stack::forward accepts (positions agreeing with each layer's metadata).
   cuda_status forward(const device_step& step, const std::vector<kv_view>& kv,
-                      const std::function<cuda_status(float*, size_t)>& all_reduce, float* hidden);
+                      const std::function<cuda_status(float*, size_t)>& all_reduce,
+                      float* hidden) override;
 
   /// The argument checks of forward() alone (tp_size 1: no all-reduce), for callers that run
   /// the step in pieces.
   cuda_status check_forward(const device_step& step, const std::vector<kv_view>& kv,
-                            const float* hidden) const;
+                            const float* hidden) const override;
 
   /// forward() split at its attention ops, for PIECEWISE graphs (tp_size 1): forward(step) is
   /// exactly forward_piece(0), forward_attention(0), forward_piece(1), ..., forward_piece(L)
   /// for L layers. Piece k < L ends with layer k's attention inputs (q, k, v); piece k > 0
   /// begins with layer k-1's output projection and residual add. Only `piece` / `layer` is
   /// checked: call check_forward() once per step first.
-  cuda_status forward_piece(const device_step& step, size_t piece, float* hidden);
+  cuda_status forward_piece(const device_step& step, size_t piece, float* hidden) override;
   cuda_status forward_attention(const device_step& step, const std::vector<kv_view>& kv,
-                                size_t layer);
+                                size_t layer) override;
 
   /// Greedy next token of each of `rows` of hidden (device [*, hidden_size] float): argmax over
   /// the vocab projection of rms_norm(row), the lowest index winning ties. Sets tokens to
@@ -117,6 +100,9 @@ public:
   /// REQUIRES: every row lies inside hidden.
   cuda_status sample(const float* hidden, const std::vector<int32_t>& rows,
                      std::vector<int32_t>& tokens);
+  /// sample() above when every row is greedy; the synthetic stack refuses other sampling.
+  cuda_status sample(const float* hidden, const sample_rows& what,
+                     std::vector<int32_t>& tokens) override;
 
   const stack_config& config() const;
   /// REQUIRES: layer < config().layers.size().
@@ -126,15 +112,18 @@ public:
   layer_weights_cuda weights(size_t layer) const;
   const void* vocab_weights() const; // [vocab_size, hidden] device, dtype()
 
-  element_type dtype() const;
-  int32_t max_tokens() const;
-  cudaStream_t stream() const;
+  size_t num_layers() const override;
+  int32_t hidden_size() const override;
+  int32_t tp_size() const override;
+  element_type dtype() const override;
+  int32_t max_tokens() const override;
+  cudaStream_t stream() const override;
   /// Device bytes of the weights: every layer's qkv, o and sinks, and the vocab projection.
-  size_t weights_bytes() const;
+  size_t weights_bytes() const override;
   /// Device bytes of everything else it allocated: the step activations for max_tokens, the
   /// sampling buffers, and the attention and cuBLAS workspaces. (cuBLAS's handle itself may
   /// hold a little more, which it allocates on its own.)
-  size_t activation_bytes() const;
+  size_t activation_bytes() const override;
 
   struct impl; // opaque: the weights, activations and cuBLAS handle (kernels/cuda/)
 

@@ -2,7 +2,7 @@
 // paged_attention (paged_attention.h) computes, with q/out in the cache's element type and float
 // accumulation.
 //
-// Supported: caches of bf16 or f16; kernel block sizes 16, 32, 64; head_size 64, 128 or 256
+// Supported: caches of bf16 or f16; kernel block sizes 16, 32, 64; head_size 64, 96, 128 or 256
 // with v_size == head_size and V anywhere in the entry (v_offset a multiple of 8); and MLA:
 // head_size 576 (512 latent + 64 rope), v_offset 0, v_size 512, one KV head. Every feature of
 // attention_params: GQA/MQA, causal or not, sliding window, chunked local, softcap, sinks.

@@ -1,4 +1,4 @@
-// A CUDA graph of one attention_stack_cuda::forward (a FULL graph: every layer, attention
+// A CUDA graph of one cuda_stack::forward (a FULL graph: every layer, attention
 // included). The step's device pointers and host sizes are baked in at capture: a replay reads
 // whatever those persistent buffers hold then, so the caller writes each step's inputs into the
 // same addresses (padding requests with slot -1, seq_len 0 and null-block rows) and replays.
@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "kvactor/kernels/cuda/attention_stack_cuda.h"
 #include "kvactor/kernels/cuda/cuda_check.h"
+#include "kvactor/kernels/cuda/cuda_stack.h"
 
 namespace kvactor::kernels {
 
@@ -28,7 +28,7 @@ public:
   /// Captures stack.forward(step, kv, {}, hidden) on stack.stream() (tensor parallelism inside a
   /// graph needs a graph-capturable all-reduce: not yet). Nothing runs during capture; the
   /// graph is instantiated and uploaded, and its device memory measured with cudaMemGetInfo.
-  static stack_graph_created capture(attention_stack_cuda& stack, const device_step& step,
+  static stack_graph_created capture(cuda_stack& stack, const device_step& step,
                                      const std::vector<kv_view>& kv, float* hidden);
 
   ~stack_graph();
@@ -65,14 +65,13 @@ struct piecewise_graph_created {
 };
 
 /// PIECEWISE graphs of one step size: the num_layers + 1 pieces of the stack between its
-/// attention ops (attention_stack_cuda::forward_piece), each captured as a graph; the attention
+/// attention ops (cuda_stack::forward_piece), each captured as a graph; the attention
 /// ops (KV write and paged attention) run eagerly between the replays, so they see each step's
 /// request count and metadata. Token ids, positions, num_tokens and hidden are baked in.
 class piecewise_graph {
 public:
   /// Captures every piece of `step` (tp_size 1) on stack.stream(); nothing runs.
-  static piecewise_graph_created capture(attention_stack_cuda& stack, const device_step& step,
-                                         float* hidden);
+  static piecewise_graph_created capture(cuda_stack& stack, const device_step& step, float* hidden);
 
   /// Replays the pieces with the eager attention of `step` between them. `step` must carry the
   /// captured token_ids, positions and num_tokens (checked), its layers the step's metadata.
@@ -84,8 +83,8 @@ public:
   size_t pieces() const { return pieces_.size(); }
 
 private:
-  explicit piecewise_graph(attention_stack_cuda& stack) : stack_(&stack) {}
-  attention_stack_cuda* stack_;
+  explicit piecewise_graph(cuda_stack& stack) : stack_(&stack) {}
+  cuda_stack* stack_;
   const int32_t* token_ids_ = nullptr;
   const int32_t* positions_ = nullptr;
   int32_t num_tokens_ = 0;

@@ -1,0 +1,141 @@
+#include "actors/rank/weight_upload.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace kvactor {
+
+namespace {
+
+// One pinned buffer and the event that says its last copy has left it.
+struct stage {
+  std::byte* host = nullptr;
+  cudaEvent_t done = nullptr;
+};
+
+class stager {
+public:
+  explicit stager(size_t bytes) : bytes_(bytes) {}
+  ~stager() {
+    for (auto& s : stages_) {
+      if (s.done) cudaEventDestroy(s.done);
+      if (s.host) cudaFreeHost(s.host);
+    }
+  }
+  status open() {
+    for (auto& s : stages_) {
+      if (auto e = cudaMallocHost(reinterpret_cast<void**>(&s.host), bytes_); e != cudaSuccess)
+        return make_error(errc::insufficient_memory,
+                          fmt::format("weight staging: cudaMallocHost of {} bytes: {}", bytes_,
+                                      cudaGetErrorString(e)));
+      if (auto e = cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming); e != cudaSuccess)
+        return make_error(errc::io_error, fmt::format("weight staging: cudaEventCreate: {}",
+                                                      cudaGetErrorString(e)));
+    }
+    return ok();
+  }
+  // The next buffer, once its previous copy has left it.
+  expected<stage*> next() {
+    stage* s = &stages_[turn_++ % stages_.size()];
+    if (auto e = cudaEventSynchronize(s->done); e != cudaSuccess)
+      return make_error(errc::io_error, fmt::format("weight upload: {}", cudaGetErrorString(e)));
+    return s;
+  }
+  size_t bytes() const { return bytes_; }
+
+private:
+  size_t bytes_;
+  std::array<stage, 2> stages_{};
+  size_t turn_ = 0;
+};
+
+// Rows [from, from + n) of `c` into `out`, split across threads by rows.
+void fill_parallel(const weight_copy& c, int64_t from, int64_t n, bool bf16, std::byte* out,
+                   int32_t threads) {
+  const size_t row_bytes = static_cast<size_t>(c.cols) * (bf16 ? 2 : 4);
+  const int64_t workers = std::clamp<int64_t>(n * static_cast<int64_t>(row_bytes) >> 20, 1,
+                                              threads); // a worker per MiB, at most `threads`
+  if (workers == 1) return fill_block(c, from, n, bf16, out);
+  std::vector<std::thread> pool;
+  const int64_t per = (n + workers - 1) / workers;
+  for (int64_t w = 0; w < workers; ++w) {
+    const int64_t a = w * per, b = std::min(n, a + per);
+    if (a >= b) break;
+    pool.emplace_back([&, a, b] {
+      fill_block(c, from + a, b - a, bf16, out + static_cast<size_t>(a) * row_bytes);
+    });
+  }
+  for (auto& t : pool)
+    t.join();
+}
+
+std::string name_of(const weight_copy& c) {
+  return c.layer < 0 ? kernels::to_string(c.target)
+                     : fmt::format("layer {} {}", c.layer, kernels::to_string(c.target));
+}
+
+} // namespace
+
+expected<upload_progress> upload_weights(const std::vector<weight_copy>& plan,
+                                         kernels::decoder_cuda& d, const upload_options& o) {
+  const auto start = std::chrono::steady_clock::now();
+  auto since = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  upload_progress p;
+  for (const auto& c : plan)
+    p.total_bytes +=
+        static_cast<uint64_t>(c.elements())
+        * (d.tensor(c.target, std::max(c.layer, 0)).type == kernels::element_type::bf16 ? 2 : 4);
+  stager staging(o.staging_bytes);
+  if (auto st = staging.open(); !st) return st.err();
+  auto last_report = start;
+  for (const auto& c : plan) {
+    const auto target = d.tensor(c.target, static_cast<size_t>(std::max(c.layer, 0)));
+    const bool bf16 = target.type == kernels::element_type::bf16;
+    const size_t row_bytes = static_cast<size_t>(c.cols) * (bf16 ? 2 : 4);
+    const auto rows_per = static_cast<int64_t>(std::max<size_t>(1, o.staging_bytes / row_bytes));
+    if (target.data == nullptr)
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("weight upload: {}: the decoder has no such tensor", name_of(c)));
+    if (row_bytes > o.staging_bytes)
+      return make_error(errc::invalid_argument,
+                        fmt::format("weight upload: {}: a row of {} bytes exceeds the {}-byte "
+                                    "staging buffer",
+                                    name_of(c), row_bytes, o.staging_bytes));
+    for (int64_t r = 0; r < c.rows; r += rows_per) {
+      const int64_t n = std::min(rows_per, c.rows - r);
+      auto s = staging.next();
+      if (!s) return s.err();
+      fill_parallel(c, r, n, bf16, (*s)->host, o.threads);
+      const size_t bytes = static_cast<size_t>(n) * row_bytes;
+      auto* dst = static_cast<std::byte*>(target.data)
+                  + static_cast<size_t>(c.target_offset) * (bf16 ? 2 : 4)
+                  + static_cast<size_t>(r) * row_bytes;
+      if (auto e = cudaMemcpyAsync(dst, (*s)->host, bytes, cudaMemcpyHostToDevice, d.stream());
+          e != cudaSuccess)
+        return make_error(errc::io_error, fmt::format("weight upload: {}: cudaMemcpyAsync: {}",
+                                                      name_of(c), cudaGetErrorString(e)));
+      cudaEventRecord((*s)->done, d.stream());
+      p.done_bytes += bytes;
+      if (o.progress && std::chrono::steady_clock::now() - last_report >= o.interval) {
+        last_report = std::chrono::steady_clock::now();
+        p.seconds = since();
+        o.progress(p);
+      }
+    }
+  }
+  if (auto e = cudaStreamSynchronize(d.stream()); e != cudaSuccess)
+    return make_error(errc::io_error, fmt::format("weight upload: {}", cudaGetErrorString(e)));
+  p.seconds = since();
+  if (o.progress) o.progress(p);
+  return p;
+}
+
+} // namespace kvactor

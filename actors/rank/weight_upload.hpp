@@ -1,0 +1,22 @@
+// A checkpoint's slice for this rank into the GPU decoder's device tensors, through pinned
+// staging: host threads convert each copy of the plan (hf_decoder_plan.hpp) into one of two
+// pinned buffers while the other one is in flight to the device, so the file read, the
+// conversion and the PCIe copy overlap. Progress is reported at most every `interval`.
+#pragma once
+
+#include <vector>
+
+#include "actors/model/hf_decoder_plan.hpp"
+#include "actors/rank/upload_progress.hpp"
+#include "kvactor/kernels/cuda/decoder_cuda.h"
+#include "messages/errc.hpp"
+
+namespace kvactor {
+
+/// Fills every device tensor `plan` names; waits until the last copy has landed. Errors name the
+/// tensor (and layer) whose copy failed and the CUDA call.
+expected<upload_progress> upload_weights(const std::vector<weight_copy>& plan,
+                                         kernels::decoder_cuda& decoder,
+                                         const upload_options& options);
+
+} // namespace kvactor

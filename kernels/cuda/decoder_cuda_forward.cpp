@@ -1,0 +1,332 @@
+// decoder_cuda's forward step and sampling: the host checks, then the launches.
+#include <algorithm>
+#include <exception>
+#include <string>
+
+#include "decoder_cuda_impl.h"
+#include "decoder_ops.h"
+#include "kvactor/kernels/cuda/kv_write_cuda.h"
+#include "stack_ops.h"
+
+namespace kvactor::kernels {
+namespace {
+
+constexpr const char* forward_prefix = "decoder_cuda::forward: ";
+constexpr const char* sample_prefix = "decoder_cuda::sample: ";
+using T = decoder_tensor;
+
+cuda_status in_layer(size_t layer, const cuda_status& s) {
+  return detail::invalid_cuda_argument(forward_prefix, "layer ", layer, ": ", s.message());
+}
+
+cuda_status check_step(const decoder_cuda::impl& s, const device_step& step,
+                       const std::vector<kv_view>& kv, bool reduces, const float* hidden) {
+  const size_t num_layers = s.layers.size();
+  const int32_t t = step.num_tokens;
+  KVACTOR_CUDA_CHECK_ARG(t >= 0 && t <= s.opt.max_tokens, forward_prefix, "step.num_tokens: ", t,
+                         " outside [0, ", s.opt.max_tokens, "]");
+  KVACTOR_CUDA_CHECK_ARG(step.layers.size() == num_layers && kv.size() == num_layers,
+                         forward_prefix, "step.layers: ", step.layers.size(),
+                         " and kv: ", kv.size(), " entries for ", num_layers, " layers");
+  KVACTOR_CUDA_CHECK_ARG(reduces || s.opt.tp_size == 1, forward_prefix,
+                         "all_reduce: empty with tp_size ", s.opt.tp_size);
+  if (t == 0) return {};
+  KVACTOR_CUDA_CHECK_ARG(step.token_ids != nullptr && step.positions != nullptr
+                             && hidden != nullptr,
+                         forward_prefix, "token_ids, positions and hidden must not be null");
+  const int32_t d = s.spec.head_dim;
+  for (size_t l = 0; l < num_layers; ++l) {
+    const device_layer_batch& b = step.layers[l];
+    KVACTOR_CUDA_CHECK_ARG(kv[l].type == element_type::bf16, forward_prefix, "kv[", l,
+                           "].type: ", to_string(kv[l].type),
+                           " (the GPU decoder computes in bf16)");
+    if (auto w = check_kv_write_cuda(kv[l], s.k, s.v, element_type::bf16, d, d, b.slot_mapping, t);
+        !w)
+      return in_layer(l, w);
+    if (auto a = check_paged_attention_cuda(s.attention(l), kv[l], s.q, b.query_start_loc,
+                                            b.seq_lens, b.block_table, b.width, b.num_reqs, t,
+                                            s.attn, s.attention_ws);
+        !a)
+      return in_layer(l, a);
+  }
+  return {};
+}
+
+using reducer = std::function<cuda_status(float*, size_t)>;
+
+cuda_status gemm(decoder_cuda::impl& s, const device_tensor& w, const void* x, float* y,
+                 int32_t n) {
+  return cuda_detail::gemm(s.blas, element_type::bf16, w.data, x, y, n,
+                           static_cast<int32_t>(w.cols), static_cast<int32_t>(w.rows));
+}
+
+cuda_status reduce(const reducer& all_reduce, float* buf, int32_t n, int32_t hidden) {
+  if (!all_reduce) return {};
+  return all_reduce(buf, static_cast<size_t>(n) * static_cast<size_t>(hidden));
+}
+
+// Layer l's attention inputs from the normed stream in s.xn: projection, then q/k/v prepared.
+cuda_status attention_inputs(decoder_cuda::impl& s, const device_step& step, size_t l) {
+  const int32_t n = step.num_tokens;
+  if (auto st = gemm(s, s.at(l, T::qkv), s.xn, s.qkv, n); !st) return st;
+  cuda_detail::qkv_prepare_args a{};
+  a.qkv = s.qkv;
+  a.bias = s.vec(l, T::qkv_bias);
+  a.q_norm = s.vec(l, T::q_norm);
+  a.k_norm = s.vec(l, T::k_norm);
+  a.inv_freq = s.inv_freq + l * static_cast<size_t>(s.spec.head_dim / 2);
+  a.positions = step.positions;
+  a.q = s.q;
+  a.k = s.k;
+  a.v = s.v;
+  a.num_tokens = n;
+  a.q_heads = s.spec.num_q_heads;
+  a.kv_heads = s.spec.num_kv_heads;
+  a.head_dim = s.spec.head_dim;
+  a.rot_dim = s.rot_dim[l];
+  a.eps = s.spec.rms_eps;
+  a.one_plus = s.spec.norm_one_plus_weight;
+  return cuda_detail::launch_qkv_prepare(a, s.opt.stream);
+}
+
+// x += [norm_add](add); xn = norm(x, weight) when weight is given (else the residual add alone).
+cuda_status residual(decoder_cuda::impl& s, float* x, int32_t n, const float* add,
+                     const float* add_weight, const float* weight) {
+  const cuda_detail::residual_norm_args a{x,
+                                          add,
+                                          add_weight,
+                                          weight,
+                                          nullptr,
+                                          weight != nullptr ? s.xn : nullptr,
+                                          n,
+                                          s.spec.hidden_size,
+                                          s.spec.rms_eps,
+                                          s.spec.norm_one_plus_weight};
+  return cuda_detail::launch_residual_norm(a, s.opt.stream);
+}
+
+// Layer l after its attention: output projection, residual, MLP, residual; leaves xn normed
+// with `next_norm` (the next layer's input norm), or nullptr after the last layer.
+cuda_status finish_layer(decoder_cuda::impl& s, size_t l, int32_t n, const reducer& all_reduce,
+                         float* x, const float* next_norm) {
+  const int32_t h = s.spec.hidden_size;
+  const bool sandwich = s.spec.sandwich_norms;
+  const cudaStream_t stream = s.opt.stream;
+  if (auto st = gemm(s, s.at(l, T::o), s.attn, s.o, n); !st) return st;
+  if (auto st = reduce(all_reduce, s.o, n, h); !st) return st;
+  const float* mlp_norm = s.vec(l, sandwich ? T::pre_ffn_norm : T::post_attn_norm);
+  if (auto st = residual(s, x, n, s.o, sandwich ? s.vec(l, T::post_attn_norm) : nullptr, mlp_norm);
+      !st)
+    return st;
+  if (auto st = gemm(s, s.at(l, T::gate_up), s.xn, s.gate_up, n); !st) return st;
+  if (auto st = cuda_detail::launch_gated_activation(s.gate_up, n, s.spec.intermediate_size,
+                                                     s.spec.activation == mlp_activation::gelu_tanh,
+                                                     s.act, stream);
+      !st)
+    return st;
+  if (auto st = gemm(s, s.at(l, T::down), s.act, s.o, n); !st) return st;
+  if (auto st = reduce(all_reduce, s.o, n, h); !st) return st;
+  return residual(s, x, n, s.o, sandwich ? s.vec(l, T::post_ffn_norm) : nullptr, next_norm);
+}
+
+// Piece k of the step (k in [0, L]): the dense work between two attention ops.
+cuda_status run_piece(decoder_cuda::impl& s, const device_step& step, size_t k,
+                      const reducer& all_reduce, float* hidden) {
+  const int32_t n = step.num_tokens;
+  const size_t num_layers = s.layers.size();
+  const float* next_norm = k < num_layers ? s.vec(k, T::input_norm) : nullptr;
+  if (k == 0) {
+    const auto& e = s.global[static_cast<size_t>(T::embed)];
+    if (auto st = cuda_detail::launch_embed(e.data, s.spec.vocab_size, step.token_ids, n,
+                                            s.spec.hidden_size, s.spec.embedding_scale, hidden,
+                                            s.opt.stream);
+        !st)
+      return st;
+    if (auto st = residual(s, hidden, n, nullptr, nullptr, next_norm); !st) return st;
+  } else if (auto st = finish_layer(s, k - 1, n, all_reduce, hidden, next_norm); !st) {
+    return st;
+  }
+  return k < num_layers ? attention_inputs(s, step, k) : cuda_status{};
+}
+
+cuda_status run_attention(decoder_cuda::impl& s, const device_step& step,
+                          const std::vector<kv_view>& kv, size_t l) {
+  const int32_t n = step.num_tokens, d = s.spec.head_dim;
+  const device_layer_batch& b = step.layers[l];
+  if (auto st =
+          kv_write_cuda(kv[l], s.k, s.v, element_type::bf16, d, d, b.slot_mapping, n, s.opt.stream);
+      !st)
+    return st;
+  // Padding rows are not written by the attention: zero them so that they stay deterministic.
+  KVACTOR_CUDA_CALL(cudaMemsetAsync(
+      s.attn, 0, static_cast<size_t>(n) * static_cast<size_t>(s.spec.num_q_heads * d) * 2,
+      s.opt.stream));
+  return paged_attention_cuda(s.attention(l), kv[l], s.q, b.query_start_loc, b.seq_lens,
+                              b.block_table, b.width, b.num_reqs, n, s.attn, s.attention_ws,
+                              s.opt.stream);
+}
+
+cuda_status run_layers(decoder_cuda::impl& s, const device_step& step,
+                       const std::vector<kv_view>& kv, const reducer& all_reduce, float* hidden) {
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    if (auto st = run_piece(s, step, l, all_reduce, hidden); !st) return st;
+    if (auto st = run_attention(s, step, kv, l); !st) return st;
+  }
+  return run_piece(s, step, s.layers.size(), all_reduce, hidden);
+}
+
+// The logits of the n device `rows` of hidden into s.logits (soft-capped).
+cuda_status project_device_rows(decoder_cuda::impl& s, const float* hidden, const int32_t* rows,
+                                int32_t n) {
+  const cudaStream_t stream = s.opt.stream;
+  // Only read: the kernel writes x only when it adds.
+  const cuda_detail::residual_norm_args a{
+      const_cast<float*>(hidden),
+      nullptr,
+      nullptr,
+      static_cast<const float*>(s.global[static_cast<size_t>(T::final_norm)].data),
+      rows,
+      s.xn,
+      n,
+      s.spec.hidden_size,
+      s.spec.rms_eps,
+      s.spec.norm_one_plus_weight};
+  if (auto st = cuda_detail::launch_residual_norm(a, stream); !st) return st;
+  const auto& head = s.global[static_cast<size_t>(T::lm_head)].data != nullptr
+                         ? s.global[static_cast<size_t>(T::lm_head)]
+                         : s.global[static_cast<size_t>(T::embed)];
+  if (auto st = gemm(s, head, s.xn, s.logits, n); !st) return st;
+  if (s.spec.final_softcap > 0.0f)
+    return cuda_detail::launch_softcap(s.logits, int64_t{n} * s.spec.vocab_size,
+                                       s.spec.final_softcap, stream);
+  return {};
+}
+
+// The logits of n host `rows` of hidden into s.logits.
+cuda_status project_rows(decoder_cuda::impl& s, const float* hidden, const int32_t* rows,
+                         int32_t n) {
+  KVACTOR_CUDA_CALL(cudaMemcpyAsync(s.rows, rows, static_cast<size_t>(n) * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, s.opt.stream));
+  return project_device_rows(s, hidden, s.rows, n);
+}
+
+cuda_status check_rows(const float* hidden, const std::vector<int32_t>& rows) {
+  KVACTOR_CUDA_CHECK_ARG(rows.empty() || hidden != nullptr, sample_prefix, "hidden: is null");
+  for (size_t i = 0; i < rows.size(); ++i)
+    KVACTOR_CUDA_CHECK_ARG(rows[i] >= 0, sample_prefix, "rows[", i, "]: ", rows[i], " is negative");
+  return {};
+}
+
+bool all_greedy(const sample_rows& what) {
+  return std::all_of(what.params.begin(), what.params.end(),
+                     [](const sampling_config& c) { return c.temperature == 0.0f; });
+}
+
+} // namespace
+
+cuda_status decoder_cuda::forward(const device_step& step, const std::vector<kv_view>& kv,
+                                  const reducer& all_reduce, float* hidden) {
+  try {
+    if (auto st = check_step(*impl_, step, kv, static_cast<bool>(all_reduce), hidden); !st)
+      return st;
+    if (step.num_tokens == 0) return {};
+    return run_layers(*impl_, step, kv, all_reduce, hidden);
+  } catch (const std::exception& e) {
+    return cuda_status::failure(cudaErrorUnknown, std::string(forward_prefix) + e.what());
+  }
+}
+
+cuda_status decoder_cuda::check_forward(const device_step& step, const std::vector<kv_view>& kv,
+                                        const float* hidden) const {
+  try {
+    return check_step(*impl_, step, kv, false, hidden);
+  } catch (const std::exception& e) {
+    return cuda_status::failure(cudaErrorUnknown, std::string(forward_prefix) + e.what());
+  }
+}
+
+cuda_status decoder_cuda::forward_piece(const device_step& step, size_t piece, float* hidden) {
+  KVACTOR_CUDA_CHECK_ARG(piece <= impl_->layers.size(), forward_prefix, "piece: ", piece,
+                         " outside [0, ", impl_->layers.size(), "]");
+  KVACTOR_CUDA_CHECK_ARG(impl_->opt.tp_size == 1, forward_prefix, "forward_piece: tp_size ",
+                         impl_->opt.tp_size, " (pieces run tp_size 1)");
+  if (step.num_tokens == 0) return {};
+  return run_piece(*impl_, step, piece, {}, hidden);
+}
+
+cuda_status decoder_cuda::forward_attention(const device_step& step, const std::vector<kv_view>& kv,
+                                            size_t layer) {
+  KVACTOR_CUDA_CHECK_ARG(layer < impl_->layers.size(), forward_prefix, "layer: ", layer,
+                         " outside [0, ", impl_->layers.size(), ")");
+  if (step.num_tokens == 0) return {};
+  return run_attention(*impl_, step, kv, layer);
+}
+
+cuda_status decoder_cuda::greedy_async(const float* hidden, const int32_t* rows, int32_t n,
+                                       int32_t* tokens) {
+  KVACTOR_CUDA_CHECK_ARG(n >= 0 && n <= impl_->sample_rows, sample_prefix, "n: ", n,
+                         " outside [0, ", impl_->sample_rows, "]");
+  if (n == 0) return {};
+  if (auto st = project_device_rows(*impl_, hidden, rows, n); !st) return st;
+  return cuda_detail::launch_argmax(impl_->logits, n, impl_->spec.vocab_size, tokens,
+                                    impl_->opt.stream);
+}
+
+cuda_status decoder_cuda::logits(const float* hidden, const std::vector<int32_t>& rows,
+                                 std::vector<float>& out) {
+  try {
+    if (auto st = check_rows(hidden, rows); !st) return st;
+    impl& s = *impl_;
+    const auto vocab = static_cast<size_t>(s.spec.vocab_size);
+    out.assign(rows.size() * vocab, 0.0f);
+    for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(s.sample_rows)) {
+      const auto n =
+          static_cast<int32_t>(std::min(rows.size() - begin, static_cast<size_t>(s.sample_rows)));
+      if (auto st = project_rows(s, hidden, rows.data() + begin, n); !st) return st;
+      KVACTOR_CUDA_CALL(cudaMemcpyAsync(out.data() + begin * vocab, s.logits,
+                                        static_cast<size_t>(n) * vocab * sizeof(float),
+                                        cudaMemcpyDeviceToHost, s.opt.stream));
+      KVACTOR_CUDA_CALL(cudaStreamSynchronize(s.opt.stream)); // s.rows is reused
+    }
+    return {};
+  } catch (const std::exception& e) {
+    return cuda_status::failure(cudaErrorUnknown, std::string(sample_prefix) + e.what());
+  }
+}
+
+cuda_status decoder_cuda::sample(const float* hidden, const sample_rows& what,
+                                 std::vector<int32_t>& tokens) {
+  try {
+    if (auto st = check_rows(hidden, what.rows); !st) return st;
+    impl& s = *impl_;
+    tokens.assign(what.rows.size(), 0);
+    if (!all_greedy(what)) {
+      std::vector<float> host;
+      if (auto st = logits(hidden, what.rows, host); !st) return st;
+      const auto vocab = static_cast<size_t>(s.spec.vocab_size);
+      for (size_t r = 0; r < what.rows.size(); ++r)
+        tokens[r] = sample_token(host.data() + r * vocab, s.spec.vocab_size,
+                                 r < what.params.size() ? what.params[r] : sampling_config{},
+                                 r < what.keys.size() ? what.keys[r] : 0);
+      return {};
+    }
+    for (size_t begin = 0; begin < what.rows.size(); begin += static_cast<size_t>(s.sample_rows)) {
+      const auto n = static_cast<int32_t>(
+          std::min(what.rows.size() - begin, static_cast<size_t>(s.sample_rows)));
+      if (auto st = project_rows(s, hidden, what.rows.data() + begin, n); !st) return st;
+      if (auto st =
+              cuda_detail::launch_argmax(s.logits, n, s.spec.vocab_size, s.tokens, s.opt.stream);
+          !st)
+        return st;
+      KVACTOR_CUDA_CALL(cudaMemcpyAsync(tokens.data() + begin, s.tokens,
+                                        static_cast<size_t>(n) * sizeof(int32_t),
+                                        cudaMemcpyDeviceToHost, s.opt.stream));
+      KVACTOR_CUDA_CALL(cudaStreamSynchronize(s.opt.stream));
+    }
+    return {};
+  } catch (const std::exception& e) {
+    return cuda_status::failure(cudaErrorUnknown, std::string(sample_prefix) + e.what());
+  }
+}
+
+} // namespace kvactor::kernels

@@ -1,0 +1,216 @@
+// The dense kernels of decoder_cuda: embedding gather, residual add + weighted RMS norm, the
+// q/k/v preparation (bias, per-head norm, RoPE, split to bf16), the gated activation and the
+// logit soft-cap. Each is one pass over rows that are independent of each other, so a row's
+// result never depends on the batch it came in.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "decoder_ops.h"
+
+namespace kvactor::kernels::cuda_detail {
+namespace {
+
+constexpr int threads = 256;
+constexpr int warps = threads / 32;
+
+// Sum over the CTA; every thread gets the result. `scratch`: [warps] shared floats.
+__device__ __forceinline__ float cta_sum(float x, float* scratch) {
+  for (int off = 16; off > 0; off /= 2)
+    x += __shfl_xor_sync(0xffffffffu, x, off);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  __syncthreads(); // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < warps; ++w)
+    total += scratch[w];
+  return total;
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int off = 16; off > 0; off /= 2)
+    x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+__device__ __forceinline__ float norm_weight(const float* w, int i, bool one_plus) {
+  return one_plus ? 1.0f + w[i] : w[i];
+}
+
+__global__ void __launch_bounds__(threads)
+    embed_kernel(const __nv_bfloat16* embed, int32_t vocab, const int32_t* token_ids, int32_t dim,
+                 float scale, float* hidden) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = token_ids[t];
+  const bool known = id >= 0 && id < vocab;
+  const __nv_bfloat16* const row = embed + int64_t{known ? id : 0} * dim;
+  for (int32_t c = static_cast<int32_t>(threadIdx.x); c < dim; c += threads)
+    hidden[t * dim + c] = known ? __bfloat162float(row[c]) * scale : 0.0f;
+}
+
+__global__ void __launch_bounds__(threads) residual_norm_kernel(const residual_norm_args a) {
+  __shared__ float scratch[warps];
+  const int64_t r = blockIdx.x;
+  float* const x = a.x + (a.rows != nullptr ? int64_t{a.rows[r]} : r) * a.dim;
+  const int32_t first = static_cast<int32_t>(threadIdx.x);
+  if (a.add != nullptr) {
+    const float* const add = a.add + r * a.dim;
+    float add_inv = 1.0f;
+    if (a.add_weight != nullptr) {
+      float s = 0.0f;
+      for (int32_t c = first; c < a.dim; c += threads)
+        s += add[c] * add[c];
+      add_inv = rsqrtf(cta_sum(s, scratch) / static_cast<float>(a.dim) + a.eps);
+    }
+    for (int32_t c = first; c < a.dim; c += threads) {
+      const float v = a.add_weight != nullptr
+                          ? add[c] * add_inv * norm_weight(a.add_weight, c, a.one_plus)
+                          : add[c];
+      x[c] += v;
+    }
+  }
+  if (a.out == nullptr) return;
+  float s = 0.0f; // each thread reads back only the elements it wrote above
+  for (int32_t c = first; c < a.dim; c += threads)
+    s += x[c] * x[c];
+  const float inv = rsqrtf(cta_sum(s, scratch) / static_cast<float>(a.dim) + a.eps);
+  __nv_bfloat16* const out = static_cast<__nv_bfloat16*>(a.out) + r * a.dim;
+  for (int32_t c = first; c < a.dim; c += threads)
+    out[c] = __float2bfloat16_rn(x[c] * inv * norm_weight(a.weight, c, a.one_plus));
+}
+
+// One CTA per token, one warp per head at a time; lane holds dims lane + 32 j of its head.
+constexpr int prep_warps = 4;
+constexpr int max_head_dim = 256;
+
+__global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_prepare_args a) {
+  __shared__ float row[prep_warps][max_head_dim];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t t = blockIdx.x;
+  const int d = a.head_dim, per_lane = d / 32, half = a.rot_dim / 2;
+  const int heads = a.q_heads + 2 * a.kv_heads;
+  const float* const src = a.qkv + t * int64_t{heads} * d;
+  const float pos = static_cast<float>(a.positions[t]);
+  float* const buf = row[warp];
+  for (int h = warp; h < heads; h += prep_warps) {
+    const bool is_q = h < a.q_heads, is_k = !is_q && h < a.q_heads + a.kv_heads;
+    float v[max_head_dim / 32];
+    float ss = 0.0f;
+    for (int j = 0; j < per_lane; ++j) {
+      const int e = lane + 32 * j;
+      v[j] = src[h * d + e] + (a.bias != nullptr ? a.bias[h * d + e] : 0.0f);
+      ss += v[j] * v[j];
+    }
+    const float* const w = is_q ? a.q_norm : a.k_norm;
+    if (!is_q && !is_k) { // v: bias and round
+      __nv_bfloat16* const out =
+          static_cast<__nv_bfloat16*>(a.v) + (t * a.kv_heads + (h - a.q_heads - a.kv_heads)) * d;
+      for (int j = 0; j < per_lane; ++j)
+        out[lane + 32 * j] = __float2bfloat16_rn(v[j]);
+      continue;
+    }
+    if (w != nullptr) {
+      const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(d) + a.eps);
+      for (int j = 0; j < per_lane; ++j)
+        v[j] *= inv * norm_weight(w, lane + 32 * j, a.one_plus);
+    }
+    for (int j = 0; j < per_lane; ++j)
+      buf[lane + 32 * j] = v[j];
+    __syncwarp();
+    __nv_bfloat16* const out =
+        is_q ? static_cast<__nv_bfloat16*>(a.q) + (t * a.q_heads + h) * d
+             : static_cast<__nv_bfloat16*>(a.k) + (t * a.kv_heads + (h - a.q_heads)) * d;
+    for (int j = 0; j < per_lane; ++j) {
+      const int e = lane + 32 * j;
+      float y = v[j];
+      if (e < a.rot_dim) {
+        const int i = e < half ? e : e - half;
+        float sn, cs;
+        sincosf(pos * a.inv_freq[i], &sn, &cs);
+        y = e < half ? v[j] * cs - buf[e + half] * sn : v[j] * cs + buf[e - half] * sn;
+      }
+      out[e] = __float2bfloat16_rn(y);
+    }
+    __syncwarp(); // buf is rewritten by the next head
+  }
+}
+
+__global__ void __launch_bounds__(threads)
+    gated_activation_kernel(const float* gate_up, int64_t total, int32_t inter, bool gelu_tanh,
+                            __nv_bfloat16* out) {
+  for (int64_t e = blockIdx.x * int64_t{threads} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * threads) {
+    const int64_t t = e / inter, i = e % inter;
+    const float g = gate_up[t * 2 * inter + i], u = gate_up[t * 2 * inter + inter + i];
+    float act;
+    if (gelu_tanh) {
+      const float k = 0.7978845608028654f; // sqrt(2 / pi)
+      act = 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g)));
+    } else {
+      act = g / (1.0f + expf(-g));
+    }
+    out[e] = __float2bfloat16_rn(act * u);
+  }
+}
+
+__global__ void __launch_bounds__(threads) softcap_kernel(float* x, int64_t n, float cap) {
+  for (int64_t e = blockIdx.x * int64_t{threads} + threadIdx.x; e < n;
+       e += int64_t{gridDim.x} * threads)
+    x[e] = cap * tanhf(x[e] / cap);
+}
+
+unsigned grid_for(int64_t n) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 16384));
+}
+
+} // namespace
+
+cuda_status launch_embed(const void* embed, int32_t vocab, const int32_t* token_ids,
+                         int32_t num_tokens, int32_t dim, float scale, float* hidden,
+                         cudaStream_t stream) {
+  if (num_tokens == 0) return {};
+  embed_kernel<<<static_cast<unsigned>(num_tokens), threads, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(embed), vocab, token_ids, dim, scale, hidden);
+  KVACTOR_CUDA_CALL(cudaGetLastError());
+  return {};
+}
+
+cuda_status launch_residual_norm(const residual_norm_args& a, cudaStream_t stream) {
+  if (a.num_rows == 0) return {};
+  residual_norm_kernel<<<static_cast<unsigned>(a.num_rows), threads, 0, stream>>>(a);
+  KVACTOR_CUDA_CALL(cudaGetLastError());
+  return {};
+}
+
+cuda_status launch_qkv_prepare(const qkv_prepare_args& a, cudaStream_t stream) {
+  if (a.num_tokens == 0) return {};
+  KVACTOR_CUDA_CHECK_ARG(a.head_dim % 32 == 0 && a.head_dim <= max_head_dim,
+                         "qkv_prepare: head_dim ", a.head_dim,
+                         " is not a multiple of 32 up to 256");
+  KVACTOR_CUDA_CHECK_ARG(a.rot_dim % 2 == 0 && a.rot_dim <= a.head_dim, "qkv_prepare: rot_dim ",
+                         a.rot_dim, " is not even and at most head_dim ", a.head_dim);
+  qkv_prepare_kernel<<<static_cast<unsigned>(a.num_tokens), prep_warps * 32, 0, stream>>>(a);
+  KVACTOR_CUDA_CALL(cudaGetLastError());
+  return {};
+}
+
+cuda_status launch_gated_activation(const float* gate_up, int32_t num_tokens, int32_t inter,
+                                    bool gelu_tanh, void* out, cudaStream_t stream) {
+  const int64_t total = int64_t{num_tokens} * inter;
+  if (total == 0) return {};
+  gated_activation_kernel<<<grid_for(total), threads, 0, stream>>>(
+      gate_up, total, inter, gelu_tanh, static_cast<__nv_bfloat16*>(out));
+  KVACTOR_CUDA_CALL(cudaGetLastError());
+  return {};
+}
+
+cuda_status launch_softcap(float* logits, int64_t count, float cap, cudaStream_t stream) {
+  if (count == 0) return {};
+  softcap_kernel<<<grid_for(count), threads, 0, stream>>>(logits, count, cap);
+  KVACTOR_CUDA_CALL(cudaGetLastError());
+  return {};
+}
+
+} // namespace kvactor::kernels::cuda_detail

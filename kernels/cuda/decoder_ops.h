@@ -1,0 +1,65 @@
+// Internal: the dense kernels of decoder_cuda (decoder_ops.cu) besides cuBLAS and attention.
+// Compiled as C++17 by nvcc: no header of kvactor/kernels/ but cuda/cuda_check.h is included.
+// Activations handed to cuBLAS and attention are bf16; the residual stream and every GEMM output
+// are float, so a value is rounded to bf16 only where a tensor core reads it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kvactor/kernels/cuda/cuda_check.h"
+
+namespace kvactor::kernels::cuda_detail {
+
+/// hidden[t, :] = float(embed[token_ids[t], :]) * scale; zeros for an id outside [0, vocab).
+///   embed // [vocab, dim] bf16    hidden // [num_tokens, dim] float
+cuda_status launch_embed(const void* embed, int32_t vocab, const int32_t* token_ids,
+                         int32_t num_tokens, int32_t dim, float scale, float* hidden,
+                         cudaStream_t stream);
+
+/// Per row r (one CTA each), with x_r = x[rows ? rows[r] : r, :]:
+///   add != nullptr:  x_r += add_weight ? norm(add[r, :], add_weight) : add[r, :]
+///   out != nullptr:  out[r, :] = bf16(norm(x_r, weight))
+/// where norm(v, w) = v / sqrt(mean(v^2) + eps) * (one_plus ? 1 + w : w).
+struct residual_norm_args {
+  float* x;                // [*, dim] float
+  const float* add;        // [num_rows, dim] float, or nullptr (REQUIRES rows == nullptr)
+  const float* add_weight; // [dim] or nullptr: add as it is
+  const float* weight;     // [dim], used when out != nullptr
+  const int32_t* rows;     // [num_rows] device row indices into x, or nullptr
+  void* out;               // [num_rows, dim] bf16, or nullptr
+  int32_t num_rows, dim;
+  float eps;
+  bool one_plus;
+};
+cuda_status launch_residual_norm(const residual_norm_args& a, cudaStream_t stream);
+
+/// From the fused projection's float output to the attention's bf16 inputs, per token:
+///   q, k, v = qkv[t] split (+ bias); q, k: per-head RMS norm (qk_norm weights), then RoPE
+///   (rotate-half on the first rot_dim dims of each head, angle position * inv_freq[i], in float).
+struct qkv_prepare_args {
+  const float* qkv;    // [num_tokens, (q_heads + 2 kv_heads) * head_dim] float
+  const float* bias;   // [(q_heads + 2 kv_heads) * head_dim] or nullptr
+  const float* q_norm; // [head_dim] or nullptr (then k_norm too)
+  const float* k_norm;
+  const float* inv_freq;    // [rot_dim / 2]
+  const int32_t* positions; // [num_tokens]
+  void* q;                  // [num_tokens, q_heads, head_dim] bf16
+  void* k;                  // [num_tokens, kv_heads, head_dim] bf16
+  void* v;                  // [num_tokens, kv_heads, head_dim] bf16
+  int32_t num_tokens, q_heads, kv_heads, head_dim, rot_dim;
+  float eps;
+  bool one_plus; // qk norms as 1 + w
+};
+cuda_status launch_qkv_prepare(const qkv_prepare_args& a, cudaStream_t stream);
+
+/// out[t, i] = bf16(act(gate_up[t, i]) * gate_up[t, inter + i]); act SiLU, or GELU (tanh).
+///   gate_up // [num_tokens, 2 inter] float    out // [num_tokens, inter] bf16
+cuda_status launch_gated_activation(const float* gate_up, int32_t num_tokens, int32_t inter,
+                                    bool gelu_tanh, void* out, cudaStream_t stream);
+
+/// logits = cap * tanh(logits / cap) in place (cap > 0).
+cuda_status launch_softcap(float* logits, int64_t count, float cap, cudaStream_t stream);
+
+} // namespace kvactor::kernels::cuda_detail

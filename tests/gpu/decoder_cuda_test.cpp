@@ -1,0 +1,136 @@
+// The GPU decoder (bf16) against Hugging Face transformers on tiny fixtures of every dense family
+// at the head sizes the GPU kernels have (tests/data/transformers_gpu: make_fixtures.py --gpu,
+// bf16 weights, float32 references by transformers), loaded from their safetensors through the
+// pinned-staging uploader. bf16 weights and activations cannot give
+// transformers' float logits exactly: the logits at the end of each prompt must be within 2e-2
+// relative L2 and the first generated token identical; the share of identical 32-token greedy
+// continuations is printed. The CPU decoder (float) stays the exact reference in CI.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "decoder_cuda_runner.hpp"
+#include "gpu_support.hpp"
+
+namespace kvactor::kernels::gpu_test {
+namespace {
+
+// $KVACTOR_SOURCE_DIR when set (a copy of the tree run elsewhere), else where it was built.
+std::string fixture_dir(const std::string& family) {
+  const char* root = std::getenv("KVACTOR_SOURCE_DIR");
+  return std::string(root != nullptr ? root : KVACTOR_SOURCE_DIR) + "/tests/data/transformers_gpu/"
+         + family;
+}
+
+nlohmann::json expected_of(const std::string& family) {
+  std::ifstream in(fixture_dir(family) + "/expected.json");
+  return nlohmann::json::parse(in);
+}
+
+double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    diff += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
+    norm += want[i] * static_cast<double>(want[i]);
+  }
+  return got.size() == want.size() ? std::sqrt(diff / norm) : 1e9;
+}
+
+class DecoderCudaFixtures : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DecoderCudaFixtures, PromptLogitsAndFirstTokensMatchTransformers) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  const auto family = GetParam();
+  auto src = open_hf_decoder(fixture_dir(family), 1, 0);
+  ASSERT_TRUE(src) << src.err().message;
+  loaded_decoder d(*src, 256);
+  ASSERT_TRUE(d.error.empty()) << d.error;
+  const auto want = expected_of(family);
+  const auto& prompts = want["prompts"];
+  double worst = 0;
+  size_t identical = 0, same_tokens = 0, total_tokens = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto prompt = prompts[p].get<std::vector<int32_t>>();
+    const auto continuation = want["continuations"][p].get<std::vector<int32_t>>();
+    decoder_cuda_runner run(*d.decoder, 1, 128);
+    std::vector<float> logits;
+    const auto got = run.greedy(0, prompt, static_cast<int32_t>(continuation.size()), &logits);
+    ASSERT_CUDA_OK(run.status());
+    const double l2 = relative_l2(logits, want["last_logits"][p].get<std::vector<float>>());
+    worst = std::max(worst, l2);
+    EXPECT_LE(l2, 2e-2) << family << " prompt " << p;
+    ASSERT_FALSE(got.empty());
+    EXPECT_EQ(got.front(), continuation.front()) << family << " prompt " << p;
+    identical += got == continuation ? 1 : 0;
+    for (size_t i = 0; i < got.size() && got[i] == continuation[i]; ++i)
+      ++same_tokens;
+    total_tokens += continuation.size();
+  }
+  std::printf("%s: worst relative L2 %.3g; %zu of %zu continuations identical; %zu of %zu tokens "
+              "before the first divergence\n",
+              family.c_str(), worst, identical, prompts.size(), same_tokens, total_tokens);
+}
+
+TEST_P(DecoderCudaFixtures, PiecewiseStepsGiveTheWholeStepsBits) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  const auto family = GetParam();
+  auto src = open_hf_decoder(fixture_dir(family), 1, 0);
+  ASSERT_TRUE(src) << src.err().message;
+  loaded_decoder d(*src, 256);
+  ASSERT_TRUE(d.error.empty()) << d.error;
+  decoder_cuda_runner whole(*d.decoder, 2, 64), pieces(*d.decoder, 2, 64);
+  const std::vector<int32_t> seqs{0, 0, 0, 1, 1}, tokens{5, 17, 3, 9, 200};
+  const auto a = whole.step(seqs, tokens, false);
+  const auto b = pieces.step(seqs, tokens, true);
+  ASSERT_CUDA_OK(whole.status());
+  ASSERT_CUDA_OK(pieces.status());
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+INSTANTIATE_TEST_SUITE_P(DenseFamilies, DecoderCudaFixtures,
+                         ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
+                                           "gemma3_text", "phi3"),
+                         [](const auto& info) { return info.param; });
+
+// A one-layer spec of the given heads.
+decoder_cuda_created create_with_heads(int32_t q_heads, int32_t kv_heads, int32_t head_dim) {
+  decoder_spec s;
+  s.vocab_size = 32;
+  s.hidden_size = q_heads * head_dim;
+  s.intermediate_size = 64;
+  s.num_q_heads = q_heads;
+  s.num_kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.layers.resize(1);
+  decoder_cuda_options opt;
+  opt.max_tokens = 8;
+  return decoder_cuda::create(s, opt);
+}
+
+TEST(DecoderCudaChecks, RefusesAHeadSizeWithoutKernelsNamingIt) {
+  const auto made = create_with_heads(2, 1, 80);
+  EXPECT_FALSE(made.status.ok());
+  EXPECT_EQ(made.decoder, nullptr);
+  EXPECT_NE(made.status.message().find("spec.head_dim: 80 is not supported on the GPU"),
+            std::string::npos)
+      << made.status.message();
+}
+
+TEST(DecoderCudaChecks, RefusesHeadsThatDoNotGroupNamingThem) {
+  const auto made = create_with_heads(3, 2, 64);
+  EXPECT_NE(
+      made.status.message().find("num_q_heads 3 is not a positive multiple of num_kv_heads 2"),
+      std::string::npos)
+      << made.status.message();
+}
+
+} // namespace
+} // namespace kvactor::kernels::gpu_test

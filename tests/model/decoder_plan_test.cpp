@@ -1,0 +1,144 @@
+// The GPU decoder's weight plan, checked on the CPU: materialising every device tensor from the
+// plan (in float) must give exactly the tensors the CPU decoder loads, fused as decoder_tensor
+// says (q, k, v rows; gate, up rows; biases likewise), for every family and tensor-parallel
+// rank, and every element of every device tensor must be written exactly once.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "actors/model/hf_decoder_plan.hpp"
+#include "kvactor/kernels/float_convert.h"
+
+namespace kvactor::test {
+namespace {
+
+using kernels::decoder_tensor;
+using T = decoder_tensor;
+
+std::string fixture_dir(const std::string& family) {
+  return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
+}
+
+// Every device tensor of the plan, materialised in float, with a count of writes per element.
+struct materialised {
+  std::map<std::pair<int32_t, T>, std::vector<float>> values;
+  std::map<std::pair<int32_t, T>, std::vector<int>> writes;
+};
+
+materialised materialise(const hf_decoder_config& cfg, const std::vector<weight_copy>& plan) {
+  materialised m;
+  for (const auto& c : plan) {
+    const auto key = std::make_pair(c.layer, c.target);
+    const auto [rows, cols] = device_tensor_shape(cfg, c.target);
+    auto& v = m.values[key];
+    auto& w = m.writes[key];
+    v.resize(static_cast<size_t>(rows * cols), 0.0f);
+    w.resize(v.size(), 0);
+    std::vector<float> block(static_cast<size_t>(c.elements()));
+    fill_block(c, 0, c.rows, false, reinterpret_cast<std::byte*>(block.data()));
+    for (size_t i = 0; i < block.size(); ++i) {
+      const auto at = static_cast<size_t>(c.target_offset) + i;
+      if (at >= v.size()) {
+        ADD_FAILURE() << "layer " << c.layer << " " << to_string(c.target) << ": element " << at
+                      << " past " << v.size();
+        break;
+      }
+      v[at] = block[i];
+      ++w[at];
+    }
+  }
+  return m;
+}
+
+std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts) {
+  std::vector<float> out;
+  for (const auto* p : parts)
+    out.insert(out.end(), p->begin(), p->end());
+  return out;
+}
+
+class DecoderPlan : public ::testing::TestWithParam<std::tuple<std::string, int32_t>> {};
+
+TEST_P(DecoderPlan, DeviceTensorsAreTheCpuDecodersWeightsFused) {
+  const auto [family, tp] = GetParam();
+  for (int32_t rank = 0; rank < tp; ++rank) {
+    auto src = open_hf_decoder(fixture_dir(family), tp, rank);
+    ASSERT_TRUE(src) << src.err().message;
+    auto plan = plan_device_weights(src->ckpt, src->config);
+    ASSERT_TRUE(plan) << plan.err().message;
+    auto cpu = load_decoder_weights(src->ckpt, src->config);
+    ASSERT_TRUE(cpu) << cpu.err().message;
+    const auto m = materialise(src->config, *plan);
+    for (const auto& [key, counts] : m.writes)
+      for (size_t i = 0; i < counts.size(); ++i)
+        ASSERT_EQ(counts[i], 1) << "layer " << key.first << " " << to_string(key.second)
+                                << " element " << i << " (rank " << rank << ")";
+    auto expect = [&](int32_t layer, T t, const std::vector<float>& want) {
+      const auto it = m.values.find({layer, t});
+      if (want.empty()) {
+        EXPECT_TRUE(it == m.values.end()) << "layer " << layer << " " << to_string(t);
+        return;
+      }
+      ASSERT_TRUE(it != m.values.end()) << "layer " << layer << " " << to_string(t);
+      EXPECT_EQ(it->second, want) << "layer " << layer << " " << to_string(t) << " (rank " << rank
+                                  << ")";
+    };
+    expect(-1, T::embed, cpu->embed);
+    expect(-1, T::final_norm, cpu->final_norm);
+    expect(-1, T::lm_head, cpu->lm_head);
+    for (size_t l = 0; l < cpu->layers.size(); ++l) {
+      const auto& L = cpu->layers[l];
+      const auto i = static_cast<int32_t>(l);
+      expect(i, T::qkv, concat({&L.q, &L.k, &L.v}));
+      expect(i, T::qkv_bias, concat({&L.q_bias, &L.k_bias, &L.v_bias}));
+      expect(i, T::o, L.o);
+      expect(i, T::gate_up, concat({&L.gate, &L.up}));
+      expect(i, T::down, L.down);
+      expect(i, T::input_norm, L.input_norm);
+      expect(i, T::post_attn_norm, L.post_attn_norm);
+      expect(i, T::pre_ffn_norm, L.pre_ffn_norm);
+      expect(i, T::post_ffn_norm, L.post_ffn_norm);
+      expect(i, T::q_norm, L.q_norm);
+      expect(i, T::k_norm, L.k_norm);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DenseFamilies, DecoderPlan,
+                         ::testing::Combine(::testing::Values("llama", "mistral", "qwen2", "qwen3",
+                                                              "gemma2", "gemma3_text", "phi3"),
+                                            ::testing::Values(1, 2, 4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_tp"
+                                  + std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(DecoderPlan, Bf16BlocksRoundAsTheDeviceStoresThem) {
+  auto src = open_hf_decoder(fixture_dir("llama"), 1, 0);
+  ASSERT_TRUE(src) << src.err().message;
+  auto plan = plan_device_weights(src->ckpt, src->config);
+  ASSERT_TRUE(plan) << plan.err().message;
+  const auto& c = plan->front(); // the embedding
+  std::vector<uint16_t> bf16(static_cast<size_t>(c.elements()));
+  std::vector<float> f32(bf16.size());
+  fill_block(c, 0, c.rows, true, reinterpret_cast<std::byte*>(bf16.data()));
+  fill_block(c, 0, c.rows, false, reinterpret_cast<std::byte*>(f32.data()));
+  for (size_t i = 0; i < f32.size(); ++i)
+    ASSERT_EQ(bf16[i], kernels::float_to_bf16(f32[i])) << "element " << i;
+}
+
+TEST(DecoderPlan, AMismatchedCheckpointIsRefusedBeforeAnyCopy) {
+  auto src = open_hf_decoder(fixture_dir("llama"), 1, 0);
+  ASSERT_TRUE(src) << src.err().message;
+  auto cfg = src->config;
+  cfg.spec.hidden_size += 8; // the checkpoint no longer fits
+  const auto plan = plan_device_weights(src->ckpt, cfg);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.err().message.find("model.embed_tokens.weight has shape"), std::string::npos)
+      << plan.err().message;
+}
+
+} // namespace
+} // namespace kvactor::test
