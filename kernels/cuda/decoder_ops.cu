@@ -161,6 +161,82 @@ __global__ void __launch_bounds__(threads) softcap_kernel(float* x, int64_t n, f
     x[e] = cap * tanhf(x[e] / cap);
 }
 
+// Eight bf16 of a 16-byte chunk, dotted in float.
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fa = __bfloat1622float2(pa[i]), fb = __bfloat1622float2(pb[i]);
+    s = fmaf(fa.x, fb.x, s);
+    s = fmaf(fa.y, fb.y, s);
+  }
+  return s;
+}
+
+// Weights are read once: no L1 allocation, so the activations (re-read by every warp) stay.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+constexpr int skinny_warps = 8;
+constexpr int skinny_unroll = 4; // 16-byte weight loads in flight per lane
+
+template <int N>
+__global__ void __launch_bounds__(skinny_warps * 32)
+    skinny_gemm_kernel(const uint4* w, const uint4* x, float* y, int32_t chunks, int32_t out) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t warp = blockIdx.x * int64_t{skinny_warps} + threadIdx.x / 32;
+  const int64_t warps = int64_t{gridDim.x} * skinny_warps;
+  for (int64_t row = warp; row < out; row += warps) {
+    const uint4* const wr = w + row * chunks;
+    float acc[N];
+#pragma unroll
+    for (int t = 0; t < N; ++t)
+      acc[t] = 0.0f;
+    int c = lane;
+    for (; c + 32 * (skinny_unroll - 1) < chunks; c += 32 * skinny_unroll) {
+      uint4 wv[skinny_unroll];
+#pragma unroll
+      for (int u = 0; u < skinny_unroll; ++u)
+        wv[u] = load_streaming(wr + c + 32 * u);
+#pragma unroll
+      for (int u = 0; u < skinny_unroll; ++u)
+#pragma unroll
+        for (int t = 0; t < N; ++t)
+          acc[t] += dot8(wv[u], __ldg(x + int64_t{t} * chunks + c + 32 * u));
+    }
+    for (; c < chunks; c += 32) {
+      const uint4 wv = load_streaming(wr + c);
+#pragma unroll
+      for (int t = 0; t < N; ++t)
+        acc[t] += dot8(wv, __ldg(x + int64_t{t} * chunks + c));
+    }
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+      const float v = warp_sum(acc[t]);
+      if (lane == 0) y[int64_t{t} * out + row] = v;
+    }
+  }
+}
+
+template <int N>
+cuda_status launch_skinny(const void* w, const void* x, float* y, int32_t in, int32_t out,
+                          cudaStream_t stream) {
+  const int32_t chunks = in / 8;
+  const auto grid = static_cast<unsigned>(
+      std::min<int64_t>((out + skinny_warps - 1) / skinny_warps, int64_t{132} * 16));
+  skinny_gemm_kernel<N><<<grid, skinny_warps * 32, 0, stream>>>(
+      static_cast<const uint4*>(w), static_cast<const uint4*>(x), y, chunks, out);
+  KVACTOR_CUDA_CALL(cudaGetLastError());
+  return {};
+}
+
 unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 16384));
 }
@@ -204,6 +280,19 @@ cuda_status launch_gated_activation(const float* gate_up, int32_t num_tokens, in
       gate_up, total, inter, gelu_tanh, static_cast<__nv_bfloat16*>(out));
   KVACTOR_CUDA_CALL(cudaGetLastError());
   return {};
+}
+
+cuda_status launch_skinny_gemm(const void* w, const void* x, float* y, int32_t num_tokens,
+                               int32_t in, int32_t out, cudaStream_t stream) {
+  KVACTOR_CUDA_CHECK_ARG(num_tokens >= 1 && num_tokens <= skinny_max_tokens && in % 8 == 0,
+                         "skinny_gemm: num_tokens ", num_tokens, " outside [1, ", skinny_max_tokens,
+                         "] or in ", in, " not a multiple of 8");
+  switch (num_tokens) {
+  case 1: return launch_skinny<1>(w, x, y, in, out, stream);
+  case 2: return launch_skinny<2>(w, x, y, in, out, stream);
+  case 3: return launch_skinny<3>(w, x, y, in, out, stream);
+  default: return launch_skinny<4>(w, x, y, in, out, stream);
+  }
 }
 
 cuda_status launch_softcap(float* logits, int64_t count, float cap, cudaStream_t stream) {

@@ -59,6 +59,14 @@ cuda_status launch_qkv_prepare(const qkv_prepare_args& a, cudaStream_t stream);
 cuda_status launch_gated_activation(const float* gate_up, int32_t num_tokens, int32_t inter,
                                     bool gelu_tanh, void* out, cudaStream_t stream);
 
+/// The projection of a few tokens, memory-bound: y[t, o] = sum_i float(x[t, i]) * float(w[o, i]),
+/// a warp per output row streaming the weights once with 16-byte loads for all the tokens.
+/// REQUIRES: 1 <= num_tokens <= skinny_max_tokens; in a multiple of 8; w, x 16-byte aligned.
+///   w // [out, in] bf16    x // [num_tokens, in] bf16    y // [num_tokens, out] float
+constexpr int32_t skinny_max_tokens = 4;
+cuda_status launch_skinny_gemm(const void* w, const void* x, float* y, int32_t num_tokens,
+                               int32_t in, int32_t out, cudaStream_t stream);
+
 /// logits = cap * tanh(logits / cap) in place (cap > 0).
 cuda_status launch_softcap(float* logits, int64_t count, float cap, cudaStream_t stream);
 

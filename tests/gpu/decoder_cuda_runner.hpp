@@ -94,17 +94,8 @@ public:
     for (size_t l = 0; l < s.layers.size(); ++l) {
       caches_.push_back(std::make_unique<device_vec<uint16_t>>(
           static_cast<size_t>(blocks * s.num_kv_heads * block_size * content)));
-      kv_view v;
-      v.base = caches_.back()->get();
-      v.type = element_type::bf16;
-      v.num_blocks = blocks;
-      v.num_heads = s.num_kv_heads;
-      v.block_size = block_size;
-      v.content = static_cast<int32_t>(content);
-      v.stride_token = content;
-      v.stride_head = block_size * content;
-      v.stride_block = s.num_kv_heads * block_size * content;
-      views_.push_back(v);
+      views_.push_back(test::paged_kv_view(caches_.back()->get(), element_type::bf16, blocks,
+                                           s.num_kv_heads, block_size, content));
     }
     hidden_ = std::make_unique<device_vec<float>>(static_cast<size_t>(max_tokens) * max_seqs
                                                   * static_cast<size_t>(s.hidden_size));

@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "../model/decoder_runner.hpp"
 #include "decoder_cuda_runner.hpp"
 #include "gpu_support.hpp"
 
@@ -93,6 +95,48 @@ TEST_P(DecoderCudaFixtures, PiecewiseStepsGiveTheWholeStepsBits) {
   ASSERT_CUDA_OK(pieces.status());
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+// The CPU decoder runs the same bf16 weights in float: the GPU's logits must stay close at any
+// prompt length (an error that grows with the position would be a RoPE or attention bug that the
+// fixtures' short prompts cannot show).
+TEST_P(DecoderCudaFixtures, LongPromptsStayCloseToTheCpuDecoder) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  const auto family = GetParam();
+  auto src = open_hf_decoder(fixture_dir(family), 1, 0);
+  ASSERT_TRUE(src) << src.err().message;
+  loaded_decoder d(*src, 1024);
+  ASSERT_TRUE(d.error.empty()) << d.error;
+  auto cpu_model = load_hf_decoder(fixture_dir(family), 1, 0);
+  ASSERT_TRUE(cpu_model) << cpu_model.err().message;
+  const decoder cpu(cpu_model->config.spec, std::move(cpu_model->weights));
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> token(3, d.config.spec.vocab_size - 1);
+  std::string trend;
+  for (int32_t n : {8, 64, 200, 600}) {
+    std::vector<int32_t> prompt(static_cast<size_t>(n));
+    for (auto& t : prompt)
+      t = token(rng);
+    test::decoder_runner cpu_run(cpu, 1, n + 1);
+    const auto want = cpu_run.step(std::vector<int32_t>(prompt.size(), 0), prompt);
+    // The whole prompt in one step, then in chunks of 16 and of 4 tokens (other GEMM and
+    // attention kernels), each against the CPU's.
+    for (int32_t chunk : {n, 16, 4}) {
+      decoder_cuda_runner gpu_run(*d.decoder, 1, n + 1);
+      std::vector<float> got;
+      for (int32_t at = 0; at < n; at += chunk) {
+        const std::vector<int32_t> part(prompt.begin() + at,
+                                        prompt.begin() + std::min(n, at + chunk));
+        got = gpu_run.step(std::vector<int32_t>(part.size(), 0), part);
+      }
+      ASSERT_CUDA_OK(gpu_run.status());
+      const double l2 = relative_l2(got, want);
+      trend += " " + std::to_string(n) + "/" + std::to_string(chunk) + ": " + std::to_string(l2);
+      EXPECT_LE(l2, 2e-2) << family << " prompt of " << n << " tokens in chunks of " << chunk;
+    }
+  }
+  std::printf("%s: relative L2 to the CPU decoder by prompt length:%s\n", family.c_str(),
+              trend.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(DenseFamilies, DecoderCudaFixtures,

@@ -24,16 +24,8 @@ public:
     const int64_t blocks = static_cast<int64_t>(blocks_per_seq_) * max_seqs;
     for (size_t l = 0; l < s.layers.size(); ++l) {
       caches_.emplace_back(static_cast<size_t>(blocks * s.num_kv_heads * block_size * content));
-      kernels::kv_view v;
-      v.base = caches_.back().data();
-      v.num_blocks = blocks;
-      v.num_heads = s.num_kv_heads;
-      v.block_size = block_size;
-      v.content = static_cast<int32_t>(content);
-      v.stride_token = content;
-      v.stride_head = block_size * content;
-      v.stride_block = s.num_kv_heads * block_size * content;
-      views_.push_back(v);
+      views_.push_back(paged_kv_view(caches_.back().data(), kernels::element_type::f32, blocks,
+                                     s.num_kv_heads, block_size, content));
     }
   }
 

@@ -7,7 +7,25 @@
 #include <cstdint>
 #include <vector>
 
+#include "kvactor/kernels/kv_cache_view.h"
+
 namespace kvactor::test {
+
+/// A paged cache of `blocks` blocks laid out [block][head][token][K then V].
+inline kernels::kv_view paged_kv_view(void* base, kernels::element_type type, int64_t blocks,
+                                      int32_t heads, int32_t block_size, int64_t content) {
+  kernels::kv_view v;
+  v.base = base;
+  v.type = type;
+  v.num_blocks = blocks;
+  v.num_heads = heads;
+  v.block_size = block_size;
+  v.content = static_cast<int32_t>(content);
+  v.stride_token = content;
+  v.stride_head = block_size * content;
+  v.stride_block = heads * block_size * content;
+  return v;
+}
 
 struct runner_step {
   std::vector<int32_t> order, qsl{0}, seq_lens, positions, table, last_rows;
