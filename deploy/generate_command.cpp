@@ -116,25 +116,68 @@ std::optional<std::string> text_of(const tokenizer* tok, const std::vector<int32
   return std::move(*text);
 }
 
-// The whole continuation at once: the local session hands back its results when the request
-// has finished, not token by token (incremental_decoder is there for a driver that streams).
-void print_result(const generate_flags& g, const prompt_input& prompt, const request_result& r,
-                  std::ostream& out, std::ostream& err) {
+// --json: one object once the request has finished.
+void print_json(const prompt_input& prompt, const request_result& r, std::ostream& out,
+                std::ostream& err) {
   const auto text = text_of(prompt.tok.get(), r.output, err);
-  if (g.json) {
-    out << json{{"prompt_ids", prompt.ids},
-                {"output_ids", r.output},
-                {"text", text ? json(*text) : json(nullptr)},
-                {"finish_reason", std::string(to_string(r.reason))}}
-               .dump()
-        << '\n';
-    return;
-  }
-  if (text)
-    fmt::print(out, "{}\n", *text);
-  else
-    fmt::print(out, "{}\n", fmt::join(r.output, " "));
+  out << json{{"prompt_ids", prompt.ids},
+              {"output_ids", r.output},
+              {"text", text ? json(*text) : json(nullptr)},
+              {"finish_reason", std::string(to_string(r.reason))}}
+             .dump()
+      << '\n';
 }
+
+// Prints the continuation as the driver samples it (on the driver's thread, while the main
+// thread waits for the session): text through the tokenizer's incremental decoder, which holds
+// back a character until all of its bytes have come, or the ids separated by spaces.
+class token_stream {
+public:
+  token_stream(const tokenizer* tok, std::ostream& out, std::ostream& err) : out_(out), err_(err) {
+    if (tok != nullptr) decoder_.emplace(*tok, true);
+  }
+
+  void on_tokens(const std::vector<sampled_token>& sampled) {
+    for (const auto& s : sampled)
+      if (s.request_id == 0) print(s.token);
+    out_.flush();
+  }
+
+  bool streamed() const { return streamed_; }
+
+  // What the decoder still holds, and the end of the line.
+  void finish() {
+    if (decoder_) {
+      auto rest = decoder_->finish();
+      if (rest) out_ << *rest;
+    }
+    out_ << '\n';
+    out_.flush();
+  }
+
+private:
+  void print(int32_t id) {
+    streamed_ = true;
+    if (!decoder_) {
+      out_ << (first_ ? "" : " ") << id;
+      first_ = false;
+      return;
+    }
+    auto text = decoder_->push(id);
+    if (text) {
+      out_ << *text;
+      return;
+    }
+    fmt::print(err_, "kvactor generate: warning: token {} has no text: {}\n", id,
+               text.err().message);
+  }
+
+  std::ostream& out_;
+  std::ostream& err_;
+  std::optional<incremental_decoder> decoder_;
+  bool first_ = true;
+  bool streamed_ = false;
+};
 
 } // namespace
 
@@ -186,14 +229,21 @@ int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) 
   register_types(cfg);
   configure_step_latency(cfg);
   caf::actor_system sys{cfg};
-  const auto session = serve_locally(sys, {flags, start->run, start->tp, nullptr, {}}, err);
+  token_stream stream(prompt->tok.get(), out, err);
+  local_serving serving{flags, start->run, start->tp, nullptr, {}};
+  if (!g.json)
+    serving.on_tokens = [&stream](const std::vector<sampled_token>& s) { stream.on_tokens(s); };
+  const auto session = serve_locally(sys, serving, err);
+  const bool finished =
+      !session.failure && !session.summary.results.empty() && session.summary.results[0].finished;
+  if (!g.json && (finished || stream.streamed())) stream.finish(); // ends the line it began
   if (session.failure)
     return fail(g, out, err, session.failure->exit_code, session.failure->err.message);
   if (session.summary.results.empty() || !session.summary.results.front().finished)
     return fail(g, out, err, exit_failure,
                 session.summary.results.empty() ? session.summary.error.message
                                                 : session.summary.results.front().failure);
-  print_result(g, *prompt, session.summary.results.front(), out, err);
+  if (g.json) print_json(*prompt, session.summary.results.front(), out, err);
   return exit_ok;
 }
 

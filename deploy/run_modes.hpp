@@ -40,6 +40,8 @@ struct local_serving {
   std::function<std::optional<run_failure>(const driver_actor&, const std::vector<rank_actor>&,
                                            const std::vector<rank_ready>&)>
       on_ready;
+  /// Each step's sampled tokens as the driver applies them (on the driver's thread); may be empty.
+  std::function<void(const std::vector<sampled_token>&)> on_tokens = {};
 };
 
 /// Spawns the ranks and the driver in `sys`, serves the workload, stops them.

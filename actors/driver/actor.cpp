@@ -174,6 +174,8 @@ void apply_step(driver_state& st, const step_plan& plan, const step_verdict& v,
     spdlog::error("driver: {}", why);
     for (const auto& s : plan.scheduled)
       st.sched->fail_request(s.request_id, why);
+  } else if (st.setup.on_tokens) {
+    st.setup.on_tokens(v.done->sampled);
   }
   const double now = elapsed_s(st);
   for (const auto& s : v.done->sampled)

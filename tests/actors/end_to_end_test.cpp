@@ -2,6 +2,8 @@
 // `kvactor run` wires them (deploy/run_command.cpp). Every request finishes, and the output is a
 // function of the seed alone: the same seed gives the same digest, and splitting steps into two
 // microbatches changes nothing.
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,12 +40,14 @@ std::vector<request_spec> six_requests() {
 class EndToEnd : public real_system_fixture {
 protected:
   // start -> submit -> run with fresh actors; a failure is reported and gives an empty summary.
-  run_summary serve(int32_t num_ubatches, uint64_t seed) {
+  run_summary serve(int32_t num_ubatches, uint64_t seed,
+                    std::function<void(const std::vector<sampled_token>&)> on_tokens = {}) {
     auto cfg = tiny_rank_config(num_ubatches, seed);
     auto rk = spawn(rank);
     driver_setup setup;
     setup.ranks = {rk};
     setup.configs = {cfg};
+    setup.on_tokens = std::move(on_tokens);
     auto drv = spawn(driver, std::move(setup));
     auto ready = request_within<std::vector<rank_ready>>(drv, atom::start_v);
     if (!ready) {
@@ -86,6 +90,20 @@ TEST_F(EndToEnd, OneRankServesEveryRequestOfKvactorTinyToTheEnd) {
   EXPECT_EQ(s.prompt_tokens, 258);
   EXPECT_EQ(s.eager_steps, s.steps) << "a CPU rank runs every step eagerly";
   EXPECT_FALSE(s.output_digest.empty());
+}
+
+TEST_F(EndToEnd, TheTokensStreamedStepByStepAreEachRequestsOutputInOrder) {
+  std::map<uint64_t, std::vector<int32_t>> streamed;
+  int32_t calls = 0;
+  auto s = serve(1, 1, [&](const std::vector<sampled_token>& step) {
+    ++calls;
+    for (const auto& t : step)
+      streamed[t.request_id].push_back(t.token);
+  });
+  ASSERT_EQ(s.results.size(), 6u);
+  for (const auto& r : s.results)
+    EXPECT_EQ(streamed[r.request_id], r.output) << "request " << r.request_id;
+  EXPECT_EQ(calls, s.steps) << "one call per applied step";
 }
 
 TEST_F(EndToEnd, TheSameSeedGivesTheSameOutputDigest) {
