@@ -46,7 +46,7 @@ struct driver_setup {
   /// Where each rank runs, for messages ("node 10.0.0.2:7400"); empty: this process.
   std::vector<std::string> rank_locations;
   /// Each applied step's sampled tokens, as they arrive (may be empty): what streams output.
-  std::function<void(const std::vector<sampled_token>&)> on_tokens;
+  std::function<void(const std::vector<sampled_token>&)> on_tokens = {};
 };
 
 struct driver_state {

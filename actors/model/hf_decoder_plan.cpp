@@ -155,14 +155,17 @@ int64_t decoder_gpu_bytes(const hf_decoder_config& c, int32_t max_tokens) {
     weights += global ? bytes : bytes * static_cast<int64_t>(layers);
   }
   // The activations of decoder_cuda for max_tokens rows (its make_activations), sampled rows
-  // at most 256, the 64 MiB attention and 32 MiB cuBLAS workspaces.
+  // at most 256, the 64 MiB attention and 32 MiB cuBLAS workspaces, and the GPU executor's
+  // float hidden states.
   const auto& s = c.spec;
   const int64_t t = max_tokens, h = s.hidden_size, inter = s.intermediate_size;
   const int64_t qw = int64_t{s.num_q_heads} * s.head_dim, kw = int64_t{s.num_kv_heads} * s.head_dim;
   const int64_t rows = std::min<int64_t>(t, 256);
   const int64_t activations = std::max(t, rows) * h * 2 + t * (qw + 2 * kw) * 4 + 2 * t * qw * 2
                               + 2 * t * kw * 2 + t * h * 4 + t * 2 * inter * 4 + t * inter * 2
-                              + rows * s.vocab_size * 4 + (int64_t{96} << 20);
+                              + rows * s.vocab_size * 4 + (int64_t{96} << 20)
+                              + t * h * 4; // the executor's hidden states
+
   return weights + activations;
 }
 

@@ -20,8 +20,10 @@ struct stage {
 
 class stager {
 public:
-  explicit stager(size_t bytes) : bytes_(bytes) {}
+  stager(size_t bytes, cudaStream_t stream) : bytes_(bytes), stream_(stream) {}
   ~stager() {
+    // Whatever path left the upload, no copy may still read a buffer freed here.
+    (void)cudaStreamSynchronize(stream_);
     for (auto& s : stages_) {
       if (s.done) cudaEventDestroy(s.done);
       if (s.host) cudaFreeHost(s.host);
@@ -48,8 +50,19 @@ public:
   }
   size_t bytes() const { return bytes_; }
 
+  // Copies `bytes` of `s` to `dst` on the stream; `s` is free again once the copy has left it.
+  status send(stage* s, std::byte* dst, size_t bytes) {
+    if (auto e = cudaMemcpyAsync(dst, s->host, bytes, cudaMemcpyHostToDevice, stream_);
+        e != cudaSuccess)
+      return make_error(errc::io_error, fmt::format("cudaMemcpyAsync: {}", cudaGetErrorString(e)));
+    if (auto e = cudaEventRecord(s->done, stream_); e != cudaSuccess)
+      return make_error(errc::io_error, fmt::format("cudaEventRecord: {}", cudaGetErrorString(e)));
+    return ok();
+  }
+
 private:
   size_t bytes_;
+  cudaStream_t stream_;
   std::array<stage, 2> stages_{};
   size_t turn_ = 0;
 };
@@ -61,7 +74,7 @@ void fill_parallel(const weight_copy& c, int64_t from, int64_t n, bool bf16, std
   const int64_t workers = std::clamp<int64_t>(n * static_cast<int64_t>(row_bytes) >> 20, 1,
                                               threads); // a worker per MiB, at most `threads`
   if (workers == 1) return fill_block(c, from, n, bf16, out);
-  std::vector<std::thread> pool;
+  std::vector<std::jthread> pool; // joined on every way out
   const int64_t per = (n + workers - 1) / workers;
   for (int64_t w = 0; w < workers; ++w) {
     const int64_t a = w * per, b = std::min(n, a + per);
@@ -70,13 +83,39 @@ void fill_parallel(const weight_copy& c, int64_t from, int64_t n, bool bf16, std
       fill_block(c, from + a, b - a, bf16, out + static_cast<size_t>(a) * row_bytes);
     });
   }
-  for (auto& t : pool)
-    t.join();
 }
 
 std::string name_of(const weight_copy& c) {
   return c.layer < 0 ? kernels::to_string(c.target)
                      : fmt::format("layer {} {}", c.layer, kernels::to_string(c.target));
+}
+
+// Every copy lands inside a tensor the decoder has, one row fits the staging: checked before
+// the first byte moves. Returns the device bytes the plan writes.
+expected<uint64_t> check_plan(const std::vector<weight_copy>& plan, const kernels::decoder_cuda& d,
+                              size_t staging_bytes) {
+  uint64_t total = 0;
+  for (const auto& c : plan) {
+    const auto target = d.tensor(c.target, static_cast<size_t>(std::max(c.layer, 0)));
+    const size_t esize = target.type == kernels::element_type::bf16 ? 2 : 4;
+    if (target.data == nullptr)
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("weight upload: {}: the decoder has no such tensor", name_of(c)));
+    if (c.target_offset < 0 || c.target_offset + c.elements() > target.rows * target.cols)
+      return make_error(errc::invalid_argument,
+                        fmt::format("weight upload: {}: elements [{}, {}) outside its {} x {}",
+                                    name_of(c), c.target_offset, c.target_offset + c.elements(),
+                                    target.rows, target.cols));
+    if (static_cast<size_t>(c.cols) * esize > staging_bytes)
+      return make_error(errc::invalid_argument,
+                        fmt::format("weight upload: {}: a row of {} bytes exceeds the {}-byte "
+                                    "staging buffer",
+                                    name_of(c), static_cast<size_t>(c.cols) * esize,
+                                    staging_bytes));
+    total += static_cast<uint64_t>(c.elements()) * esize;
+  }
+  return total;
 }
 
 } // namespace
@@ -88,42 +127,29 @@ expected<upload_progress> upload_weights(const std::vector<weight_copy>& plan,
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   upload_progress p;
-  for (const auto& c : plan)
-    p.total_bytes +=
-        static_cast<uint64_t>(c.elements())
-        * (d.tensor(c.target, std::max(c.layer, 0)).type == kernels::element_type::bf16 ? 2 : 4);
-  stager staging(o.staging_bytes);
+  auto total = check_plan(plan, d, o.staging_bytes);
+  if (!total) return total.err();
+  p.total_bytes = *total;
+  stager staging(o.staging_bytes, d.stream());
   if (auto st = staging.open(); !st) return st.err();
   auto last_report = start;
   for (const auto& c : plan) {
     const auto target = d.tensor(c.target, static_cast<size_t>(std::max(c.layer, 0)));
     const bool bf16 = target.type == kernels::element_type::bf16;
     const size_t row_bytes = static_cast<size_t>(c.cols) * (bf16 ? 2 : 4);
-    const auto rows_per = static_cast<int64_t>(std::max<size_t>(1, o.staging_bytes / row_bytes));
-    if (target.data == nullptr)
-      return make_error(
-          errc::invalid_argument,
-          fmt::format("weight upload: {}: the decoder has no such tensor", name_of(c)));
-    if (row_bytes > o.staging_bytes)
-      return make_error(errc::invalid_argument,
-                        fmt::format("weight upload: {}: a row of {} bytes exceeds the {}-byte "
-                                    "staging buffer",
-                                    name_of(c), row_bytes, o.staging_bytes));
+    const auto rows_per = static_cast<int64_t>(o.staging_bytes / row_bytes);
     for (int64_t r = 0; r < c.rows; r += rows_per) {
       const int64_t n = std::min(rows_per, c.rows - r);
       auto s = staging.next();
       if (!s) return s.err();
       fill_parallel(c, r, n, bf16, (*s)->host, o.threads);
-      const size_t bytes = static_cast<size_t>(n) * row_bytes;
       auto* dst = static_cast<std::byte*>(target.data)
                   + static_cast<size_t>(c.target_offset) * (bf16 ? 2 : 4)
                   + static_cast<size_t>(r) * row_bytes;
-      if (auto e = cudaMemcpyAsync(dst, (*s)->host, bytes, cudaMemcpyHostToDevice, d.stream());
-          e != cudaSuccess)
-        return make_error(errc::io_error, fmt::format("weight upload: {}: cudaMemcpyAsync: {}",
-                                                      name_of(c), cudaGetErrorString(e)));
-      cudaEventRecord((*s)->done, d.stream());
-      p.done_bytes += bytes;
+      if (auto sent = staging.send(*s, dst, static_cast<size_t>(n) * row_bytes); !sent)
+        return make_error(sent.err().code,
+                          fmt::format("weight upload: {}: {}", name_of(c), sent.err().message));
+      p.done_bytes += static_cast<size_t>(n) * row_bytes;
       if (o.progress && std::chrono::steady_clock::now() - last_report >= o.interval) {
         last_report = std::chrono::steady_clock::now();
         p.seconds = since();

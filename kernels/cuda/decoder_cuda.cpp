@@ -30,6 +30,14 @@ cuda_status check_spec(const decoder_spec& s, const decoder_cuda_options& o) {
       s.head_dim == 64 || s.head_dim == 96 || s.head_dim == 128 || s.head_dim == 256, create_prefix,
       "spec.head_dim: ", s.head_dim, " is not supported on the GPU (64, 96, 128 or 256)");
   KVACTOR_CUDA_CHECK_ARG(!s.layers.empty(), create_prefix, "spec.layers: empty");
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    const auto& rope = s.layers[l].rope;
+    const auto rot = static_cast<int32_t>(s.head_dim * rope.partial_rotary_factor);
+    KVACTOR_CUDA_CHECK_ARG(rope.theta > 0.0 && rot >= 2 && rot <= s.head_dim, create_prefix,
+                           "spec.layers[", l, "].rope: theta ", rope.theta,
+                           " and partial_rotary_factor ", rope.partial_rotary_factor,
+                           " leave no rotary dims in [2, head_dim]");
+  }
   KVACTOR_CUDA_CHECK_ARG(o.max_tokens > 0, create_prefix, "options.max_tokens: ", o.max_tokens,
                          " must be positive");
   KVACTOR_CUDA_CHECK_ARG(o.tp_size > 0, create_prefix, "options.tp_size: ", o.tp_size,
@@ -206,6 +214,9 @@ decoder_cuda_created decoder_cuda::create(decoder_spec spec, const decoder_cuda_
     out.decoder.reset();
     out.status = cuda_status::failure(cudaErrorMemoryAllocation,
                                       std::string(create_prefix) + "host allocation failed");
+  } catch (const std::exception& e) { // a spec the host-side RoPE refuses: an argument error
+    out.decoder.reset();
+    out.status = cuda_status::failure(cudaErrorInvalidValue, std::string(create_prefix) + e.what());
   }
   return out;
 }

@@ -151,6 +151,13 @@ cuda_status run_piece(decoder_cuda::impl& s, const device_step& step, size_t k,
         !st)
       return st;
     if (auto st = residual(s, hidden, n, nullptr, nullptr, next_norm); !st) return st;
+    // Padding rows are never written by the attention: zeroed once per step, they stay zero
+    // (and deterministic) through every layer.
+    KVACTOR_CUDA_CALL(
+        cudaMemsetAsync(s.attn, 0,
+                        static_cast<size_t>(n) * static_cast<size_t>(s.spec.num_q_heads)
+                            * static_cast<size_t>(s.spec.head_dim) * 2,
+                        s.opt.stream));
   } else if (auto st = finish_layer(s, k - 1, n, all_reduce, hidden, next_norm); !st) {
     return st;
   }
@@ -165,10 +172,6 @@ cuda_status run_attention(decoder_cuda::impl& s, const device_step& step,
           kv_write_cuda(kv[l], s.k, s.v, element_type::bf16, d, d, b.slot_mapping, n, s.opt.stream);
       !st)
     return st;
-  // Padding rows are not written by the attention: zero them so that they stay deterministic.
-  KVACTOR_CUDA_CALL(cudaMemsetAsync(
-      s.attn, 0, static_cast<size_t>(n) * static_cast<size_t>(s.spec.num_q_heads * d) * 2,
-      s.opt.stream));
   return paged_attention_cuda(s.attention(l), kv[l], s.q, b.query_start_loc, b.seq_lens,
                               b.block_table, b.width, b.num_reqs, n, s.attn, s.attention_ws,
                               s.opt.stream);
@@ -218,10 +221,12 @@ cuda_status project_rows(decoder_cuda::impl& s, const float* hidden, const int32
   return project_device_rows(s, hidden, s.rows, n);
 }
 
-cuda_status check_rows(const float* hidden, const std::vector<int32_t>& rows) {
+// Rows of a hidden buffer sized for max_tokens.
+cuda_status check_rows(const float* hidden, const std::vector<int32_t>& rows, int32_t max_tokens) {
   KVACTOR_CUDA_CHECK_ARG(rows.empty() || hidden != nullptr, sample_prefix, "hidden: is null");
   for (size_t i = 0; i < rows.size(); ++i)
-    KVACTOR_CUDA_CHECK_ARG(rows[i] >= 0, sample_prefix, "rows[", i, "]: ", rows[i], " is negative");
+    KVACTOR_CUDA_CHECK_ARG(rows[i] >= 0 && rows[i] < max_tokens, sample_prefix, "rows[", i,
+                           "]: ", rows[i], " outside [0, ", max_tokens, ")");
   return {};
 }
 
@@ -283,7 +288,7 @@ cuda_status decoder_cuda::greedy_async(const float* hidden, const int32_t* rows,
 cuda_status decoder_cuda::logits(const float* hidden, const std::vector<int32_t>& rows,
                                  std::vector<float>& out) {
   try {
-    if (auto st = check_rows(hidden, rows); !st) return st;
+    if (auto st = check_rows(hidden, rows, impl_->opt.max_tokens); !st) return st;
     impl& s = *impl_;
     const auto vocab = static_cast<size_t>(s.spec.vocab_size);
     out.assign(rows.size() * vocab, 0.0f);
@@ -305,7 +310,7 @@ cuda_status decoder_cuda::logits(const float* hidden, const std::vector<int32_t>
 cuda_status decoder_cuda::sample(const float* hidden, const sample_rows& what,
                                  std::vector<int32_t>& tokens) {
   try {
-    if (auto st = check_rows(hidden, what.rows); !st) return st;
+    if (auto st = check_rows(hidden, what.rows, impl_->opt.max_tokens); !st) return st;
     impl& s = *impl_;
     tokens.assign(what.rows.size(), 0);
     if (!all_greedy(what)) {

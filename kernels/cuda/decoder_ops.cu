@@ -1,7 +1,8 @@
 // The dense kernels of decoder_cuda: embedding gather, residual add + weighted RMS norm, the
 // q/k/v preparation (bias, per-head norm, RoPE, split to bf16), the gated activation and the
-// logit soft-cap. Each is one pass over rows that are independent of each other, so a row's
-// result never depends on the batch it came in.
+// logit soft-cap, and the skinny GEMM of single-token steps. Each is one pass over rows that are
+// independent of each other, so these kernels give a row the same result in any batch (the
+// GEMMs of larger steps, cuBLAS, do not promise that: see decoder_cuda.h).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -64,6 +65,7 @@ struct loaded_decoder {
     opt.max_tokens = max_tokens;
     opt.stream = stream;
     opt.tied_lm_head = src.config.tie_embeddings;
+    opt.tp_size = src.config.tp;
     auto made = decoder_cuda::create(src.config.spec, opt);
     if (!made.status) {
       error = made.status.message();
@@ -120,7 +122,7 @@ public:
     check_call(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     run(st, piecewise);
     std::vector<float> logits;
-    status_ = d_.logits(hidden_->get(), lay.last_rows, logits);
+    if (status_) status_ = d_.logits(hidden_->get(), lay.last_rows, logits); // keep a failure
     return logits;
   }
 
@@ -141,11 +143,14 @@ public:
   /// The first failure of any step (ok when none).
   const cuda_status& status() const { return status_; }
 
+  /// How the row-parallel partials are summed (tensor parallelism); empty: one rank.
+  void set_all_reduce(std::function<cuda_status(float*, size_t)> f) { all_reduce_ = std::move(f); }
+
 private:
   void run(const device_step& st, bool piecewise) {
     if (!status_) return;
     if (!piecewise) {
-      status_ = d_.forward(st, views_, {}, hidden_->get());
+      status_ = d_.forward(st, views_, all_reduce_, hidden_->get());
       return;
     }
     status_ = d_.check_forward(st, views_, hidden_->get());
@@ -162,6 +167,7 @@ private:
   std::vector<std::unique_ptr<device_vec<uint16_t>>> caches_;
   std::vector<kv_view> views_;
   std::unique_ptr<device_vec<float>> hidden_;
+  std::function<cuda_status(float*, size_t)> all_reduce_;
   cuda_status status_;
 };
 

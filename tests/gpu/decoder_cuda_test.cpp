@@ -7,6 +7,7 @@
 // continuations is printed. The CPU decoder (float) stays the exact reference in CI.
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -113,15 +115,15 @@ TEST_P(DecoderCudaFixtures, LongPromptsStayCloseToTheCpuDecoder) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int32_t> token(3, d.config.spec.vocab_size - 1);
   std::string trend;
-  for (int32_t n : {8, 64, 200, 600}) {
+  for (int32_t n : {8, 64, 200, 300}) {
     std::vector<int32_t> prompt(static_cast<size_t>(n));
     for (auto& t : prompt)
       t = token(rng);
     test::decoder_runner cpu_run(cpu, 1, n + 1);
     const auto want = cpu_run.step(std::vector<int32_t>(prompt.size(), 0), prompt);
-    // The whole prompt in one step, then in chunks of 16 and of 4 tokens (other GEMM and
-    // attention kernels), each against the CPU's.
-    for (int32_t chunk : {n, 16, 4}) {
+    // The whole prompt in one step, then in chunks of 16, 4 and 1 tokens (other GEMM and
+    // attention kernels: one token takes the skinny GEMM), each against the CPU's.
+    for (int32_t chunk : {n, 16, 4, 1}) {
       decoder_cuda_runner gpu_run(*d.decoder, 1, n + 1);
       std::vector<float> got;
       for (int32_t at = 0; at < n; at += chunk) {
@@ -139,13 +141,88 @@ TEST_P(DecoderCudaFixtures, LongPromptsStayCloseToTheCpuDecoder) {
               trend.c_str());
 }
 
+// Two ranks' partial sums added on the host in rank order: each rank waits for its stream,
+// hands its partial over, and both take the same sum (a loopback stand-in for NCCL).
+class host_all_reduce {
+public:
+  cuda_status reduce(int rank, cudaStream_t stream, float* buf, size_t n) {
+    parts_[rank].resize(n);
+    KVACTOR_CUDA_CALL(cudaMemcpyAsync(parts_[rank].data(), buf, n * sizeof(float),
+                                      cudaMemcpyDeviceToHost, stream));
+    KVACTOR_CUDA_CALL(cudaStreamSynchronize(stream));
+    sync_.arrive_and_wait();
+    KVACTOR_CUDA_CHECK_ARG(parts_[1 - rank].size() == n, "host_all_reduce: the other rank left");
+    sums_[rank].resize(n);
+    for (size_t i = 0; i < n; ++i)
+      sums_[rank][i] = parts_[0][i] + parts_[1][i];
+    sync_.arrive_and_wait(); // both have read the parts before the next layer rewrites them
+    KVACTOR_CUDA_CALL(cudaMemcpyAsync(buf, sums_[rank].data(), n * sizeof(float),
+                                      cudaMemcpyHostToDevice, stream));
+    KVACTOR_CUDA_CALL(cudaStreamSynchronize(stream));
+    return {};
+  }
+
+  // A rank that is done (or failed) stops holding the other at the barrier.
+  void leave() { sync_.arrive_and_drop(); }
+
+private:
+  std::barrier<> sync_{2};
+  std::vector<float> parts_[2], sums_[2];
+};
+
+// Tensor parallelism on the GPU: the two ranks of TP 2 (each its slice of the checkpoint: half
+// the q heads, the KV head replicated, half the MLP, biases and fused projections split as the
+// plan says) on one GPU, their partials summed on the host, give TP 1's logits within bf16
+// rounding.
+TEST_P(DecoderCudaFixtures, TwoRanksOfTensorParallelismGiveOneRanksLogits) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  const auto family = GetParam();
+  auto whole = open_hf_decoder(fixture_dir(family), 1, 0);
+  ASSERT_TRUE(whole) << whole.err().message;
+  loaded_decoder one(*whole, 256);
+  ASSERT_TRUE(one.error.empty()) << one.error;
+  std::vector<std::unique_ptr<loaded_decoder>> ranks;
+  for (int32_t r = 0; r < 2; ++r) {
+    auto src = open_hf_decoder(fixture_dir(family), 2, r);
+    ASSERT_TRUE(src) << src.err().message;
+    ranks.push_back(std::make_unique<loaded_decoder>(*src, 256));
+    ASSERT_TRUE(ranks.back()->error.empty()) << ranks.back()->error;
+  }
+  const std::vector<int32_t> prompt{5, 17, 3, 9, 200, 31, 64, 7, 120, 11, 250, 42};
+  decoder_cuda_runner single(*one.decoder, 1, 64);
+  const auto want = single.step(std::vector<int32_t>(prompt.size(), 0), prompt);
+  ASSERT_CUDA_OK(single.status());
+  host_all_reduce reducer;
+  std::vector<float> got[2];
+  cuda_status status[2];
+  {
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        decoder_cuda_runner run(*ranks[r]->decoder, 1, 64);
+        const cudaStream_t stream = ranks[r]->stream;
+        run.set_all_reduce(
+            [&, r, stream](float* buf, size_t n) { return reducer.reduce(r, stream, buf, n); });
+        got[r] = run.step(std::vector<int32_t>(prompt.size(), 0), prompt);
+        status[r] = run.status();
+        reducer.leave();
+      });
+  }
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_CUDA_OK(status[r]);
+    EXPECT_LE(relative_l2(got[r], want), 2e-2) << family << " rank " << r;
+  }
+  EXPECT_EQ(got[0], got[1]) << "both ranks project the same summed stream";
+}
+
 INSTANTIATE_TEST_SUITE_P(DenseFamilies, DecoderCudaFixtures,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
                                            "gemma3_text", "phi3"),
                          [](const auto& info) { return info.param; });
 
-// A one-layer spec of the given heads.
-decoder_cuda_created create_with_heads(int32_t q_heads, int32_t kv_heads, int32_t head_dim) {
+// A spec of the given heads and layers.
+decoder_spec spec_with_heads(int32_t q_heads, int32_t kv_heads, int32_t head_dim,
+                             size_t layers = 1) {
   decoder_spec s;
   s.vocab_size = 32;
   s.hidden_size = q_heads * head_dim;
@@ -153,10 +230,18 @@ decoder_cuda_created create_with_heads(int32_t q_heads, int32_t kv_heads, int32_
   s.num_q_heads = q_heads;
   s.num_kv_heads = kv_heads;
   s.head_dim = head_dim;
-  s.layers.resize(1);
+  s.layers.resize(layers);
+  return s;
+}
+
+decoder_cuda_created create_for_8_tokens(decoder_spec s) {
   decoder_cuda_options opt;
   opt.max_tokens = 8;
-  return decoder_cuda::create(s, opt);
+  return decoder_cuda::create(std::move(s), opt);
+}
+
+decoder_cuda_created create_with_heads(int32_t q_heads, int32_t kv_heads, int32_t head_dim) {
+  return create_for_8_tokens(spec_with_heads(q_heads, kv_heads, head_dim));
 }
 
 TEST(DecoderCudaChecks, RefusesAHeadSizeWithoutKernelsNamingIt) {
@@ -165,6 +250,15 @@ TEST(DecoderCudaChecks, RefusesAHeadSizeWithoutKernelsNamingIt) {
   EXPECT_EQ(made.decoder, nullptr);
   EXPECT_NE(made.status.message().find("spec.head_dim: 80 is not supported on the GPU"),
             std::string::npos)
+      << made.status.message();
+}
+
+TEST(DecoderCudaChecks, RefusesARopeThatRotatesNothingNamingIt) {
+  auto spec = spec_with_heads(2, 1, 64, 2);
+  spec.layers[1].rope.partial_rotary_factor = 0.01; // 0.64 dims
+  const auto made = create_for_8_tokens(spec);
+  EXPECT_EQ(made.decoder, nullptr);
+  EXPECT_NE(made.status.message().find("spec.layers[1].rope"), std::string::npos)
       << made.status.message();
 }
 

@@ -7,6 +7,11 @@
 // then the final norm and the LM head over the whole vocabulary for the sampled rows only.
 // The CPU decoder is its oracle within bf16 rounding; transformers in bf16 is its peer.
 //
+// NOTE(determinism): a step is deterministic, but a request's logits may depend on the batch it
+// runs in: single-token steps use kvactor's skinny GEMM, larger ones cuBLAS, whose kernel and
+// split-K choice depend on the token count (the CPU decoder, which pads to fixed tiles, is the
+// batch-invariant one).
+//
 // The weights are allocated by create() and filled by the caller (a checkpoint loader, or a
 // generator) through tensor(): it knows the layout (fused q/k/v rows, then gate/up rows).
 // Everything runs on the stream given at creation and on the current device; not thread-safe.
