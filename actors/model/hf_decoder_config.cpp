@@ -1,6 +1,7 @@
 // config.json -> the CPU decoder's spec, per family.
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -243,6 +244,33 @@ bool is_dense_decoder_family(const std::string& model_type) {
   return dense_families.count(model_type) > 0;
 }
 
+namespace {
+
+// What running a planned but not dense family would still need, for its error.
+std::string missing_for(const std::string& model_type) {
+  static const std::map<std::string, std::string> missing{
+      {"deepseek_v3", "no mixture-of-experts MLP (routed and shared experts) and no MLA "
+                      "projections (the MLA attention kernel exists)"},
+      {"deepseek_v2", "no mixture-of-experts MLP and no MLA projections"},
+      {"gpt_oss", "no mixture-of-experts MLP (MXFP4 experts) and no attention sinks in the "
+                  "decoder (the kernels have them)"},
+      {"llama4", "no mixture-of-experts MLP and no chunked-attention layers in the decoder (the "
+                 "kernels have chunked attention)"},
+      {"llama4_text", "no mixture-of-experts MLP and no chunked-attention layers in the decoder"},
+      {"qwen3_next", "no Gated DeltaNet linear-attention layers and no mixture-of-experts MLP"},
+      {"qwen3_moe", "no mixture-of-experts MLP"},
+      {"mixtral", "no mixture-of-experts MLP"},
+      {"jamba", "no Mamba layers and no mixture-of-experts MLP"},
+      {"gemma3", "this is the vision-language wrapper: its text decoder (text_config, "
+                 "gemma3_text) would run, the vision tower does not"},
+      {"bert", "no encoder (bidirectional attention, absolute positions, no LM head)"},
+      {"whisper", "no encoder-decoder (audio encoder, cross-attention)"}};
+  const auto it = missing.find(model_type);
+  return it != missing.end() ? it->second : "no decoder for this architecture";
+}
+
+} // namespace
+
 expected<hf_decoder_config> read_decoder_config(const json& c, int32_t tp, int32_t rank) {
   if (!c.is_object() || !c.contains("model_type") || !c["model_type"].is_string())
     return make_error(errc::missing_field, "model_type: missing from config.json");
@@ -255,8 +283,8 @@ expected<hf_decoder_config> read_decoder_config(const json& c, int32_t tp, int32
     return make_error(errc::unsupported,
                       fmt::format("model_type {}: kvactor plans it but runs only the dense "
                                   "families (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, "
-                                  "phi3); its weights are not loaded",
-                                  t));
+                                  "phi3); its weights are not loaded: {}",
+                                  t, missing_for(t)));
   if (auto refused = refuse_unsupported_options(c, t); !refused) return refused.err();
   config_reader r(c, "config", t);
   if (auto sized = read_sizes(r, out); !sized) return sized.err();

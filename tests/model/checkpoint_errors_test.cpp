@@ -140,6 +140,17 @@ TEST(HfDecoder, FamiliesAndOptionsItDoesNotRunAreRefusedByName) {
   EXPECT_THAT(read_decoder_config(moe, 1, 0).err().message,
               HasSubstr("model_type deepseek_v3: kvactor plans it but runs only the dense "
                         "families"));
+  // Each planned family says what is missing to run it.
+  for (const auto& [type, missing] : std::vector<std::pair<std::string, std::string>>{
+           {"deepseek_v3", "no mixture-of-experts MLP"},
+           {"gpt_oss", "no mixture-of-experts MLP (MXFP4 experts)"},
+           {"llama4", "no mixture-of-experts MLP and no chunked-attention layers"},
+           {"qwen3_next", "no Gated DeltaNet linear-attention layers"},
+           {"jamba", "no Mamba layers"},
+           {"gemma3", "this is the vision-language wrapper"}})
+    EXPECT_THAT(read_decoder_config({{"model_type", type}}, 1, 0).err().message,
+                HasSubstr("its weights are not loaded: " + missing))
+        << type;
   auto yarn = config_of("llama");
   yarn["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
   EXPECT_THAT(read_decoder_config(yarn, 1, 0).err().message,
