@@ -82,7 +82,9 @@ __global__ void __launch_bounds__(threads) residual_norm_kernel(const residual_n
     out[c] = __float2bfloat16_rn(x[c] * inv * norm_weight(a.weight, c, a.one_plus));
 }
 
-// One CTA per token, one warp per head at a time; lane holds dims lane + 32 j of its head.
+// A CTA per (token, group of prep_warps heads), a warp per head (grid-striding over the groups
+// when there are more than the grid's y); lane holds dims lane + 32 j of its head. Spreading the
+// heads over CTAs keeps a single-token step from running 48 heads one after another.
 constexpr int prep_warps = 4;
 constexpr int max_head_dim = 256;
 
@@ -95,7 +97,8 @@ __global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_
   const float* const src = a.qkv + t * int64_t{heads} * d;
   const float pos = static_cast<float>(a.positions[t]);
   float* const buf = row[warp];
-  for (int h = warp; h < heads; h += prep_warps) {
+  for (int h = static_cast<int>(blockIdx.y) * prep_warps + warp; h < heads;
+       h += static_cast<int>(gridDim.y) * prep_warps) {
     const bool is_q = h < a.q_heads, is_k = !is_q && h < a.q_heads + a.kv_heads;
     float v[max_head_dim / 32];
     float ss = 0.0f;
@@ -268,7 +271,10 @@ cuda_status launch_qkv_prepare(const qkv_prepare_args& a, cudaStream_t stream) {
                          " is not a multiple of 32 up to 256");
   KVACTOR_CUDA_CHECK_ARG(a.rot_dim % 2 == 0 && a.rot_dim <= a.head_dim, "qkv_prepare: rot_dim ",
                          a.rot_dim, " is not even and at most head_dim ", a.head_dim);
-  qkv_prepare_kernel<<<static_cast<unsigned>(a.num_tokens), prep_warps * 32, 0, stream>>>(a);
+  const int heads = a.q_heads + 2 * a.kv_heads;
+  const dim3 grid(static_cast<unsigned>(a.num_tokens),
+                  static_cast<unsigned>(std::min((heads + prep_warps - 1) / prep_warps, 65535)));
+  qkv_prepare_kernel<<<grid, prep_warps * 32, 0, stream>>>(a);
   KVACTOR_CUDA_CALL(cudaGetLastError());
   return {};
 }
