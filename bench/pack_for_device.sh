@@ -2,7 +2,7 @@
 # Bundles executables built here with the shared libraries a bare GPU machine lacks (CAF, spdlog,
 # fmt, GoogleTest, Google Benchmark, ...), so that they run there without installing anything.
 #
-#   usage: bash bench/pack_for_device.sh [-o DIR] BINARY [BINARY ...]
+#   usage: bash bench/pack_for_device.sh [-o DIR] [-z] BINARY [BINARY ...]
 #
 # DIR defaults to .devpack/ at the repository root (ignored by git). It receives bin/ (the
 # executables), lib/ (their libraries) and run.sh; copy DIR to the GPU machine (with the device
@@ -13,14 +13,16 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [-o DIR] BINARY [BINARY ...]" >&2
+  echo "usage: $0 [-o DIR] [-z] BINARY [BINARY ...]" >&2
   exit 2
 }
 
 out=""
-while getopts "o:h" opt; do
+compress=0
+while getopts "o:zh" opt; do
   case $opt in
   o) out=$OPTARG ;;
+  z) compress=1 ;;
   *) usage ;;
   esac
 done
@@ -81,11 +83,19 @@ exec "$here/bin/$name" "$@"
 EOF
 chmod +x "$out/run.sh"
 
-# The device tool carries at most 64 MiB.
+# The copies are stripped: symbols are no use on the device and cost a third of the carry.
+strip "$out/bin/"* 2>/dev/null || true
+
+# The device tool carries at most 64 MiB. -z: also DIR.tar.xz (a third of the size or less;
+# carry it and run `tar xJf .devpack.tar.xz` there first).
+if [ "$compress" -eq 1 ]; then
+  tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
+  echo "compressed into $out.tar.xz, $(($(du -sk "$out.tar.xz" | cut -f1) / 1024)) MiB"
+fi
 kib=$(du -sk "$out" | cut -f1)
 nbin=$(find "$out/bin" -type f | wc -l)
 nlib=$(find "$out/lib" -type f | wc -l)
 echo "packed $nbin executable(s) and $nlib libraries, $((kib / 1024)) MiB, into $out"
 if [ "$kib" -gt $((64 * 1024)) ]; then
-  echo "$0: warning: more than 64 MiB; strip the binaries or pack fewer" >&2
+  echo "$0: warning: more than 64 MiB; pack fewer, or carry $out.tar.xz (-z)" >&2
 fi
