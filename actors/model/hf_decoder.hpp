@@ -85,6 +85,20 @@ struct hf_decoder_source {
   checkpoint ckpt;
 };
 
+/// How --load-format synthetic generates a tensor: element i (its row-major index in the whole,
+/// unsliced tensor) is, in float, centre + scale * float(2 * keyed_uniform(key, i) - 1): the same
+/// on every rank and device, so that ranks hold slices of one model.
+struct generated_tensor {
+  uint64_t key = 0;
+  float scale = 0.0f, centre = 0.0f;
+};
+generated_tensor generated_tensor_of(const hf_decoder_config& cfg, uint64_t seed,
+                                     const std::string& name, const std::vector<int64_t>& shape);
+
+/// `config`'s tensors as shapes alone (no values): what the GPU plans and generates on the device.
+expected<hf_decoder_source> synthetic_hf_shapes(const nlohmann::json& config, int32_t tp,
+                                                int32_t rank);
+
 /// config.json and the mapped safetensors of a model directory (nothing read yet).
 expected<hf_decoder_source> open_hf_decoder(const std::string& dir, int32_t tp, int32_t rank);
 

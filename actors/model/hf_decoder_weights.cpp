@@ -201,28 +201,38 @@ expected<kernels::decoder_weights> load_decoder_weights(const checkpoint& ck,
 
 namespace {
 
-// A value in [-1, 1) from (seed, tensor name, element): the same on every rank, so that the
-// ranks' slices are slices of one model.
-float generated(uint64_t seed, uint64_t name_hash, size_t i) {
-  return static_cast<float>(2.0 * kernels::keyed_uniform(seed ^ name_hash, i) - 1.0);
-}
-
-// Matrices scaled by 1 / sqrt(fan-in), norms around their identity, biases small.
 void fill_generated(const hf_decoder_config& c, uint64_t seed, const std::string& name,
                     const tensor_ref& shape_of, std::vector<float>& v) {
+  const auto g = generated_tensor_of(c, seed, name, shape_of.shape);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = g.centre + g.scale * static_cast<float>(2.0 * kernels::keyed_uniform(g.key, i) - 1.0);
+}
+
+} // namespace
+
+// Matrices scaled by 1 / sqrt(fan-in), norms around their identity, biases small.
+generated_tensor generated_tensor_of(const hf_decoder_config& c, uint64_t seed,
+                                     const std::string& name, const std::vector<int64_t>& shape) {
   uint64_t h = 1469598103934665603ULL; // FNV-1a of the name
   for (unsigned char ch : name)
     h = (h ^ ch) * 1099511628211ULL;
   const bool norm = name.find("norm") != std::string::npos;
   const bool bias = name.ends_with(".bias");
-  const double fan_in = shape_of.shape.size() == 2 ? static_cast<double>(shape_of.shape[1]) : 1.0;
-  const float scale = norm || bias ? 0.1f : static_cast<float>(1.0 / std::sqrt(fan_in));
-  const float centre = norm && !c.spec.norm_one_plus_weight ? 1.0f : 0.0f;
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = centre + scale * generated(seed, h, i);
+  const double fan_in = shape.size() == 2 ? static_cast<double>(shape[1]) : 1.0;
+  generated_tensor g;
+  g.key = seed ^ h;
+  g.scale = norm || bias ? 0.1f : static_cast<float>(1.0 / std::sqrt(fan_in));
+  g.centre = norm && !c.spec.norm_one_plus_weight ? 1.0f : 0.0f;
+  return g;
 }
 
-} // namespace
+expected<hf_decoder_source> synthetic_hf_shapes(const nlohmann::json& config, int32_t tp,
+                                                int32_t rank) {
+  auto cfg = read_decoder_config(config, tp, rank);
+  if (!cfg) return cfg.err();
+  auto ck = checkpoint::shapes_only(checkpoint_tensors(*cfg));
+  return hf_decoder_source{std::move(*cfg), std::move(ck)};
+}
 
 expected<hf_decoder_source> synthetic_hf_source(const nlohmann::json& config, int32_t tp,
                                                 int32_t rank, uint64_t seed) {

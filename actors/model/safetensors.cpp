@@ -206,6 +206,21 @@ checkpoint::in_memory(const std::vector<std::pair<std::string, std::vector<int64
   return c;
 }
 
+checkpoint
+checkpoint::shapes_only(const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes) {
+  checkpoint c;
+  for (const auto& [name, shape] : shapes) {
+    tensor_ref t;
+    t.name = name;
+    t.shape = shape;
+    t.file = "(generated on the device)";
+    t.bytes = static_cast<size_t>(t.elements()) * sizeof(float);
+    auto [it, inserted] = c.owned_refs_.emplace(name, std::move(t));
+    c.index_[name] = &it->second;
+  }
+  return c;
+}
+
 const tensor_ref* checkpoint::find(const std::string& name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : it->second;

@@ -72,6 +72,11 @@ public:
   in_memory(const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes,
             const std::function<void(const std::string&, std::vector<float>&)>& fill);
 
+  /// Tensors of the given shapes with no values (data null): for planning where generated
+  /// weights go without holding them in host memory.
+  static checkpoint
+  shapes_only(const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes);
+
   /// nullptr when absent.
   const tensor_ref* find(const std::string& name) const;
   const std::map<std::string, const tensor_ref*>& tensors() const { return index_; }

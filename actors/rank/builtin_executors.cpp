@@ -1,6 +1,7 @@
 // The executors every rank can run: the CPU reference stack, the GPU stack and the bare step
 // protocol. Registered here, and nowhere else.
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -63,9 +64,11 @@ cpu_decoder(const executor_context& c, const hf_decoder_source& src, const std::
   }
 }
 
-// The GPU decoder over `src`, uploaded with a progress line every second.
+// The GPU decoder over `src`: its checkpoint uploaded with a progress line every second, or,
+// with `generated_seed`, its weights generated on the device.
 expected<std::unique_ptr<step_executor>> gpu_decoder(const executor_context& c,
-                                                     const hf_decoder_source& src) {
+                                                     const hf_decoder_source& src,
+                                                     std::optional<uint64_t> generated_seed) {
   upload_options upload;
   const int32_t rank = c.config.rank;
   upload.progress = [rank](const upload_progress& p) {
@@ -74,30 +77,39 @@ expected<std::unique_ptr<step_executor>> gpu_decoder(const executor_context& c,
                  p.seconds > 0 ? static_cast<double>(p.done_bytes) / 1e9 / p.seconds : 0.0);
   };
   const bool tp = c.comm && c.comm->world_size() > 1;
-  return make_cuda_decoder_executor(src.config, src.ckpt, c.config.max_num_batched_tokens,
-                                    tp ? c.comm : nullptr, c.gpu, upload);
+  return make_cuda_decoder_executor(src.config, {src.ckpt, upload, generated_seed},
+                                    c.config.max_num_batched_tokens, tp ? c.comm : nullptr, c.gpu);
 }
 
-// The whole decoder: a checkpoint's weights, or generated ones for a config alone, on the
-// rank's device.
+// A config.json alone, parsed.
+expected<nlohmann::json> config_json_of(const std::string& model) {
+  auto path = resolve_model_path(model);
+  if (!path) return path.err();
+  std::ifstream in(*path);
+  auto config = nlohmann::json::parse(in, nullptr, false);
+  if (config.is_discarded())
+    return make_error(errc::parse_error, fmt::format("{}: not valid JSON", *path));
+  return config;
+}
+
+// The whole decoder on the rank's device: a checkpoint's weights, or generated ones for a
+// config alone (on the GPU generated there, never held on the host).
 expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c) {
   const int32_t tp = c.config.tensor_parallel_size, rank = c.config.rank;
-  expected<hf_decoder_source> src = make_error(errc::invalid_argument, "no model");
+  const bool gpu = c.config.device == device_kind::cuda;
   if (auto dir = checkpoint_directory(c.config.model)) {
-    src = open_hf_decoder(*dir, tp, rank);
-  } else {
-    auto path = resolve_model_path(c.config.model);
-    if (!path) return path.err();
-    std::ifstream in(*path);
-    const auto config = nlohmann::json::parse(in, nullptr, false);
-    if (config.is_discarded())
-      return make_error(errc::parse_error, fmt::format("{}: not valid JSON", *path));
-    src = synthetic_hf_source(config, tp, rank, c.config.seed);
-    if (!src) return make_error(src.err().code, fmt::format("{}: {}", *path, src.err().message));
+    auto src = open_hf_decoder(*dir, tp, rank);
+    if (!src) return src.err();
+    return gpu ? gpu_decoder(c, *src, std::nullopt) : cpu_decoder(c, *src, c.config.model);
   }
-  if (!src) return src.err();
-  if (c.config.device == device_kind::cuda) return gpu_decoder(c, *src);
-  return cpu_decoder(c, *src, c.config.model);
+  auto path = resolve_model_path(c.config.model);
+  if (!path) return path.err();
+  auto config = config_json_of(c.config.model);
+  if (!config) return config.err();
+  auto src = gpu ? synthetic_hf_shapes(*config, tp, rank)
+                 : synthetic_hf_source(*config, tp, rank, c.config.seed);
+  if (!src) return make_error(src.err().code, fmt::format("{}: {}", *path, src.err().message));
+  return gpu ? gpu_decoder(c, *src, c.config.seed) : cpu_decoder(c, *src, c.config.model);
 }
 
 expected<std::unique_ptr<step_executor>> make_cpu(const executor_context& c) {

@@ -417,10 +417,10 @@ make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
 }
 
 expected<std::unique_ptr<step_executor>>
-make_cuda_decoder_executor(const hf_decoder_config& cfg, const checkpoint& ckpt, int32_t max_tokens,
-                           std::shared_ptr<kernels::communicator> comm, int32_t device,
-                           const upload_options& upload) {
-  auto plan = plan_device_weights(ckpt, cfg);
+make_cuda_decoder_executor(const hf_decoder_config& cfg, const gpu_weight_source& weights,
+                           int32_t max_tokens, std::shared_ptr<kernels::communicator> comm,
+                           int32_t device) {
+  auto plan = plan_device_weights(weights.ckpt, cfg);
   if (!plan) return plan.err();
   auto stream = open_device(device, comm.get(), cfg.tp);
   if (!stream) return stream.err();
@@ -434,7 +434,9 @@ make_cuda_decoder_executor(const hf_decoder_config& cfg, const checkpoint& ckpt,
     cudaStreamDestroy(*stream);
     return creation_failed(created.status);
   }
-  auto loaded = upload_weights(*plan, *created.decoder, upload);
+  auto loaded = weights.generated_seed
+                    ? generate_weights(*plan, *created.decoder, cfg, *weights.generated_seed)
+                    : upload_weights(*plan, *created.decoder, weights.upload);
   if (!loaded) {
     created.decoder.reset();
     cudaStreamDestroy(*stream);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,12 +135,20 @@ expected<std::unique_ptr<step_executor>>
 make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
                    std::shared_ptr<kernels::communicator> comm = nullptr, int32_t device = 0);
 
-/// A real model's decoder on CUDA device `device`: this rank's slice of `ckpt` (checked against
-/// `cfg`) uploaded through pinned staging (upload's progress callback sees it), then run as the
-/// GPU stack is.
+/// Where the GPU decoder's weights come from: the checkpoint's values through pinned staging
+/// (upload's progress callback sees it), or, with generated_seed, values generated on the device
+/// for a shapes-only checkpoint (--load-format synthetic).
+struct gpu_weight_source {
+  const checkpoint& ckpt;
+  upload_options upload;
+  std::optional<uint64_t> generated_seed;
+};
+
+/// A real model's decoder on CUDA device `device`: this rank's slice of the weights (checked
+/// against `cfg`), then run as the GPU stack is.
 expected<std::unique_ptr<step_executor>>
-make_cuda_decoder_executor(const hf_decoder_config& cfg, const checkpoint& ckpt, int32_t max_tokens,
-                           std::shared_ptr<kernels::communicator> comm, int32_t device,
-                           const upload_options& upload);
+make_cuda_decoder_executor(const hf_decoder_config& cfg, const gpu_weight_source& weights,
+                           int32_t max_tokens, std::shared_ptr<kernels::communicator> comm,
+                           int32_t device);
 
 } // namespace kvactor

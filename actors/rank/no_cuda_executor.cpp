@@ -11,8 +11,8 @@ expected<std::unique_ptr<step_executor>> make_cuda_executor(const kernels::stack
 }
 
 expected<std::unique_ptr<step_executor>>
-make_cuda_decoder_executor(const hf_decoder_config&, const checkpoint&, int32_t,
-                           std::shared_ptr<kernels::communicator>, int32_t, const upload_options&) {
+make_cuda_decoder_executor(const hf_decoder_config&, const gpu_weight_source&, int32_t,
+                           std::shared_ptr<kernels::communicator>, int32_t) {
   return make_error(errc::unsupported, "device: cuda: this kvactor was built without CUDA "
                                        "(nvcc not found); use --device cpu");
 }

@@ -164,4 +164,30 @@ expected<upload_progress> upload_weights(const std::vector<weight_copy>& plan,
   return p;
 }
 
+expected<upload_progress> generate_weights(const std::vector<weight_copy>& plan,
+                                           kernels::decoder_cuda& d, const hf_decoder_config& cfg,
+                                           uint64_t seed) {
+  const auto start = std::chrono::steady_clock::now();
+  upload_progress p;
+  for (const auto& c : plan) {
+    const auto target = d.tensor(c.target, static_cast<size_t>(std::max(c.layer, 0)));
+    const auto g = generated_tensor_of(cfg, seed, c.source->name, c.source->shape);
+    const kernels::generated_block block{
+        c.target_offset, c.rows,      c.cols,
+        c.row_begin,     c.col_begin, c.source->shape.size() == 2 ? c.source->shape[1] : 1,
+        g.key,           g.scale,     g.centre};
+    if (auto st = kernels::fill_generated_cuda(target, block, d.stream()); !st)
+      return make_error(st.code() == cudaErrorInvalidValue ? errc::invalid_argument
+                                                           : errc::io_error,
+                        fmt::format("generated weights: {}: {}", name_of(c), st.message()));
+    p.done_bytes +=
+        target.type == kernels::element_type::bf16 ? c.elements() * 2 : c.elements() * 4;
+  }
+  if (auto e = cudaStreamSynchronize(d.stream()); e != cudaSuccess)
+    return make_error(errc::io_error, fmt::format("generated weights: {}", cudaGetErrorString(e)));
+  p.total_bytes = p.done_bytes;
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return p;
+}
+
 } // namespace kvactor

@@ -19,4 +19,11 @@ expected<upload_progress> upload_weights(const std::vector<weight_copy>& plan,
                                          kernels::decoder_cuda& decoder,
                                          const upload_options& options);
 
+/// --load-format synthetic on the GPU: every device tensor `plan` names (from a shapes-only
+/// checkpoint) generated on the device, the values the CPU would generate for `cfg` and `seed`
+/// (generated_tensor_of), sliced as the plan says; no host copy of the weights. Waits for them.
+expected<upload_progress> generate_weights(const std::vector<weight_copy>& plan,
+                                           kernels::decoder_cuda& decoder,
+                                           const hf_decoder_config& cfg, uint64_t seed);
+
 } // namespace kvactor

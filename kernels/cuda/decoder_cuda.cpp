@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "decoder_cuda_impl.h"
+#include "decoder_ops.h"
 
 namespace kvactor::kernels {
 namespace {
@@ -219,6 +220,21 @@ decoder_cuda_created decoder_cuda::create(decoder_spec spec, const decoder_cuda_
     out.status = cuda_status::failure(cudaErrorInvalidValue, std::string(create_prefix) + e.what());
   }
   return out;
+}
+
+cuda_status fill_generated_cuda(const device_tensor& target, const generated_block& b,
+                                cudaStream_t stream) {
+  KVACTOR_CUDA_CHECK_ARG(target.data != nullptr, "fill_generated_cuda: target: no such tensor");
+  KVACTOR_CUDA_CHECK_ARG(b.target_offset >= 0 && b.rows >= 0 && b.cols >= 0
+                             && b.target_offset + b.rows * b.cols <= target.rows * target.cols,
+                         "fill_generated_cuda: elements [", b.target_offset, ", ",
+                         b.target_offset + b.rows * b.cols, ") outside the target's ", target.rows,
+                         " x ", target.cols);
+  const bool bf16 = target.type == element_type::bf16;
+  auto* dst =
+      static_cast<std::byte*>(target.data) + static_cast<size_t>(b.target_offset) * (bf16 ? 2 : 4);
+  return cuda_detail::launch_fill_generated(dst, bf16, b.rows, b.cols, b.row_begin, b.col_begin,
+                                            b.width, b.key, b.scale, b.centre, stream);
 }
 
 device_tensor decoder_cuda::tensor(decoder_tensor which, size_t layer) const {

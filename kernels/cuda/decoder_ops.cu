@@ -241,6 +241,39 @@ cuda_status launch_skinny(const void* w, const void* x, float* y, int32_t in, in
   return {};
 }
 
+// sampler.cpp's keyed_uniform, on the device: the same integer steps, the same double.
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+__device__ __forceinline__ double keyed_uniform(uint64_t seed, uint64_t counter) {
+  const uint64_t bits = splitmix64(splitmix64(seed) ^ counter);
+  return __dmul_rn(static_cast<double>(bits >> 11), 0x1.0p-53);
+}
+
+// Rounded step by step as the CPU computes it (no fused multiply-add), so the values are the
+// CPU's bits.
+__global__ void __launch_bounds__(threads)
+    fill_generated_kernel(void* dst, bool bf16, int64_t rows, int64_t cols, int64_t row_begin,
+                          int64_t col_begin, int64_t width, uint64_t key, float scale,
+                          float centre) {
+  const int64_t total = rows * cols;
+  for (int64_t e = blockIdx.x * int64_t{threads} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * threads) {
+    const int64_t r = e / cols, c = e % cols;
+    const auto i = static_cast<uint64_t>((row_begin + r) * width + col_begin + c);
+    const auto g = static_cast<float>(__dadd_rn(__dmul_rn(2.0, keyed_uniform(key, i)), -1.0));
+    const float v = __fadd_rn(centre, __fmul_rn(scale, g));
+    if (bf16)
+      static_cast<__nv_bfloat16*>(dst)[e] = __float2bfloat16_rn(v);
+    else
+      static_cast<float*>(dst)[e] = v;
+  }
+}
+
 unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 16384));
 }
@@ -300,6 +333,17 @@ cuda_status launch_skinny_gemm(const void* w, const void* x, float* y, int32_t n
   case 3: return launch_skinny<3>(w, x, y, in, out, stream);
   default: return launch_skinny<4>(w, x, y, in, out, stream);
   }
+}
+
+cuda_status launch_fill_generated(void* dst, bool bf16, int64_t rows, int64_t cols,
+                                  int64_t row_begin, int64_t col_begin, int64_t width, uint64_t key,
+                                  float scale, float centre, cudaStream_t stream) {
+  const int64_t total = rows * cols;
+  if (total == 0) return {};
+  fill_generated_kernel<<<grid_for(total), threads, 0, stream>>>(
+      dst, bf16, rows, cols, row_begin, col_begin, width, key, scale, centre);
+  KVACTOR_CUDA_CALL(cudaGetLastError());
+  return {};
 }
 
 cuda_status launch_softcap(float* logits, int64_t count, float cap, cudaStream_t stream) {

@@ -67,6 +67,11 @@ constexpr int32_t skinny_max_tokens = 4;
 cuda_status launch_skinny_gemm(const void* w, const void* x, float* y, int32_t num_tokens,
                                int32_t in, int32_t out, cudaStream_t stream);
 
+/// The generated block of decoder_cuda.h's fill_generated_cuda (dst already offset).
+cuda_status launch_fill_generated(void* dst, bool bf16, int64_t rows, int64_t cols,
+                                  int64_t row_begin, int64_t col_begin, int64_t width, uint64_t key,
+                                  float scale, float centre, cudaStream_t stream);
+
 /// logits = cap * tanh(logits / cap) in place (cap > 0).
 cuda_status launch_softcap(float* logits, int64_t count, float cap, cudaStream_t stream);
 

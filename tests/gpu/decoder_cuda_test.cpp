@@ -215,6 +215,42 @@ TEST_P(DecoderCudaFixtures, TwoRanksOfTensorParallelismGiveOneRanksLogits) {
   EXPECT_EQ(got[0], got[1]) << "both ranks project the same summed stream";
 }
 
+// --load-format synthetic on the GPU: the weights generated on the device (from shapes alone)
+// are the CPU's generated weights rounded to bf16, so the two decoders agree like on a checkpoint.
+TEST_P(DecoderCudaFixtures, WeightsGeneratedOnTheDeviceAreTheCpusGeneratedModel) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  const auto family = GetParam();
+  std::ifstream in(fixture_dir(family) + "/config.json");
+  const auto config = nlohmann::json::parse(in);
+  const uint64_t seed = 1234;
+  auto shapes = synthetic_hf_shapes(config, 1, 0);
+  ASSERT_TRUE(shapes) << shapes.err().message;
+  auto plan = plan_device_weights(shapes->ckpt, shapes->config);
+  ASSERT_TRUE(plan) << plan.err().message;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  decoder_cuda_options opt;
+  opt.max_tokens = 64;
+  opt.stream = stream;
+  opt.tied_lm_head = shapes->config.tie_embeddings;
+  auto made = decoder_cuda::create(shapes->config.spec, opt);
+  ASSERT_CUDA_OK(made.status);
+  auto generated = generate_weights(*plan, *made.decoder, shapes->config, seed);
+  ASSERT_TRUE(generated) << generated.err().message;
+  auto cpu_model = synthetic_hf_decoder(config, 1, 0, seed);
+  ASSERT_TRUE(cpu_model) << cpu_model.err().message;
+  const decoder cpu(cpu_model->config.spec, std::move(cpu_model->weights));
+  const std::vector<int32_t> prompt{5, 17, 3, 9, 200, 31, 64, 7};
+  decoder_cuda_runner gpu_run(*made.decoder, 1, 16);
+  test::decoder_runner cpu_run(cpu, 1, 16);
+  const auto got = gpu_run.step(std::vector<int32_t>(prompt.size(), 0), prompt);
+  ASSERT_CUDA_OK(gpu_run.status());
+  const auto want = cpu_run.step(std::vector<int32_t>(prompt.size(), 0), prompt);
+  EXPECT_LE(relative_l2(got, want), 2e-2) << family;
+  made.decoder.reset();
+  cudaStreamDestroy(stream);
+}
+
 INSTANTIATE_TEST_SUITE_P(DenseFamilies, DecoderCudaFixtures,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
                                            "gemma3_text", "phi3"),

@@ -5,11 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "actors/model/hf_decoder_plan.hpp"
 #include "kvactor/kernels/float_convert.h"
+#include "kvactor/kernels/sampler.h"
 
 namespace kvactor::test {
 namespace {
@@ -138,6 +143,55 @@ TEST(DecoderPlan, AMismatchedCheckpointIsRefusedBeforeAnyCopy) {
   ASSERT_FALSE(plan);
   EXPECT_NE(plan.err().message.find("model.embed_tokens.weight has shape"), std::string::npos)
       << plan.err().message;
+}
+
+nlohmann::json config_json(const std::string& family) {
+  std::ifstream in(fixture_dir(family) + "/config.json");
+  return nlohmann::json::parse(in);
+}
+
+// The GPU generates --load-format synthetic weights from generated_tensor_of alone: its formula
+// must give every value the CPU's generated checkpoint holds, bit for bit.
+TEST(SyntheticWeights, TheGeneratorsFormulaGivesTheCpusValues) {
+  const uint64_t seed = 42;
+  for (const std::string family : {"llama", "qwen2", "gemma2"}) {
+    auto src = synthetic_hf_source(config_json(family), 1, 0, seed);
+    ASSERT_TRUE(src) << src.err().message;
+    for (const auto& [name, t] : src->ckpt.tensors()) {
+      const auto g = generated_tensor_of(src->config, seed, name, t->shape);
+      const auto* values = reinterpret_cast<const float*>(t->data);
+      for (int64_t i = 0; i < t->elements(); i += 7) {
+        const float want =
+            g.centre
+            + g.scale
+                  * static_cast<float>(2.0 * kernels::keyed_uniform(g.key, static_cast<uint64_t>(i))
+                                       - 1.0);
+        ASSERT_EQ(values[i], want) << family << " " << name << " element " << i;
+      }
+    }
+  }
+}
+
+// On the GPU the generated weights are planned from shapes alone: the same plan as for the
+// generated checkpoint, with no value on the host.
+TEST(SyntheticWeights, AShapesOnlyCheckpointPlansLikeTheGeneratedOne) {
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    auto shapes = synthetic_hf_shapes(config_json("phi3"), 2, rank);
+    auto full = synthetic_hf_source(config_json("phi3"), 2, rank, 7);
+    ASSERT_TRUE(shapes && full);
+    auto a = plan_device_weights(shapes->ckpt, shapes->config);
+    auto b = plan_device_weights(full->ckpt, full->config);
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      const auto &x = (*a)[i], &y = (*b)[i];
+      EXPECT_EQ(x.source->data, nullptr);
+      EXPECT_EQ(x.source->name, y.source->name);
+      EXPECT_EQ(
+          std::tie(x.target, x.layer, x.target_offset, x.row_begin, x.rows, x.col_begin, x.cols),
+          std::tie(y.target, y.layer, y.target_offset, y.row_begin, y.rows, y.col_begin, y.cols));
+    }
+  }
 }
 
 } // namespace

@@ -46,6 +46,20 @@ struct device_tensor {
   size_t bytes() const { return static_cast<size_t>(rows * cols) * element_size(type); }
 };
 
+/// A block of a generated tensor (--load-format synthetic) written on the device: rows
+/// [row_begin, +rows) x columns [col_begin, +cols) of a tensor `width` wide, element i of the
+/// whole tensor being, in float, centre + scale * float(2 * keyed_uniform(key, i) - 1) (sampler.h),
+/// bit for bit what the CPU generates; written row-major at element `target_offset` of `target`
+/// (rounded to bf16 when the target is).
+struct generated_block {
+  int64_t target_offset = 0;
+  int64_t rows = 0, cols = 0, row_begin = 0, col_begin = 0, width = 0;
+  uint64_t key = 0;
+  float scale = 0.0f, centre = 0.0f;
+};
+cuda_status fill_generated_cuda(const device_tensor& target, const generated_block& block,
+                                cudaStream_t stream);
+
 class decoder_cuda;
 
 struct decoder_cuda_created {
