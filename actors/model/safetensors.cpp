@@ -189,19 +189,13 @@ expected<checkpoint> checkpoint::open(const std::string& dir) {
 checkpoint
 checkpoint::in_memory(const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes,
                       const std::function<void(const std::string&, std::vector<float>&)>& fill) {
-  checkpoint c;
-  for (const auto& [name, shape] : shapes) {
-    tensor_ref t;
-    t.name = name;
-    t.shape = shape;
-    t.file = "(generated)";
+  checkpoint c = shapes_only(shapes); // the map's nodes, which index_ points to, stay put
+  for (auto& [name, t] : c.owned_refs_) {
     auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(t.elements()));
     fill(name, *values);
     t.data = reinterpret_cast<const std::byte*>(values->data());
-    t.bytes = values->size() * sizeof(float);
+    t.file = "(generated)";
     c.owned_.push_back(std::move(values));
-    auto [it, inserted] = c.owned_refs_.emplace(name, std::move(t));
-    c.index_[name] = &it->second;
   }
   return c;
 }
