@@ -229,12 +229,28 @@ __global__ void __launch_bounds__(skinny_warps * 32)
   }
 }
 
+// The current device's multiprocessors (asked once per thread; 132, an H100/H200's, if it cannot
+// say): the skinny kernel's grid-stride cap.
+int multiprocessors() {
+  thread_local int count = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess
+        || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess
+        || n <= 0)
+      return 132;
+    return n;
+  }();
+  return count;
+}
+
 template <int N>
 cuda_status launch_skinny(const void* w, const void* x, float* y, int32_t in, int32_t out,
                           cudaStream_t stream) {
   const int32_t chunks = in / 8;
+  // Up to 16 CTAs of 8 warps per multiprocessor: every row's warp resident at once for the
+  // weight matrices of an 8B model, a grid-stride loop beyond.
   const auto grid = static_cast<unsigned>(
-      std::min<int64_t>((out + skinny_warps - 1) / skinny_warps, int64_t{132} * 16));
+      std::min<int64_t>((out + skinny_warps - 1) / skinny_warps, int64_t{multiprocessors()} * 16));
   skinny_gemm_kernel<N><<<grid, skinny_warps * 32, 0, stream>>>(
       static_cast<const uint4*>(w), static_cast<const uint4*>(x), y, chunks, out);
   KVACTOR_CUDA_CALL(cudaGetLastError());
