@@ -247,8 +247,7 @@ template <int N>
 cuda_status launch_skinny(const void* w, const void* x, float* y, int32_t in, int32_t out,
                           cudaStream_t stream) {
   const int32_t chunks = in / 8;
-  // Up to 16 CTAs of 8 warps per multiprocessor: every row's warp resident at once for the
-  // weight matrices of an 8B model, a grid-stride loop beyond.
+  // At most 16 CTAs per multiprocessor (a warp per row); larger matrices grid-stride.
   const auto grid = static_cast<unsigned>(
       std::min<int64_t>((out + skinny_warps - 1) / skinny_warps, int64_t{multiprocessors()} * 16));
   skinny_gemm_kernel<N><<<grid, skinny_warps * 32, 0, stream>>>(
