@@ -83,12 +83,12 @@ struct load_result {
   uint64_t device_bytes = 0;
 };
 
-load_result load(const std::string& dir, int32_t max_tokens) {
+load_result load(const std::string& dir, int32_t max_tokens, bool fused) {
   const auto t = clock_type::now();
   auto src = open_hf_decoder(dir, 1, 0);
   if (!src) throw std::runtime_error(src.err().message);
   load_result r;
-  r.decoder = std::make_unique<loaded_decoder>(*src, max_tokens);
+  r.decoder = std::make_unique<loaded_decoder>(*src, max_tokens, fused);
   if (!r.decoder->error.empty()) throw std::runtime_error(r.decoder->error);
   r.seconds = seconds_since(t);
   r.device_bytes = r.decoder->decoder->weights_bytes();
@@ -237,6 +237,7 @@ struct options {
   std::string model;
   bool print_rope = false;
   bool cpu = false;
+  bool fused = false;
   std::string batches = "1,8,32,128";
   int32_t context = 512;
   int32_t replays = 20;
@@ -285,12 +286,12 @@ void run(const options& o) {
   const int32_t max_tokens = std::max(max_batch, 1024);
   evict(files);
   {
-    auto r = load(o.model, max_tokens);
+    auto r = load(o.model, max_tokens, o.fused);
     const double gbs = static_cast<double>(bytes) / 1e9 / r.seconds;
     fmt::print("load (cold): {:.2f} s, {:.2f} GB/s from disk = {:.0f}% of the cold read rate\n",
                r.seconds, gbs, 100.0 * gbs / cold);
   }
-  auto r = load(o.model, max_tokens);
+  auto r = load(o.model, max_tokens, o.fused);
   const double gbs = static_cast<double>(bytes) / 1e9 / r.seconds;
   fmt::print("load (warm): {:.2f} s, {:.2f} GB/s = {:.0f}% of the warm read rate; {:.2f} GB on "
              "the device\n",
@@ -321,6 +322,7 @@ int main(int argc, char** argv) {
   app.add_option("--batches", o.batches, "decode batch sizes, comma-separated");
   app.add_option("--context", o.context, "cached tokens per request in the decode steps");
   app.add_option("--replays", o.replays, "timed graph replays per batch (median)");
+  app.add_flag("--fused", o.fused, "single-token steps fuse the gate/up projection and activation");
   app.add_flag("--cpu", o.cpu, "compare the CPU decoder with transformers too (small models)");
   app.add_flag("--print-rope", o.print_rope, "print layer 0's RoPE frequencies as JSON and exit");
   CLI11_PARSE(app, argc, argv);

@@ -97,6 +97,20 @@ cuda_status attention_inputs(decoder_cuda::impl& s, const device_step& step, siz
   return cuda_detail::launch_qkv_prepare(a, s.opt.stream);
 }
 
+// act = the gated activation of xn's gate/up projection: one kernel for a single token when the
+// options ask, else the projection (float) and then the activation.
+cuda_status gated_mlp(decoder_cuda::impl& s, size_t l, int32_t n) {
+  const auto& w = s.at(l, T::gate_up);
+  const bool gelu = s.spec.activation == mlp_activation::gelu_tanh;
+  const auto in = static_cast<int32_t>(w.cols);
+  if (s.opt.fuse_gated_mlp && n >= 1 && n <= skinny_dispatch_tokens && in % 8 == 0)
+    return cuda_detail::launch_skinny_gated_mlp(w.data, s.xn, s.act, n, in,
+                                                s.spec.intermediate_size, gelu, s.opt.stream);
+  if (auto st = gemm(s, w, s.xn, s.gate_up, n); !st) return st;
+  return cuda_detail::launch_gated_activation(s.gate_up, n, s.spec.intermediate_size, gelu, s.act,
+                                              s.opt.stream);
+}
+
 // x += [norm_add](add); xn = norm(x, weight) when weight is given (else the residual add alone).
 cuda_status residual(decoder_cuda::impl& s, float* x, int32_t n, const float* add,
                      const float* add_weight, const float* weight) {
@@ -119,19 +133,13 @@ cuda_status finish_layer(decoder_cuda::impl& s, size_t l, int32_t n, const reduc
                          float* x, const float* next_norm) {
   const int32_t h = s.spec.hidden_size;
   const bool sandwich = s.spec.sandwich_norms;
-  const cudaStream_t stream = s.opt.stream;
   if (auto st = gemm(s, s.at(l, T::o), s.attn, s.o, n); !st) return st;
   if (auto st = reduce(all_reduce, s.o, n, h); !st) return st;
   const float* mlp_norm = s.vec(l, sandwich ? T::pre_ffn_norm : T::post_attn_norm);
   if (auto st = residual(s, x, n, s.o, sandwich ? s.vec(l, T::post_attn_norm) : nullptr, mlp_norm);
       !st)
     return st;
-  if (auto st = gemm(s, s.at(l, T::gate_up), s.xn, s.gate_up, n); !st) return st;
-  if (auto st = cuda_detail::launch_gated_activation(s.gate_up, n, s.spec.intermediate_size,
-                                                     s.spec.activation == mlp_activation::gelu_tanh,
-                                                     s.act, stream);
-      !st)
-    return st;
+  if (auto st = gated_mlp(s, l, n); !st) return st;
   if (auto st = gemm(s, s.at(l, T::down), s.act, s.o, n); !st) return st;
   if (auto st = reduce(all_reduce, s.o, n, h); !st) return st;
   return residual(s, x, n, s.o, sandwich ? s.vec(l, T::post_ffn_norm) : nullptr, next_norm);

@@ -141,21 +141,26 @@ __global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_
   }
 }
 
+// act(g) * u, act SiLU or GELU (tanh approximation), in float.
+__device__ __forceinline__ float gated(float g, float u, bool gelu_tanh) {
+  float act;
+  if (gelu_tanh) {
+    const float k = 0.7978845608028654f; // sqrt(2 / pi)
+    act = 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g)));
+  } else {
+    act = g / (1.0f + expf(-g));
+  }
+  return act * u;
+}
+
 __global__ void __launch_bounds__(threads)
     gated_activation_kernel(const float* gate_up, int64_t total, int32_t inter, bool gelu_tanh,
                             __nv_bfloat16* out) {
   for (int64_t e = blockIdx.x * int64_t{threads} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * threads) {
     const int64_t t = e / inter, i = e % inter;
-    const float g = gate_up[t * 2 * inter + i], u = gate_up[t * 2 * inter + inter + i];
-    float act;
-    if (gelu_tanh) {
-      const float k = 0.7978845608028654f; // sqrt(2 / pi)
-      act = 0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g)));
-    } else {
-      act = g / (1.0f + expf(-g));
-    }
-    out[e] = __float2bfloat16_rn(act * u);
+    out[e] = __float2bfloat16_rn(
+        gated(gate_up[t * 2 * inter + i], gate_up[t * 2 * inter + inter + i], gelu_tanh));
   }
 }
 
@@ -191,6 +196,37 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 constexpr int skinny_warps = 8;
 constexpr int skinny_unroll = 4; // 16-byte weight loads in flight per lane
 
+// One output row of the skinny GEMM for N tokens, summed over the warp (every lane gets it):
+// the one accumulation order both skinny kernels use, so fusing changes no bit.
+template <int N>
+__device__ __forceinline__ void skinny_row(const uint4* wr, const uint4* x, int32_t chunks,
+                                           int lane, float (&acc)[N]) {
+#pragma unroll
+  for (int t = 0; t < N; ++t)
+    acc[t] = 0.0f;
+  int c = lane;
+  for (; c + 32 * (skinny_unroll - 1) < chunks; c += 32 * skinny_unroll) {
+    uint4 wv[skinny_unroll];
+#pragma unroll
+    for (int u = 0; u < skinny_unroll; ++u)
+      wv[u] = load_streaming(wr + c + 32 * u);
+#pragma unroll
+    for (int u = 0; u < skinny_unroll; ++u)
+#pragma unroll
+      for (int t = 0; t < N; ++t)
+        acc[t] += dot8(wv[u], __ldg(x + int64_t{t} * chunks + c + 32 * u));
+  }
+  for (; c < chunks; c += 32) {
+    const uint4 wv = load_streaming(wr + c);
+#pragma unroll
+    for (int t = 0; t < N; ++t)
+      acc[t] += dot8(wv, __ldg(x + int64_t{t} * chunks + c));
+  }
+#pragma unroll
+  for (int t = 0; t < N; ++t)
+    acc[t] = warp_sum(acc[t]);
+}
+
 template <int N>
 __global__ void __launch_bounds__(skinny_warps * 32)
     skinny_gemm_kernel(const uint4* w, const uint4* x, float* y, int32_t chunks, int32_t out) {
@@ -198,34 +234,32 @@ __global__ void __launch_bounds__(skinny_warps * 32)
   const int64_t warp = blockIdx.x * int64_t{skinny_warps} + threadIdx.x / 32;
   const int64_t warps = int64_t{gridDim.x} * skinny_warps;
   for (int64_t row = warp; row < out; row += warps) {
-    const uint4* const wr = w + row * chunks;
     float acc[N];
-#pragma unroll
-    for (int t = 0; t < N; ++t)
-      acc[t] = 0.0f;
-    int c = lane;
-    for (; c + 32 * (skinny_unroll - 1) < chunks; c += 32 * skinny_unroll) {
-      uint4 wv[skinny_unroll];
-#pragma unroll
-      for (int u = 0; u < skinny_unroll; ++u)
-        wv[u] = load_streaming(wr + c + 32 * u);
-#pragma unroll
-      for (int u = 0; u < skinny_unroll; ++u)
-#pragma unroll
-        for (int t = 0; t < N; ++t)
-          acc[t] += dot8(wv[u], __ldg(x + int64_t{t} * chunks + c + 32 * u));
-    }
-    for (; c < chunks; c += 32) {
-      const uint4 wv = load_streaming(wr + c);
+    skinny_row<N>(w + row * chunks, x, chunks, lane, acc);
+    if (lane == 0)
 #pragma unroll
       for (int t = 0; t < N; ++t)
-        acc[t] += dot8(wv, __ldg(x + int64_t{t} * chunks + c));
-    }
+        y[int64_t{t} * out + row] = acc[t];
+  }
+}
+
+// The gate/up projection and the gated activation in one pass: a warp computes gate row i and
+// up row inter + i and writes the activation, with the unfused kernels' bits.
+template <int N>
+__global__ void __launch_bounds__(skinny_warps * 32)
+    skinny_gated_kernel(const uint4* w, const uint4* x, __nv_bfloat16* out, int32_t chunks,
+                        int32_t inter, bool gelu_tanh) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t warp = blockIdx.x * int64_t{skinny_warps} + threadIdx.x / 32;
+  const int64_t warps = int64_t{gridDim.x} * skinny_warps;
+  for (int64_t i = warp; i < inter; i += warps) {
+    float gate[N], up[N];
+    skinny_row<N>(w + i * chunks, x, chunks, lane, gate);
+    skinny_row<N>(w + (inter + i) * chunks, x, chunks, lane, up);
+    if (lane == 0)
 #pragma unroll
-    for (int t = 0; t < N; ++t) {
-      const float v = warp_sum(acc[t]);
-      if (lane == 0) y[int64_t{t} * out + row] = v;
-    }
+      for (int t = 0; t < N; ++t)
+        out[int64_t{t} * inter + i] = __float2bfloat16_rn(gated(gate[t], up[t], gelu_tanh));
   }
 }
 
@@ -243,15 +277,27 @@ int multiprocessors() {
   return count;
 }
 
+unsigned skinny_grid(int64_t rows) {
+  // At most 16 CTAs per multiprocessor (a warp per row); larger matrices grid-stride.
+  return static_cast<unsigned>(
+      std::min<int64_t>((rows + skinny_warps - 1) / skinny_warps, int64_t{multiprocessors()} * 16));
+}
+
 template <int N>
 cuda_status launch_skinny(const void* w, const void* x, float* y, int32_t in, int32_t out,
                           cudaStream_t stream) {
-  const int32_t chunks = in / 8;
-  // At most 16 CTAs per multiprocessor (a warp per row); larger matrices grid-stride.
-  const auto grid = static_cast<unsigned>(
-      std::min<int64_t>((out + skinny_warps - 1) / skinny_warps, int64_t{multiprocessors()} * 16));
-  skinny_gemm_kernel<N><<<grid, skinny_warps * 32, 0, stream>>>(
-      static_cast<const uint4*>(w), static_cast<const uint4*>(x), y, chunks, out);
+  skinny_gemm_kernel<N><<<skinny_grid(out), skinny_warps * 32, 0, stream>>>(
+      static_cast<const uint4*>(w), static_cast<const uint4*>(x), y, in / 8, out);
+  KVACTOR_CUDA_CALL(cudaGetLastError());
+  return {};
+}
+
+template <int N>
+cuda_status launch_skinny_gated(const void* w, const void* x, void* out, int32_t in, int32_t inter,
+                                bool gelu_tanh, cudaStream_t stream) {
+  skinny_gated_kernel<N><<<skinny_grid(inter), skinny_warps * 32, 0, stream>>>(
+      static_cast<const uint4*>(w), static_cast<const uint4*>(x), static_cast<__nv_bfloat16*>(out),
+      in / 8, inter, gelu_tanh);
   KVACTOR_CUDA_CALL(cudaGetLastError());
   return {};
 }
@@ -359,6 +405,20 @@ cuda_status launch_fill_generated(void* dst, bool bf16, int64_t rows, int64_t co
       dst, bf16, rows, cols, row_begin, col_begin, width, key, scale, centre);
   KVACTOR_CUDA_CALL(cudaGetLastError());
   return {};
+}
+
+cuda_status launch_skinny_gated_mlp(const void* gate_up, const void* x, void* out,
+                                    int32_t num_tokens, int32_t in, int32_t inter, bool gelu_tanh,
+                                    cudaStream_t stream) {
+  KVACTOR_CUDA_CHECK_ARG(num_tokens >= 1 && num_tokens <= skinny_max_tokens && in % 8 == 0,
+                         "skinny_gated_mlp: num_tokens ", num_tokens, " outside [1, ",
+                         skinny_max_tokens, "] or in ", in, " not a multiple of 8");
+  switch (num_tokens) {
+  case 1: return launch_skinny_gated<1>(gate_up, x, out, in, inter, gelu_tanh, stream);
+  case 2: return launch_skinny_gated<2>(gate_up, x, out, in, inter, gelu_tanh, stream);
+  case 3: return launch_skinny_gated<3>(gate_up, x, out, in, inter, gelu_tanh, stream);
+  default: return launch_skinny_gated<4>(gate_up, x, out, in, inter, gelu_tanh, stream);
+  }
 }
 
 cuda_status launch_softcap(float* logits, int64_t count, float cap, cudaStream_t stream) {

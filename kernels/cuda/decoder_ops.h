@@ -67,6 +67,14 @@ constexpr int32_t skinny_max_tokens = 4;
 cuda_status launch_skinny_gemm(const void* w, const void* x, float* y, int32_t num_tokens,
                                int32_t in, int32_t out, cudaStream_t stream);
 
+/// The MLP's first half for a few tokens in one pass: out[t, i] = bf16(act(gate_i . x_t) *
+/// (up_i . x_t)) with gate_i = gate_up row i and up_i = row inter + i, the same bits as
+/// launch_skinny_gemm followed by launch_gated_activation. REQUIRES as launch_skinny_gemm.
+///   gate_up // [2 inter, in] bf16    x // [num_tokens, in] bf16    out // [num_tokens, inter] bf16
+cuda_status launch_skinny_gated_mlp(const void* gate_up, const void* x, void* out,
+                                    int32_t num_tokens, int32_t in, int32_t inter, bool gelu_tanh,
+                                    cudaStream_t stream);
+
 /// The generated block of decoder_cuda.h's fill_generated_cuda (dst already offset).
 cuda_status launch_fill_generated(void* dst, bool bf16, int64_t rows, int64_t cols,
                                   int64_t row_begin, int64_t col_begin, int64_t width, uint64_t key,

@@ -54,7 +54,8 @@ struct loaded_decoder {
   hf_decoder_config config;
   std::string error; // non-empty when loading failed
 
-  loaded_decoder(const hf_decoder_source& src, int32_t max_tokens) : config(src.config) {
+  loaded_decoder(const hf_decoder_source& src, int32_t max_tokens, bool fuse_gated_mlp = false)
+      : config(src.config) {
     check_call(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     auto plan = plan_device_weights(src.ckpt, src.config);
     if (!plan) {
@@ -66,6 +67,7 @@ struct loaded_decoder {
     opt.stream = stream;
     opt.tied_lm_head = src.config.tie_embeddings;
     opt.tp_size = src.config.tp;
+    opt.fuse_gated_mlp = fuse_gated_mlp;
     auto made = decoder_cuda::create(src.config.spec, opt);
     if (!made.status) {
       error = made.status.message();

@@ -99,6 +99,26 @@ TEST_P(DecoderCudaFixtures, PiecewiseStepsGiveTheWholeStepsBits) {
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
 
+// Single-token steps with the gate/up projection and the activation fused in one kernel give the
+// unfused kernels' bits (the same accumulation order, the same activation).
+TEST_P(DecoderCudaFixtures, TheFusedGatedMlpGivesTheUnfusedBits) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  auto src = open_hf_decoder(fixture_dir(GetParam()), 1, 0);
+  ASSERT_TRUE(src) << src.err().message;
+  loaded_decoder plain(*src, 64), fused(*src, 64, true);
+  ASSERT_TRUE(plain.error.empty() && fused.error.empty()) << plain.error << fused.error;
+  decoder_cuda_runner a(*plain.decoder, 1, 32), b(*fused.decoder, 1, 32);
+  std::vector<float> la, lb;
+  for (int32_t token : {5, 17, 3, 9, 200, 31}) { // one token per step: the fused path
+    la = a.step({0}, {token});
+    lb = b.step({0}, {token});
+  }
+  ASSERT_CUDA_OK(a.status());
+  ASSERT_CUDA_OK(b.status());
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << GetParam();
+}
+
 // The CPU decoder runs the same bf16 weights in float: the GPU's logits must stay close at any
 // prompt length (an error that grows with the position would be a RoPE or attention bug that the
 // fixtures' short prompts cannot show).

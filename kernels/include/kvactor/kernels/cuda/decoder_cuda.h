@@ -36,6 +36,9 @@ struct decoder_cuda_options {
   size_t attention_workspace_bytes = size_t{64} << 20; // split-KV scratch, shared by the layers
   int32_t tp_size = 1;       // ranks the spec is one share of (each forward all-reduces when > 1)
   bool tied_lm_head = false; // the LM head is the embedding (no lm_head tensor)
+  // Single-token steps: the gate/up projection and the activation in one kernel (the same bits;
+  // off until the decode bench has measured it on the device).
+  bool fuse_gated_mlp = false;
 };
 
 /// Where one tensor lives: data == nullptr when the spec has none.
