@@ -4,6 +4,7 @@
 #include <fstream>
 #include <limits>
 #include <set>
+#include <stdexcept>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -228,6 +229,10 @@ uint64_t checkpoint::total_bytes() const {
 }
 
 void to_float(const tensor_ref& t, int64_t first, int64_t n, float* out) {
+  if (t.data == nullptr)
+    throw std::invalid_argument(fmt::format(
+        "tensor {}: has no values ({}): a shapes-only checkpoint is for the GPU's generator",
+        t.name, t.file));
   const size_t at = static_cast<size_t>(first) * element_size(t.dtype);
   switch (t.dtype) {
   case tensor_dtype::f32: std::memcpy(out, t.data + at, static_cast<size_t>(n) * 4); return;

@@ -82,13 +82,11 @@ expected<std::unique_ptr<step_executor>> gpu_decoder(const executor_context& c,
 }
 
 // A config.json alone, parsed.
-expected<nlohmann::json> config_json_of(const std::string& model) {
-  auto path = resolve_model_path(model);
-  if (!path) return path.err();
-  std::ifstream in(*path);
+expected<nlohmann::json> config_json_at(const std::string& path) {
+  std::ifstream in(path);
   auto config = nlohmann::json::parse(in, nullptr, false);
   if (config.is_discarded())
-    return make_error(errc::parse_error, fmt::format("{}: not valid JSON", *path));
+    return make_error(errc::parse_error, fmt::format("{}: not valid JSON", path));
   return config;
 }
 
@@ -104,7 +102,7 @@ expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c)
   }
   auto path = resolve_model_path(c.config.model);
   if (!path) return path.err();
-  auto config = config_json_of(c.config.model);
+  auto config = config_json_at(*path);
   if (!config) return config.err();
   auto src = gpu ? synthetic_hf_shapes(*config, tp, rank)
                  : synthetic_hf_source(*config, tp, rank, c.config.seed);

@@ -169,6 +169,8 @@ expected<upload_progress> generate_weights(const std::vector<weight_copy>& plan,
                                            uint64_t seed) {
   const auto start = std::chrono::steady_clock::now();
   upload_progress p;
+  // Staging is not used; its size only bounds a row, which nothing here needs.
+  if (auto total = check_plan(plan, d, SIZE_MAX); !total) return total.err();
   for (const auto& c : plan) {
     const auto target = d.tensor(c.target, static_cast<size_t>(std::max(c.layer, 0)));
     const auto g = generated_tensor_of(cfg, seed, c.source->name, c.source->shape);
@@ -176,10 +178,12 @@ expected<upload_progress> generate_weights(const std::vector<weight_copy>& plan,
         c.target_offset, c.rows,      c.cols,
         c.row_begin,     c.col_begin, c.source->shape.size() == 2 ? c.source->shape[1] : 1,
         g.key,           g.scale,     g.centre};
-    if (auto st = kernels::fill_generated_cuda(target, block, d.stream()); !st)
+    if (auto st = kernels::fill_generated_cuda(target, block, d.stream()); !st) {
+      (void)cudaStreamSynchronize(d.stream()); // nothing queued outlives the failure
       return make_error(st.code() == cudaErrorInvalidValue ? errc::invalid_argument
                                                            : errc::io_error,
                         fmt::format("generated weights: {}: {}", name_of(c), st.message()));
+    }
     p.done_bytes +=
         target.type == kernels::element_type::bf16 ? c.elements() * 2 : c.elements() * 4;
   }

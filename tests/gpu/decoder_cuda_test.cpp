@@ -271,6 +271,44 @@ TEST_P(DecoderCudaFixtures, WeightsGeneratedOnTheDeviceAreTheCpusGeneratedModel)
   cudaStreamDestroy(stream);
 }
 
+// Every device tensor the generator writes holds the bits the upload of the CPU's generated
+// checkpoint holds, on one rank and on each of two.
+TEST_P(DecoderCudaFixtures, GeneratedDeviceTensorsAreTheUploadedCpuGeneratedOnes) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  std::ifstream in(fixture_dir(GetParam()) + "/config.json");
+  const auto config = nlohmann::json::parse(in);
+  const uint64_t seed = 99;
+  for (const auto& [tp, rank] : std::vector<std::pair<int32_t, int32_t>>{{1, 0}, {2, 0}, {2, 1}}) {
+    auto host = synthetic_hf_source(config, tp, rank, seed);
+    auto shapes = synthetic_hf_shapes(config, tp, rank);
+    ASSERT_TRUE(host && shapes);
+    loaded_decoder uploaded(*host, 8);
+    ASSERT_TRUE(uploaded.error.empty()) << uploaded.error;
+    auto plan = plan_device_weights(shapes->ckpt, shapes->config);
+    ASSERT_TRUE(plan) << plan.err().message;
+    decoder_cuda_options opt;
+    opt.max_tokens = 8;
+    opt.stream = uploaded.stream;
+    opt.tp_size = tp;
+    opt.tied_lm_head = shapes->config.tie_embeddings;
+    auto made = decoder_cuda::create(shapes->config.spec, opt);
+    ASSERT_CUDA_OK(made.status);
+    auto generated = generate_weights(*plan, *made.decoder, shapes->config, seed);
+    ASSERT_TRUE(generated) << generated.err().message;
+    for (const auto& c : *plan) {
+      const auto layer = static_cast<size_t>(std::max(c.layer, 0));
+      const auto a = uploaded.decoder->tensor(c.target, layer);
+      const auto b = made.decoder->tensor(c.target, layer);
+      ASSERT_EQ(a.bytes(), b.bytes());
+      std::vector<unsigned char> ha(a.bytes()), hb(b.bytes());
+      ASSERT_EQ(cudaMemcpy(ha.data(), a.data, a.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(hb.data(), b.data, b.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(ha, hb) << GetParam() << " tp " << tp << " rank " << rank << " layer " << c.layer
+                        << " " << to_string(c.target);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(DenseFamilies, DecoderCudaFixtures,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
                                            "gemma3_text", "phi3"),
