@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,14 +48,16 @@ private:
   size_t n_ = 0;
 };
 
-/// A decoder_cuda on a stream of its own, with the checkpoint's weights uploaded.
+/// A decoder_cuda on a stream of its own, with the checkpoint's weights uploaded, or (with
+/// generated_seed, for a shapes-only source) generated on the device.
 struct loaded_decoder {
   cudaStream_t stream = nullptr;
   std::unique_ptr<decoder_cuda> decoder;
   hf_decoder_config config;
   std::string error; // non-empty when loading failed
 
-  loaded_decoder(const hf_decoder_source& src, int32_t max_tokens, bool fuse_gated_mlp = false)
+  loaded_decoder(const hf_decoder_source& src, int32_t max_tokens, bool fuse_gated_mlp = false,
+                 std::optional<uint64_t> generated_seed = std::nullopt)
       : config(src.config) {
     check_call(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     auto plan = plan_device_weights(src.ckpt, src.config);
@@ -74,7 +77,9 @@ struct loaded_decoder {
       return;
     }
     decoder = std::move(made.decoder);
-    if (auto up = upload_weights(*plan, *decoder, {}); !up) error = up.err().message;
+    auto filled = generated_seed ? generate_weights(*plan, *decoder, src.config, *generated_seed)
+                                 : upload_weights(*plan, *decoder, {});
+    if (!filled) error = filled.err().message;
   }
   ~loaded_decoder() {
     decoder.reset();

@@ -245,30 +245,18 @@ TEST_P(DecoderCudaFixtures, WeightsGeneratedOnTheDeviceAreTheCpusGeneratedModel)
   const uint64_t seed = 1234;
   auto shapes = synthetic_hf_shapes(config, 1, 0);
   ASSERT_TRUE(shapes) << shapes.err().message;
-  auto plan = plan_device_weights(shapes->ckpt, shapes->config);
-  ASSERT_TRUE(plan) << plan.err().message;
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  decoder_cuda_options opt;
-  opt.max_tokens = 64;
-  opt.stream = stream;
-  opt.tied_lm_head = shapes->config.tie_embeddings;
-  auto made = decoder_cuda::create(shapes->config.spec, opt);
-  ASSERT_CUDA_OK(made.status);
-  auto generated = generate_weights(*plan, *made.decoder, shapes->config, seed);
-  ASSERT_TRUE(generated) << generated.err().message;
+  loaded_decoder generated(*shapes, 64, false, seed);
+  ASSERT_TRUE(generated.error.empty()) << generated.error;
   auto cpu_model = synthetic_hf_decoder(config, 1, 0, seed);
   ASSERT_TRUE(cpu_model) << cpu_model.err().message;
   const decoder cpu(cpu_model->config.spec, std::move(cpu_model->weights));
   const std::vector<int32_t> prompt{5, 17, 3, 9, 200, 31, 64, 7};
-  decoder_cuda_runner gpu_run(*made.decoder, 1, 16);
+  decoder_cuda_runner gpu_run(*generated.decoder, 1, 16);
   test::decoder_runner cpu_run(cpu, 1, 16);
   const auto got = gpu_run.step(std::vector<int32_t>(prompt.size(), 0), prompt);
   ASSERT_CUDA_OK(gpu_run.status());
   const auto want = cpu_run.step(std::vector<int32_t>(prompt.size(), 0), prompt);
   EXPECT_LE(relative_l2(got, want), 2e-2) << family;
-  made.decoder.reset();
-  cudaStreamDestroy(stream);
 }
 
 // Every device tensor the generator writes holds the bits the upload of the CPU's generated
@@ -282,23 +270,15 @@ TEST_P(DecoderCudaFixtures, GeneratedDeviceTensorsAreTheUploadedCpuGeneratedOnes
     auto host = synthetic_hf_source(config, tp, rank, seed);
     auto shapes = synthetic_hf_shapes(config, tp, rank);
     ASSERT_TRUE(host && shapes);
-    loaded_decoder uploaded(*host, 8);
-    ASSERT_TRUE(uploaded.error.empty()) << uploaded.error;
+    loaded_decoder uploaded(*host, 8), generated(*shapes, 8, false, seed);
+    ASSERT_TRUE(uploaded.error.empty() && generated.error.empty())
+        << uploaded.error << generated.error;
     auto plan = plan_device_weights(shapes->ckpt, shapes->config);
     ASSERT_TRUE(plan) << plan.err().message;
-    decoder_cuda_options opt;
-    opt.max_tokens = 8;
-    opt.stream = uploaded.stream;
-    opt.tp_size = tp;
-    opt.tied_lm_head = shapes->config.tie_embeddings;
-    auto made = decoder_cuda::create(shapes->config.spec, opt);
-    ASSERT_CUDA_OK(made.status);
-    auto generated = generate_weights(*plan, *made.decoder, shapes->config, seed);
-    ASSERT_TRUE(generated) << generated.err().message;
     for (const auto& c : *plan) {
       const auto layer = static_cast<size_t>(std::max(c.layer, 0));
       const auto a = uploaded.decoder->tensor(c.target, layer);
-      const auto b = made.decoder->tensor(c.target, layer);
+      const auto b = generated.decoder->tensor(c.target, layer);
       ASSERT_EQ(a.bytes(), b.bytes());
       std::vector<unsigned char> ha(a.bytes()), hb(b.bytes());
       ASSERT_EQ(cudaMemcpy(ha.data(), a.data, a.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
