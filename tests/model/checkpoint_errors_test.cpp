@@ -13,6 +13,7 @@
 
 #include "actors/model/hf_decoder.hpp"
 #include "actors/model/safetensors.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace kvactor::test {
 namespace {
@@ -20,16 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::HasSubstr;
-
-struct temp_dir {
-  temp_dir() {
-    std::string p = (fs::temp_directory_path() / "kvactor-ckpt-XXXXXX").string();
-    path = ::mkdtemp(p.data());
-  }
-  ~temp_dir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  fs::path path;
-};
 
 // A .safetensors file with header `header` (as written) and `data_bytes` zero bytes of data.
 void write_safetensors(const std::string& path, const std::string& header, size_t data_bytes,
@@ -47,7 +38,7 @@ std::string open_error(const std::string& path) {
 }
 
 TEST(Safetensors, HostileHeadersAreRefusedNamingFileAndTensor) {
-  temp_dir d;
+  temp_dir d("kvactor-ckpt");
   const auto f = d.file("x.safetensors");
   std::ofstream(f) << "abc";
   EXPECT_THAT(open_error(f), HasSubstr("shorter than the 8-byte header length"));
@@ -76,7 +67,7 @@ TEST(Safetensors, HostileHeadersAreRefusedNamingFileAndTensor) {
 }
 
 TEST(Safetensors, ReadsEveryFloatDtypeAsFloat) {
-  temp_dir d;
+  temp_dir d("kvactor-ckpt");
   const auto f = d.file("x.safetensors");
   // 1.5 in F32, F16 (0x3e00) and BF16 (0x3fc0), little-endian.
   const std::string header = R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
@@ -215,7 +206,7 @@ void write_shard(const checkpoint& from, const std::vector<std::string>& names,
 TEST(Checkpoint, ShardsListedByTheIndexLoadAsOneCheckpoint) {
   auto whole = checkpoint::open(fixture("qwen3"));
   ASSERT_TRUE(whole) << whole.err().message;
-  temp_dir d;
+  temp_dir d("kvactor-ckpt");
   std::vector<std::string> first, second;
   json index = {{"metadata", {{"total_size", whole->total_bytes()}}},
                 {"weight_map", json::object()}};
@@ -248,7 +239,7 @@ TEST(Checkpoint, ShardsListedByTheIndexLoadAsOneCheckpoint) {
 }
 
 TEST(Checkpoint, AnIndexNamingAShardOutsideTheDirectoryIsRefused) {
-  temp_dir d;
+  temp_dir d("kvactor-ckpt");
   std::ofstream(d.file("model.safetensors.index.json"))
       << R"({"weight_map": {"w": "../../etc/passwd"}})";
   auto c = checkpoint::open(d.path.string());

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/model/tokenizer.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace kvactor::test {
 namespace {
@@ -32,19 +33,6 @@ const json& goldens() {
   }();
   return g;
 }
-
-struct temp_dir {
-  temp_dir() {
-    std::string p = (fs::temp_directory_path() / "kvactor-tok-XXXXXX").string();
-    path = ::mkdtemp(p.data());
-  }
-  ~temp_dir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(file(name)) << text;
-  }
-  fs::path path;
-};
 
 std::unique_ptr<tokenizer> load_golden(const std::string& name) {
   auto t = load_tokenizer(source(goldens()["tokenizers"][name]["dir"].get<std::string>()));
@@ -147,7 +135,7 @@ TEST(Tokenizer, ALlama3TemplateAddsBeginOfTextOnlyWithSpecialTokens) {
 }
 
 TEST(TokenizerErrors, ADirectoryWithoutTokenizerNamesTheFilesLookedFor) {
-  temp_dir d;
+  temp_dir d("kvactor-tok");
   auto t = load_tokenizer(d.path.string());
   ASSERT_FALSE(t);
   EXPECT_EQ(t.err().code, errc::io_error);
@@ -155,7 +143,7 @@ TEST(TokenizerErrors, ADirectoryWithoutTokenizerNamesTheFilesLookedFor) {
 }
 
 TEST(TokenizerErrors, MalformedJsonNamesTheFile) {
-  temp_dir d;
+  temp_dir d("kvactor-tok");
   d.write("tokenizer.json", "{\"model\": ");
   auto t = load_tokenizer(d.path.string());
   ASSERT_FALSE(t);
@@ -172,7 +160,7 @@ std::string with_change(const std::string& pointer, const json& value) {
 }
 
 std::string load_error(const std::string& tokenizer_json) {
-  temp_dir d;
+  temp_dir d("kvactor-tok");
   d.write("tokenizer.json", tokenizer_json);
   auto t = load_tokenizer(d.path.string());
   return t ? std::string("loaded") : t.err().message;
@@ -228,7 +216,7 @@ TEST(TokenizerErrors, TextThatIsNotUtf8IsRefusedWithTheByteOffset) {
 }
 
 TEST(SentencePiece, TokenizerConfigDecidesTheBosToken) {
-  temp_dir d;
+  temp_dir d("kvactor-tok");
   fs::copy_file(source("tests/data/tokenizers/spm_unigram/tokenizer.model"),
                 d.file("tokenizer.model"));
   auto with_bos = load_tokenizer(d.path.string()); // no config: the model's <s>
@@ -247,7 +235,7 @@ TEST(SentencePiece, TokenizerConfigDecidesTheBosToken) {
 }
 
 TEST(SentencePiece, AGarbageModelIsAnErrorNamingTheFile) {
-  temp_dir d;
+  temp_dir d("kvactor-tok");
   d.write("tokenizer.model", "not a protobuf at all");
   auto t = load_tokenizer(d.path.string());
   ASSERT_FALSE(t);
@@ -255,7 +243,7 @@ TEST(SentencePiece, AGarbageModelIsAnErrorNamingTheFile) {
 }
 
 TEST(SentencePiece, IsUsedWhenTokenizerJsonIsOfAKindKvactorDoesNotRead) {
-  temp_dir d;
+  temp_dir d("kvactor-tok");
   fs::copy_file(source("tests/data/tokenizers/spm_unigram/tokenizer.model"),
                 d.file("tokenizer.model"));
   d.write("tokenizer.json", with_change("/model/type", "Unigram"));

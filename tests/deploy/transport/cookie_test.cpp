@@ -1,6 +1,7 @@
 // The cluster cookie file: made on first use, private, shared by processes that start together,
 // and refused when other users could read it.
 #include "deploy/transport/cookie.hpp"
+#include "tests/support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,20 +17,10 @@ namespace kvactor {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct temp_dir {
-  temp_dir() {
-    path = fs::temp_directory_path() / fs::path("kvactor-cookie-XXXXXX");
-    std::string p = path.string();
-    EXPECT_NE(::mkdtemp(p.data()), nullptr);
-    path = p;
-  }
-  ~temp_dir() { fs::remove_all(path); }
-  fs::path path;
-};
+using test::temp_dir;
 
 TEST(ClusterCookie, IsCreatedPrivateOnFirstUseAndReadBackAfter) {
-  temp_dir d;
+  temp_dir d("kvactor-cookie");
   const auto file = (d.path / "sub" / "cookie").string();
   auto first = load_or_create_cookie(file);
   ASSERT_TRUE(first) << first.err().message;
@@ -45,7 +36,7 @@ TEST(ClusterCookie, IsCreatedPrivateOnFirstUseAndReadBackAfter) {
 }
 
 TEST(ClusterCookie, ProcessesStartingTogetherAgreeOnOneCookie) {
-  temp_dir d;
+  temp_dir d("kvactor-cookie");
   const auto file = (d.path / "cookie").string();
   std::vector<std::future<expected<std::string>>> racing;
   for (int i = 0; i < 8; ++i)
@@ -60,7 +51,7 @@ TEST(ClusterCookie, ProcessesStartingTogetherAgreeOnOneCookie) {
 }
 
 TEST(ClusterCookie, AFileOthersCanReadIsRefusedNamingItsMode) {
-  temp_dir d;
+  temp_dir d("kvactor-cookie");
   const auto file = (d.path / "cookie").string();
   std::ofstream(file) << "0123456789abcdef0123456789abcdef\n";
   ::chmod(file.c_str(), 0644);
@@ -72,7 +63,7 @@ TEST(ClusterCookie, AFileOthersCanReadIsRefusedNamingItsMode) {
 }
 
 TEST(ClusterCookie, ATooShortSecretIsRefused) {
-  temp_dir d;
+  temp_dir d("kvactor-cookie");
   const auto file = (d.path / "cookie").string();
   std::ofstream(file) << "short\n";
   ::chmod(file.c_str(), 0600);
