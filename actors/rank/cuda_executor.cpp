@@ -420,30 +420,18 @@ expected<std::unique_ptr<step_executor>>
 make_cuda_decoder_executor(const hf_decoder_config& cfg, const gpu_weight_source& weights,
                            int32_t max_tokens, std::shared_ptr<kernels::communicator> comm,
                            int32_t device) {
-  auto plan = plan_device_weights(weights.ckpt, cfg);
-  if (!plan) return plan.err();
   auto stream = open_device(device, comm.get(), cfg.tp);
   if (!stream) return stream.err();
   kernels::decoder_cuda_options opt;
   opt.max_tokens = max_tokens;
   opt.stream = *stream;
-  opt.tp_size = cfg.tp;
-  opt.tied_lm_head = cfg.tie_embeddings;
-  auto created = kernels::decoder_cuda::create(cfg.spec, opt);
-  if (!created.status) {
+  auto decoder = load_decoder_cuda(cfg, weights, opt);
+  if (!decoder) {
     cudaStreamDestroy(*stream);
-    return creation_failed(created.status);
-  }
-  auto loaded = weights.generated_seed
-                    ? generate_weights(*plan, *created.decoder, cfg, *weights.generated_seed)
-                    : upload_weights(*plan, *created.decoder, weights.upload);
-  if (!loaded) {
-    created.decoder.reset();
-    cudaStreamDestroy(*stream);
-    return loaded.err();
+    return decoder.err();
   }
   return std::unique_ptr<step_executor>(
-      std::make_unique<cuda_executor>(std::move(created.decoder), *stream, std::move(comm)));
+      std::make_unique<cuda_executor>(std::move(*decoder), *stream, std::move(comm)));
 }
 
 } // namespace kvactor

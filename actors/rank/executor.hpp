@@ -135,15 +135,6 @@ expected<std::unique_ptr<step_executor>>
 make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
                    std::shared_ptr<kernels::communicator> comm = nullptr, int32_t device = 0);
 
-/// Where the GPU decoder's weights come from: the checkpoint's values through pinned staging
-/// (upload's progress callback sees it), or, with generated_seed, values generated on the device
-/// for a shapes-only checkpoint (--load-format synthetic).
-struct gpu_weight_source {
-  const checkpoint& ckpt;
-  upload_options upload;
-  std::optional<uint64_t> generated_seed;
-};
-
 /// A real model's decoder on CUDA device `device`: this rank's slice of the weights (checked
 /// against `cfg`), then run as the GPU stack is.
 expected<std::unique_ptr<step_executor>>

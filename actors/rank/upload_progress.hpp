@@ -1,10 +1,14 @@
-// How a weight upload to the GPU goes and reports (weight_upload.hpp); CUDA-free, for callers.
+// Where the GPU decoder's weights come from and how their upload reports (weight_upload.hpp);
+// CUDA-free, for callers.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
+
+#include "actors/model/safetensors.hpp"
 
 namespace kvactor {
 
@@ -18,6 +22,15 @@ struct upload_options {
   int32_t threads = 8;                     // host threads converting into staging
   std::chrono::milliseconds interval{1000};
   std::function<void(const upload_progress&)> progress; // may be empty
+};
+
+/// Where the GPU decoder's weights come from: the checkpoint's values through pinned staging
+/// (upload's progress callback sees it), or, with generated_seed, values generated on the device
+/// for a shapes-only checkpoint (--load-format synthetic).
+struct gpu_weight_source {
+  const checkpoint& ckpt;
+  upload_options upload;
+  std::optional<uint64_t> generated_seed;
 };
 
 } // namespace kvactor

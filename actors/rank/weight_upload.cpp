@@ -194,4 +194,23 @@ expected<upload_progress> generate_weights(const std::vector<weight_copy>& plan,
   return p;
 }
 
+expected<std::unique_ptr<kernels::decoder_cuda>>
+load_decoder_cuda(const hf_decoder_config& cfg, const gpu_weight_source& weights,
+                  kernels::decoder_cuda_options options) {
+  auto plan = plan_device_weights(weights.ckpt, cfg);
+  if (!plan) return plan.err();
+  options.tp_size = cfg.tp;
+  options.tied_lm_head = cfg.tie_embeddings;
+  auto created = kernels::decoder_cuda::create(cfg.spec, options);
+  if (!created.status)
+    return make_error(created.status.code() == cudaErrorInvalidValue ? errc::unsupported
+                                                                     : errc::io_error,
+                      fmt::format("device: cuda: {}", created.status.message()));
+  auto loaded = weights.generated_seed
+                    ? generate_weights(*plan, *created.decoder, cfg, *weights.generated_seed)
+                    : upload_weights(*plan, *created.decoder, weights.upload);
+  if (!loaded) return loaded.err();
+  return std::move(created.decoder);
+}
+
 } // namespace kvactor

@@ -4,6 +4,7 @@
 // conversion and the PCIe copy overlap. Progress is reported at most every `interval`.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "actors/model/hf_decoder_plan.hpp"
@@ -25,5 +26,12 @@ expected<upload_progress> upload_weights(const std::vector<weight_copy>& plan,
 expected<upload_progress> generate_weights(const std::vector<weight_copy>& plan,
                                            kernels::decoder_cuda& decoder,
                                            const hf_decoder_config& cfg, uint64_t seed);
+
+/// A decoder_cuda for `cfg`'s rank on options.stream (which the caller owns), its weights planned
+/// from `weights.ckpt` and uploaded or generated; options' tp_size and tied_lm_head come from
+/// `cfg`. The one way a checkpoint becomes a GPU decoder (the executor, its tests and the bench).
+expected<std::unique_ptr<kernels::decoder_cuda>>
+load_decoder_cuda(const hf_decoder_config& cfg, const gpu_weight_source& weights,
+                  kernels::decoder_cuda_options options);
 
 } // namespace kvactor

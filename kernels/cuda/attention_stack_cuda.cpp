@@ -196,16 +196,6 @@ cuda_status build(attention_stack_cuda::impl& s) {
 
 } // namespace
 
-cuda_status attention_stack_cuda::impl::allocate(size_t bytes, bool weight, void** out) {
-  *out = nullptr;
-  if (bytes == 0) return {};
-  memory.reserve(memory.size() + 1); // so that the push below cannot leak a fresh allocation
-  KVACTOR_CUDA_CALL(cudaMalloc(out, bytes));
-  memory.emplace_back(*out);
-  (weight ? weights_bytes : activation_bytes) += bytes;
-  return {};
-}
-
 attention_stack_cuda::attention_stack_cuda(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 attention_stack_cuda::~attention_stack_cuda() = default;
 

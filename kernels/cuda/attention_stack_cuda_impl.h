@@ -16,7 +16,7 @@
 
 namespace kvactor::kernels {
 
-struct attention_stack_cuda::impl {
+struct attention_stack_cuda::impl : cuda_detail::device_allocations {
   struct layer {
     void* qkv = nullptr; // [q_rows + k_rows + v_rows, hidden]
     int32_t q_rows = 0, k_rows = 0, v_rows = 0;
@@ -30,9 +30,6 @@ struct attention_stack_cuda::impl {
   attention_stack_cuda_options opt;
   int32_t sample_rows = 0; // rows of one sampling pass
 
-  // Every allocation, freed (after the handle is destroyed) when the stack is.
-  std::vector<cuda_detail::device_memory> memory;
-  size_t weights_bytes = 0, activation_bytes = 0;
   cublasHandle_t blas = nullptr;
 
   std::vector<layer> layers;
@@ -60,8 +57,6 @@ struct attention_stack_cuda::impl {
 
   bool bf16() const { return opt.dtype == element_type::bf16; }
   size_t esize() const { return element_size(opt.dtype); }
-  /// cudaMalloc of `bytes` (none for 0), counted as weights or activations.
-  cuda_status allocate(size_t bytes, bool weight, void** out);
 };
 
 } // namespace kvactor::kernels

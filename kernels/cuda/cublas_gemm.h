@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "kvactor/kernels/cuda/cuda_check.h"
 #include "kvactor/kernels/kv_cache_view.h"
@@ -22,6 +23,24 @@ struct cuda_free_deleter {
   void operator()(void* p) const noexcept { (void)cudaFree(p); }
 };
 using device_memory = std::unique_ptr<void, cuda_free_deleter>;
+
+/// A GPU stack's allocations, counted as weights or activations; freed when it is destroyed (a
+/// stack's impl derives from it, so they outlive its cuBLAS handle).
+struct device_allocations {
+  std::vector<device_memory> memory;
+  size_t weights_bytes = 0, activation_bytes = 0;
+
+  /// cudaMalloc of `bytes` (none for 0), counted as weights or activations.
+  cuda_status allocate(size_t bytes, bool weight, void** out) {
+    *out = nullptr;
+    if (bytes == 0) return {};
+    memory.reserve(memory.size() + 1); // so that the push below cannot leak a fresh allocation
+    KVACTOR_CUDA_CALL(cudaMalloc(out, bytes));
+    memory.emplace_back(*out);
+    (weight ? weights_bytes : activation_bytes) += bytes;
+    return {};
+  }
+};
 
 /// y[t, o] = sum_i x[t, i] * w[o, i] on the tensor cores: x, w of element type `type` (bf16 or
 /// f16), float accumulation and output.

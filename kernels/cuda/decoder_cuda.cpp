@@ -163,16 +163,6 @@ cuda_status make_activations(decoder_cuda::impl& s) {
 
 } // namespace
 
-cuda_status decoder_cuda::impl::allocate(size_t bytes, bool weight, void** out) {
-  *out = nullptr;
-  if (bytes == 0) return {};
-  memory.reserve(memory.size() + 1); // so that the push below cannot leak a fresh allocation
-  KVACTOR_CUDA_CALL(cudaMalloc(out, bytes));
-  memory.emplace_back(*out);
-  (weight ? weights_bytes : activation_bytes) += bytes;
-  return {};
-}
-
 attention_params decoder_cuda::impl::attention(size_t layer) const {
   attention_params p;
   p.num_q_heads = spec.num_q_heads;

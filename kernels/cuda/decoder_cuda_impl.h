@@ -13,13 +13,11 @@ namespace kvactor::kernels {
 
 constexpr size_t decoder_tensor_kinds = 14;
 
-struct decoder_cuda::impl {
+struct decoder_cuda::impl : cuda_detail::device_allocations {
   decoder_spec spec;
   decoder_cuda_options opt;
   int32_t sample_rows = 0;
 
-  std::vector<cuda_detail::device_memory> memory; // freed after the handle is destroyed
-  size_t weights_bytes = 0, activation_bytes = 0;
   cublasHandle_t blas = nullptr;
 
   // Weights: the global tensors (embed, lm_head, final_norm) in `global`, the rest per layer;
@@ -59,8 +57,6 @@ struct decoder_cuda::impl {
     return static_cast<const float*>(at(layer, t).data);
   }
   attention_params attention(size_t layer) const;
-  /// cudaMalloc of `bytes` (none for 0), counted as weights or activations.
-  cuda_status allocate(size_t bytes, bool weight, void** out);
 };
 
 } // namespace kvactor::kernels

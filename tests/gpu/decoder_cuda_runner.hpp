@@ -60,26 +60,15 @@ struct loaded_decoder {
                  std::optional<uint64_t> generated_seed = std::nullopt)
       : config(src.config) {
     check_call(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    auto plan = plan_device_weights(src.ckpt, src.config);
-    if (!plan) {
-      error = plan.err().message;
-      return;
-    }
     decoder_cuda_options opt;
     opt.max_tokens = max_tokens;
     opt.stream = stream;
-    opt.tied_lm_head = src.config.tie_embeddings;
-    opt.tp_size = src.config.tp;
     opt.fuse_gated_mlp = fuse_gated_mlp;
-    auto made = decoder_cuda::create(src.config.spec, opt);
-    if (!made.status) {
-      error = made.status.message();
-      return;
-    }
-    decoder = std::move(made.decoder);
-    auto filled = generated_seed ? generate_weights(*plan, *decoder, src.config, *generated_seed)
-                                 : upload_weights(*plan, *decoder, {});
-    if (!filled) error = filled.err().message;
+    auto made = load_decoder_cuda(src.config, {src.ckpt, {}, generated_seed}, opt);
+    if (made)
+      decoder = std::move(*made);
+    else
+      error = made.err().message;
   }
   ~loaded_decoder() {
     decoder.reset();

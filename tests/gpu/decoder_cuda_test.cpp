@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -47,15 +48,22 @@ double relative_l2(const std::vector<float>& got, const std::vector<float>& want
   return got.size() == want.size() ? std::sqrt(diff / norm) : 1e9;
 }
 
+// The fixture's rank `rank` of `tp` on the GPU; its `error` says why when it could not load.
+std::unique_ptr<loaded_decoder> fixture_decoder(const std::string& family, int32_t max_tokens,
+                                                int32_t tp = 1, int32_t rank = 0,
+                                                bool fuse_gated_mlp = false) {
+  auto src = open_hf_decoder(fixture_dir(family), tp, rank);
+  if (!src) throw std::runtime_error(src.err().message);
+  return std::make_unique<loaded_decoder>(*src, max_tokens, fuse_gated_mlp);
+}
+
 class DecoderCudaFixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DecoderCudaFixtures, PromptLogitsAndFirstTokensMatchTransformers) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const auto family = GetParam();
-  auto src = open_hf_decoder(fixture_dir(family), 1, 0);
-  ASSERT_TRUE(src) << src.err().message;
-  loaded_decoder d(*src, 256);
-  ASSERT_TRUE(d.error.empty()) << d.error;
+  const auto d = fixture_decoder(family, 256);
+  ASSERT_TRUE(d->error.empty()) << d->error;
   const auto want = expected_of(family);
   const auto& prompts = want["prompts"];
   double worst = 0;
@@ -63,7 +71,7 @@ TEST_P(DecoderCudaFixtures, PromptLogitsAndFirstTokensMatchTransformers) {
   for (size_t p = 0; p < prompts.size(); ++p) {
     const auto prompt = prompts[p].get<std::vector<int32_t>>();
     const auto continuation = want["continuations"][p].get<std::vector<int32_t>>();
-    decoder_cuda_runner run(*d.decoder, 1, 128);
+    decoder_cuda_runner run(*d->decoder, 1, 128);
     std::vector<float> logits;
     const auto got = run.greedy(0, prompt, static_cast<int32_t>(continuation.size()), &logits);
     ASSERT_CUDA_OK(run.status());
@@ -85,11 +93,9 @@ TEST_P(DecoderCudaFixtures, PromptLogitsAndFirstTokensMatchTransformers) {
 TEST_P(DecoderCudaFixtures, PiecewiseStepsGiveTheWholeStepsBits) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const auto family = GetParam();
-  auto src = open_hf_decoder(fixture_dir(family), 1, 0);
-  ASSERT_TRUE(src) << src.err().message;
-  loaded_decoder d(*src, 256);
-  ASSERT_TRUE(d.error.empty()) << d.error;
-  decoder_cuda_runner whole(*d.decoder, 2, 64), pieces(*d.decoder, 2, 64);
+  const auto d = fixture_decoder(family, 256);
+  ASSERT_TRUE(d->error.empty()) << d->error;
+  decoder_cuda_runner whole(*d->decoder, 2, 64), pieces(*d->decoder, 2, 64);
   const std::vector<int32_t> seqs{0, 0, 0, 1, 1}, tokens{5, 17, 3, 9, 200};
   const auto a = whole.step(seqs, tokens, false);
   const auto b = pieces.step(seqs, tokens, true);
@@ -103,11 +109,10 @@ TEST_P(DecoderCudaFixtures, PiecewiseStepsGiveTheWholeStepsBits) {
 // unfused kernels' bits (the same accumulation order, the same activation).
 TEST_P(DecoderCudaFixtures, TheFusedGatedMlpGivesTheUnfusedBits) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
-  auto src = open_hf_decoder(fixture_dir(GetParam()), 1, 0);
-  ASSERT_TRUE(src) << src.err().message;
-  loaded_decoder plain(*src, 64), fused(*src, 64, true);
-  ASSERT_TRUE(plain.error.empty() && fused.error.empty()) << plain.error << fused.error;
-  decoder_cuda_runner a(*plain.decoder, 1, 32), b(*fused.decoder, 1, 32);
+  const auto plain = fixture_decoder(GetParam(), 64);
+  const auto fused = fixture_decoder(GetParam(), 64, 1, 0, true);
+  ASSERT_TRUE(plain->error.empty() && fused->error.empty()) << plain->error << fused->error;
+  decoder_cuda_runner a(*plain->decoder, 1, 32), b(*fused->decoder, 1, 32);
   std::vector<float> la, lb;
   for (int32_t token : {5, 17, 3, 9, 200, 31}) { // one token per step: the fused path
     la = a.step({0}, {token});
@@ -125,15 +130,13 @@ TEST_P(DecoderCudaFixtures, TheFusedGatedMlpGivesTheUnfusedBits) {
 TEST_P(DecoderCudaFixtures, LongPromptsStayCloseToTheCpuDecoder) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const auto family = GetParam();
-  auto src = open_hf_decoder(fixture_dir(family), 1, 0);
-  ASSERT_TRUE(src) << src.err().message;
-  loaded_decoder d(*src, 1024);
-  ASSERT_TRUE(d.error.empty()) << d.error;
+  const auto d = fixture_decoder(family, 1024);
+  ASSERT_TRUE(d->error.empty()) << d->error;
   auto cpu_model = load_hf_decoder(fixture_dir(family), 1, 0);
   ASSERT_TRUE(cpu_model) << cpu_model.err().message;
   const decoder cpu(cpu_model->config.spec, std::move(cpu_model->weights));
   std::mt19937 rng(5);
-  std::uniform_int_distribution<int32_t> token(3, d.config.spec.vocab_size - 1);
+  std::uniform_int_distribution<int32_t> token(3, d->config.spec.vocab_size - 1);
   std::string trend;
   for (int32_t n : {8, 64, 200, 300}) {
     std::vector<int32_t> prompt(static_cast<size_t>(n));
@@ -144,7 +147,7 @@ TEST_P(DecoderCudaFixtures, LongPromptsStayCloseToTheCpuDecoder) {
     // The whole prompt in one step, then in chunks of 16, 4 and 1 tokens (other GEMM and
     // attention kernels: one token takes the skinny GEMM), each against the CPU's.
     for (int32_t chunk : {n, 16, 4, 1}) {
-      decoder_cuda_runner gpu_run(*d.decoder, 1, n + 1);
+      decoder_cuda_runner gpu_run(*d->decoder, 1, n + 1);
       std::vector<float> got;
       for (int32_t at = 0; at < n; at += chunk) {
         const std::vector<int32_t> part(prompt.begin() + at,
@@ -197,19 +200,15 @@ private:
 TEST_P(DecoderCudaFixtures, TwoRanksOfTensorParallelismGiveOneRanksLogits) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const auto family = GetParam();
-  auto whole = open_hf_decoder(fixture_dir(family), 1, 0);
-  ASSERT_TRUE(whole) << whole.err().message;
-  loaded_decoder one(*whole, 256);
-  ASSERT_TRUE(one.error.empty()) << one.error;
+  const auto one = fixture_decoder(family, 256);
+  ASSERT_TRUE(one->error.empty()) << one->error;
   std::vector<std::unique_ptr<loaded_decoder>> ranks;
   for (int32_t r = 0; r < 2; ++r) {
-    auto src = open_hf_decoder(fixture_dir(family), 2, r);
-    ASSERT_TRUE(src) << src.err().message;
-    ranks.push_back(std::make_unique<loaded_decoder>(*src, 256));
+    ranks.push_back(fixture_decoder(family, 256, 2, r));
     ASSERT_TRUE(ranks.back()->error.empty()) << ranks.back()->error;
   }
   const std::vector<int32_t> prompt{5, 17, 3, 9, 200, 31, 64, 7, 120, 11, 250, 42};
-  decoder_cuda_runner single(*one.decoder, 1, 64);
+  decoder_cuda_runner single(*one->decoder, 1, 64);
   const auto want = single.step(std::vector<int32_t>(prompt.size(), 0), prompt);
   ASSERT_CUDA_OK(single.status());
   host_all_reduce reducer;
