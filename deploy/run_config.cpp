@@ -1,7 +1,6 @@
 #include "deploy/run_config.hpp"
 
 #include <algorithm>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -45,11 +44,9 @@ expected<int64_t> executor_gpu_bytes(const run_flags& f, const run_options& o,
   }
   auto path = dir ? expected<std::string>(*dir + "/config.json") : resolve_model_path(o.model);
   if (!path) return path.err();
-  std::ifstream in(*path);
-  const auto config = nlohmann::json::parse(in, nullptr, false);
-  if (config.is_discarded())
-    return make_error(errc::parse_error, fmt::format("{}: not valid JSON", *path));
-  auto cfg = read_decoder_config(config, f.plan.tensor_parallel_size, 0);
+  auto config = read_config_json(*path);
+  if (!config) return config.err();
+  auto cfg = read_decoder_config(*config, f.plan.tensor_parallel_size, 0);
   if (!cfg) return make_error(cfg.err().code, fmt::format("{}: {}", *path, cfg.err().message));
   return decoder_gpu_bytes(*cfg, f.plan.max_num_batched_tokens);
 }

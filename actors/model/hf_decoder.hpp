@@ -35,6 +35,9 @@ struct hf_decoder_config {
 /// A config's eos_token_id (an id or a list) as ids; empty when it names none.
 std::vector<int32_t> eos_token_ids_of(const nlohmann::json& config);
 
+/// A config.json, parsed; errors name the file (cannot open, not valid JSON).
+expected<nlohmann::json> read_config_json(const std::string& path);
+
 /// The end-of-sequence ids of a model directory: generation_config.json's eos_token_id when it
 /// has one, else config.json's.
 std::vector<int32_t> model_eos_token_ids(const std::string& dir);

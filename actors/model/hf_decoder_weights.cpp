@@ -257,14 +257,20 @@ expected<hf_decoder_model> synthetic_hf_decoder(const nlohmann::json& config, in
   return hf_decoder_model{std::move(src->config), std::move(*weights)};
 }
 
-expected<hf_decoder_source> open_hf_decoder(const std::string& dir, int32_t tp, int32_t rank) {
-  const auto path = dir + "/config.json";
+expected<nlohmann::json> read_config_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) return make_error(errc::io_error, fmt::format("{}: cannot open", path));
-  const auto config = nlohmann::json::parse(in, nullptr, false);
+  auto config = nlohmann::json::parse(in, nullptr, false);
   if (config.is_discarded())
     return make_error(errc::parse_error, fmt::format("{}: not valid JSON", path));
-  auto cfg = read_decoder_config(config, tp, rank);
+  return config;
+}
+
+expected<hf_decoder_source> open_hf_decoder(const std::string& dir, int32_t tp, int32_t rank) {
+  const auto path = dir + "/config.json";
+  auto config = read_config_json(path);
+  if (!config) return config.err();
+  auto cfg = read_decoder_config(*config, tp, rank);
   if (!cfg) return make_error(cfg.err().code, fmt::format("{}: {}", path, cfg.err().message));
   auto ck = checkpoint::open(dir);
   if (!ck) return ck.err();

@@ -1,6 +1,5 @@
 // The executors every rank can run: the CPU reference stack, the GPU stack and the bare step
 // protocol. Registered here, and nowhere else.
-#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -81,15 +80,6 @@ expected<std::unique_ptr<step_executor>> gpu_decoder(const executor_context& c,
                                     c.config.max_num_batched_tokens, tp ? c.comm : nullptr, c.gpu);
 }
 
-// A config.json alone, parsed.
-expected<nlohmann::json> config_json_at(const std::string& path) {
-  std::ifstream in(path);
-  auto config = nlohmann::json::parse(in, nullptr, false);
-  if (config.is_discarded())
-    return make_error(errc::parse_error, fmt::format("{}: not valid JSON", path));
-  return config;
-}
-
 // The whole decoder on the rank's device: a checkpoint's weights, or generated ones for a
 // config alone (on the GPU generated there, never held on the host).
 expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c) {
@@ -102,7 +92,7 @@ expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c)
   }
   auto path = resolve_model_path(c.config.model);
   if (!path) return path.err();
-  auto config = config_json_at(*path);
+  auto config = read_config_json(*path);
   if (!config) return config.err();
   auto src = gpu ? synthetic_hf_shapes(*config, tp, rank)
                  : synthetic_hf_source(*config, tp, rank, c.config.seed);
