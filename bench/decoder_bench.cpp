@@ -104,10 +104,37 @@ double relative_l2(const std::vector<float>& got, const std::vector<float>& want
   return std::sqrt(diff / norm);
 }
 
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n])
+    ++n;
+  return n;
+}
+
+// How often one greedy answer agrees with another, over the prompts.
+struct agreement {
+  size_t first = 0, whole = 0, prompts = 0;
+  double worst_l2 = 0;
+  void add(const std::vector<int32_t>& a, const std::vector<int32_t>& b, double l2) {
+    first += !a.empty() && !b.empty() && a[0] == b[0] ? 1 : 0;
+    whole += a == b ? 1 : 0;
+    ++prompts;
+    worst_l2 = std::max(worst_l2, l2);
+  }
+  std::string text() const {
+    return fmt::format("worst logits relative L2 {:.4f}, first tokens identical {}/{}, identical "
+                       "continuations {}/{}",
+                       worst_l2, first, prompts, whole, prompts);
+  }
+};
+
+// kvactor's answers against transformers' in bf16 and, where the script recorded them, against
+// transformers' from the same weights in float32 (the exact answer), beside the distance of
+// transformers' own bf16 answers from that exact one: the floor any bf16 implementation meets.
 void compare(kernels::decoder_cuda& d, const nlohmann::json& want) {
   const auto& prompts = want["prompts"];
-  size_t identical = 0, first_equal = 0;
-  double worst = 0;
+  const bool exact = want.contains("continuations_fp32");
+  agreement to_bf16, to_fp32, floor;
   for (size_t p = 0; p < prompts.size(); ++p) {
     const auto prompt = prompts[p].get<std::vector<int32_t>>();
     const auto cont = want["continuations"][p].get<std::vector<int32_t>>();
@@ -117,25 +144,25 @@ void compare(kernels::decoder_cuda& d, const nlohmann::json& want) {
     const auto got = run.greedy(0, prompt, static_cast<int32_t>(cont.size()), &logits);
     if (!run.status()) throw std::runtime_error(run.status().message());
     const auto bf16_ref = want["last_logits"][p].get<std::vector<float>>();
-    const double l2 = relative_l2(logits, bf16_ref);
-    worst = std::max(worst, l2);
-    std::string exact;
-    if (want.contains("last_logits_fp32")) {
-      const auto fp32_ref = want["last_logits_fp32"][p].get<std::vector<float>>();
-      exact = fmt::format(" (to transformers in float32 {:.4f}; transformers' bf16 to its float32 "
-                          "{:.4f})",
-                          relative_l2(logits, fp32_ref), relative_l2(bf16_ref, fp32_ref));
-    }
-    size_t same = 0;
-    while (same < got.size() && got[same] == cont[same])
-      ++same;
-    first_equal += !got.empty() && got[0] == cont[0] ? 1 : 0;
-    identical += got == cont ? 1 : 0;
-    fmt::print("compare: prompt {} ({} tokens): logits relative L2 {:.4f}{}, first token {}, "
-               "{} of {} tokens before the first divergence (transformers' smallest greedy "
-               "margin {:.2g})\n",
-               p, prompt.size(), l2, exact, got[0] == cont[0] ? "identical" : "DIFFERENT", same,
-               cont.size(), want["min_margin"][p].get<double>());
+    to_bf16.add(got, cont, relative_l2(logits, bf16_ref));
+    fmt::print("compare: prompt {} ({} tokens) to transformers bf16: logits relative L2 {:.4f}, "
+               "first token {}, {} of {} tokens before the first divergence (its top-2 margin "
+               "{:.2g} at the first token, {:.2g} at the smallest)\n",
+               p, prompt.size(), relative_l2(logits, bf16_ref),
+               got[0] == cont[0] ? "identical" : "DIFFERENT", common_prefix(got, cont), cont.size(),
+               want.contains("first_margin") ? want["first_margin"][p].get<double>() : NAN,
+               want["min_margin"][p].get<double>());
+    if (!exact) continue;
+    const auto fp32_ref = want["last_logits_fp32"][p].get<std::vector<float>>();
+    const auto fp32_cont = want["continuations_fp32"][p].get<std::vector<int32_t>>();
+    to_fp32.add(got, fp32_cont, relative_l2(logits, fp32_ref));
+    floor.add(cont, fp32_cont, relative_l2(bf16_ref, fp32_ref));
+    fmt::print("compare: prompt {} to transformers float32: kvactor bf16 {:.4f} relative L2, "
+               "first token {}, {} tokens before the first divergence; transformers bf16 {:.4f}, "
+               "first token {}, {} tokens\n",
+               p, relative_l2(logits, fp32_ref), got[0] == fp32_cont[0] ? "identical" : "DIFFERENT",
+               common_prefix(got, fp32_cont), relative_l2(bf16_ref, fp32_ref),
+               cont[0] == fp32_cont[0] ? "identical" : "DIFFERENT", common_prefix(cont, fp32_cont));
   }
   // The longest prompt again in chunks (other GEMM and attention kernels): a diagnosis of where
   // an error comes from.
@@ -155,10 +182,10 @@ void compare(kernels::decoder_cuda& d, const nlohmann::json& want) {
                  relative_l2(logits, ref));
     }
   }
-  fmt::print("compare: worst logits relative L2 {:.4f}; first tokens identical {}/{}; identical "
-             "{}-token continuations {}/{}\n",
-             worst, first_equal, prompts.size(), want["continuations"][0].size(), identical,
-             prompts.size());
+  fmt::print("compare: kvactor to transformers bf16: {}\n", to_bf16.text());
+  if (!exact) return;
+  fmt::print("compare: kvactor to transformers float32: {}\n", to_fp32.text());
+  fmt::print("compare: transformers bf16 to its float32 (the bf16 floor): {}\n", floor.text());
 }
 
 // One decode step of `batch` requests with `context` cached tokens each, as a CUDA graph, timed.
@@ -205,10 +232,16 @@ void time_decode(kernels::decoder_cuda& d, int32_t batch, int32_t context, int32
   auto must = [](const kernels::cuda_status& st) {
     if (!st) throw std::runtime_error(st.message());
   };
-  graph_exec g(d.stream(), [&] {
+  auto decode_step = [&] {
     must(d.forward(step, views, {}, hidden.get()));
     must(d.greedy_async(hidden.get(), d_rows.get(), batch, d_tokens.get()));
-  });
+  };
+  if (replays == 0) { // --profile: one eager step, its kernels for ncu
+    decode_step();
+    check_cuda(cudaStreamSynchronize(d.stream()), "cudaStreamSynchronize");
+    return;
+  }
+  graph_exec g(d.stream(), decode_step);
   const timing t = summarize(time_graph_replays(g.get(), d.stream(), flush, 3, replays));
   // Bytes the step must read: every weight but the embedding rows it gathers (the LM head is
   // the embedding when tied), and each request's K and V of every layer.
@@ -238,25 +271,37 @@ struct options {
   bool print_rope = false;
   bool cpu = false;
   bool fused = false;
+  bool profile = false;
   std::string batches = "1,8,32,128";
   int32_t context = 512;
   int32_t replays = 20;
 };
 
-// The CPU decoder (float) on the same prompts, against transformers' float32 logits.
+// The CPU decoder (float, the reference) on the same prompts, against transformers' float32
+// answers: at this scale too, kvactor's model is transformers' model, up to float rounding.
 void compare_cpu(const std::string& dir, const nlohmann::json& want) {
+  if (!want.contains("last_logits_fp32")) return;
+  const auto t0 = clock_type::now();
   auto m = load_hf_decoder(dir, 1, 0);
   if (!m) throw std::runtime_error(m.err().message);
   const kernels::decoder cpu(m->config.spec, std::move(m->weights));
+  fmt::print("compare (CPU decoder): loaded in float in {:.1f} s\n", seconds_since(t0));
+  // One OpenBLAS thread reads the 8B's 32 GB of float weights per step: seconds a token.
+  constexpr int32_t tokens = 4;
   for (size_t p = 0; p < want["prompts"].size(); ++p) {
     const auto prompt = want["prompts"][p].get<std::vector<int32_t>>();
-    if (prompt.size() > 160) continue; // the CPU's float GEMMs would take minutes
-    test::decoder_runner run(cpu, 1, static_cast<int32_t>(prompt.size() + 1));
-    const auto logits = run.step(std::vector<int32_t>(prompt.size(), 0), prompt);
+    if (prompt.size() > 40) continue;
+    const auto t = clock_type::now();
+    test::decoder_runner run(cpu, 1, static_cast<int32_t>(prompt.size()) + tokens);
+    std::vector<float> logits;
+    const auto got = run.greedy(0, prompt, tokens, &logits);
+    auto exact = want["continuations_fp32"][p].get<std::vector<int32_t>>();
+    exact.resize(std::min<size_t>(exact.size(), tokens));
     fmt::print("compare (CPU decoder): prompt {} ({} tokens): relative L2 to transformers in "
-               "float32 {:.5f}\n",
+               "float32 {:.2e}, {} of {} greedy tokens before the first divergence ({:.1f} s)\n",
                p, prompt.size(),
-               relative_l2(logits, want["last_logits_fp32"][p].get<std::vector<float>>()));
+               relative_l2(logits, want["last_logits_fp32"][p].get<std::vector<float>>()),
+               common_prefix(got, exact), exact.size(), seconds_since(t));
   }
 }
 
@@ -270,8 +315,23 @@ void print_rope(const std::string& dir) {
   fmt::print("{}\n", nlohmann::json(kernels::rope_inverse_frequencies(l0.rope, rot)).dump());
 }
 
+// One eager decode step at each batch size after a warm load, nothing else: the launches
+// `ncu` profiles.
+void profile_steps(const options& o, const std::vector<int32_t>& batches, int32_t max_tokens) {
+  auto r = load(o.model, max_tokens, o.fused);
+  l2_flusher flush(size_t{1} << 20, flush_mode::write);
+  for (int32_t b : batches)
+    time_decode(*r.decoder->decoder, b, o.context, 0, 1.0, nullptr, flush);
+}
+
 void run(const options& o) {
   if (o.print_rope) return print_rope(o.model);
+  int32_t max_batch = 1;
+  std::vector<int32_t> batches;
+  for (const auto& b : CLI::detail::split(o.batches, ','))
+    batches.push_back(std::stoi(b)), max_batch = std::max(max_batch, batches.back());
+  const int32_t max_tokens = std::max(max_batch, 1024);
+  if (o.profile) return profile_steps(o, batches, max_tokens);
   const auto files = safetensors_files(o.model);
   uint64_t bytes = 0;
   evict(files);
@@ -279,11 +339,6 @@ void run(const options& o) {
   const double warm = read_rate(files, bytes);
   fmt::print("disk: {} files, {:.2f} GB: cold read {:.2f} GB/s, warm (page cache) {:.2f} GB/s\n",
              files.size(), static_cast<double>(bytes) / 1e9, cold, warm);
-  int32_t max_batch = 1;
-  std::vector<int32_t> batches;
-  for (const auto& b : CLI::detail::split(o.batches, ','))
-    batches.push_back(std::stoi(b)), max_batch = std::max(max_batch, batches.back());
-  const int32_t max_tokens = std::max(max_batch, 1024);
   evict(files);
   {
     auto r = load(o.model, max_tokens, o.fused);
@@ -323,6 +378,8 @@ int main(int argc, char** argv) {
   app.add_option("--context", o.context, "cached tokens per request in the decode steps");
   app.add_option("--replays", o.replays, "timed graph replays per batch (median)");
   app.add_flag("--fused", o.fused, "single-token steps fuse the gate/up projection and activation");
+  app.add_flag("--profile", o.profile,
+               "load, then one eager decode step per batch size and exit (run under ncu)");
   app.add_flag("--cpu", o.cpu, "compare the CPU decoder with transformers too (small models)");
   app.add_flag("--print-rope", o.print_rope, "print layer 0's RoPE frequencies as JSON and exit");
   CLI11_PARSE(app, argc, argv);

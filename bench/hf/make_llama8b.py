@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """A Llama-3.1-8B-architecture model initialised at random by transformers, in bf16, saved with
-save_pretrained, and transformers' own answers for it: the greedy continuation (64 tokens) and
-the last-position logits of a few prompts (in bf16, and from the same weights in float32), and
+save_pretrained, and transformers' own answers for it: the greedy continuation (64 tokens), the
+last-position logits and the top-2 margins of a few prompts (in bf16, and again from the same
+weights in float32), and
 the eager decode-step time of transformers itself
 at several batch sizes (the peer measured in the same run). Runs on the H200 machine:
 
     python3 bench/hf/make_llama8b.py OUT_DIR [--steps-only]
 
 OUT_DIR receives config.json, generation_config.json, the safetensors shards and expected.json
-(prompts, continuations, last_logits, min_margin, transformers' decode timings).
+(prompts; continuations, last_logits, min_margin, first_margin and the same with _fp32;
+transformers' decode timings).
 """
 import argparse
 import json
@@ -47,7 +49,7 @@ def greedy(model, prompt):
     logits = out.logits[0, -1].float()
     first = logits.clone()
     top2 = torch.topk(logits, 2).values
-    margin = float(top2[0] - top2[1])
+    first_margin = margin = float(top2[0] - top2[1])
     tokens = []
     for _ in range(NEW_TOKENS):
         nxt = int(torch.argmax(logits))
@@ -57,7 +59,7 @@ def greedy(model, prompt):
         logits = out.logits[0, -1].float()
         top2 = torch.topk(logits, 2).values
         margin = min(margin, float(top2[0] - top2[1]))
-    return tokens, first.cpu().tolist(), margin
+    return tokens, first.cpu().tolist(), margin, first_margin
 
 
 @torch.no_grad()
@@ -78,6 +80,19 @@ def decode_step_ms(model, batch, context):
         cache.crop(context)  # the same step again
     times = sorted(times[2:])
     return times[len(times) // 2]
+
+
+def record_greedy(model, record, suffix):
+    """Each prompt's greedy continuation, last-position logits and top-2 margins, under keys
+    ending in `suffix`."""
+    for key in ("continuations", "last_logits", "min_margin", "first_margin"):
+        record[key + suffix] = []
+    for p in record["prompts"]:
+        tokens, logits, margin, first_margin = greedy(model, p)
+        record["continuations" + suffix].append(tokens)
+        record["last_logits" + suffix].append(logits)
+        record["min_margin" + suffix].append(margin)
+        record["first_margin" + suffix].append(first_margin)
 
 
 def main():
@@ -120,20 +135,15 @@ def main():
     print(f"initialised in {t1 - t0:.1f} s, saved in {t2 - t1:.1f} s; RoPE frequencies in "
           f"{model.model.rotary_emb.inv_freq.dtype}", flush=True)
     record = dict(transformers=transformers.__version__, torch=torch.__version__,
-                  prompts=prompts(), continuations=[], last_logits=[], min_margin=[])
-    for p in record["prompts"]:
-        tokens, logits, margin = greedy(model, p)
-        record["continuations"].append(tokens)
-        record["last_logits"].append(logits)
-        record["min_margin"].append(margin)
+                  prompts=prompts())
+    record_greedy(model, record, "")
     print(f"references in {time.time() - t2:.1f} s", flush=True)
-    # The same weights in float32: how far transformers' own bf16 logits are from exact ones
+    # The same weights in float32: how far transformers' own bf16 answers are from exact ones
     # (the noise floor any bf16 implementation is measured against).
     model.float()
-    with torch.no_grad():
-        record["last_logits_fp32"] = [
-            model(torch.tensor([p], device="cuda")).logits[0, -1].float().cpu().tolist()
-            for p in record["prompts"]]
+    t3 = time.time()
+    record_greedy(model, record, "_fp32")
+    print(f"float32 references in {time.time() - t3:.1f} s", flush=True)
     for p in model.parameters():
         p.data = p.data.to(torch.bfloat16)
     torch.cuda.empty_cache()

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "decoder_ops.h"
+#include "device_utils.cuh"
 
 namespace kvactor::kernels::cuda_detail {
 namespace {
@@ -17,7 +18,9 @@ namespace {
 constexpr int threads = 256;
 constexpr int warps = threads / 32;
 
-// Sum over the CTA; every thread gets the result. `scratch`: [warps] shared floats.
+// Sum over a CTA of Threads threads; every thread gets the result. `scratch`: [Threads / 32]
+// shared floats.
+template <int Threads = threads>
 __device__ __forceinline__ float cta_sum(float x, float* scratch) {
   for (int off = 16; off > 0; off /= 2)
     x += __shfl_xor_sync(0xffffffffu, x, off);
@@ -26,7 +29,8 @@ __device__ __forceinline__ float cta_sum(float x, float* scratch) {
   if (lane == 0) scratch[warp] = x;
   __syncthreads();
   float total = 0.0f;
-  for (int w = 0; w < warps; ++w)
+#pragma unroll
+  for (int w = 0; w < Threads / 32; ++w)
     total += scratch[w];
   return total;
 }
@@ -52,7 +56,9 @@ __global__ void __launch_bounds__(threads)
     hidden[t * dim + c] = known ? __bfloat162float(row[c]) * scale : 0.0f;
 }
 
+// Any dimension: a strided loop over the row (the vectorised kernel below takes the rest).
 __global__ void __launch_bounds__(threads) residual_norm_kernel(const residual_norm_args a) {
+  pdl_launch_dependents(); // the next projection may load its weights meanwhile
   __shared__ float scratch[warps];
   const int64_t r = blockIdx.x;
   float* const x = a.x + (a.rows != nullptr ? int64_t{a.rows[r]} : r) * a.dim;
@@ -81,6 +87,82 @@ __global__ void __launch_bounds__(threads) residual_norm_kernel(const residual_n
   __nv_bfloat16* const out = static_cast<__nv_bfloat16*>(a.out) + r * a.dim;
   for (int32_t c = first; c < a.dim; c += threads)
     out[c] = __float2bfloat16_rn(x[c] * inv * norm_weight(a.weight, c, a.one_plus));
+}
+
+// A row per CTA, held in registers as V float4 per thread: each element is read once, with
+// every load of the row in flight together (the strided loop waits on a load per element
+// group, the whole step's longest chain of latencies at batch 1).
+constexpr int norm_threads = 512;
+constexpr int norm_max_vec = 8; // float4 per thread: dims up to 16384
+
+__device__ __forceinline__ float4 norm_weight4(const float* w, int c4, bool one_plus) {
+  float4 v = reinterpret_cast<const float4*>(w)[c4];
+  if (one_plus) v = make_float4(1.0f + v.x, 1.0f + v.y, 1.0f + v.z, 1.0f + v.w);
+  return v;
+}
+
+__device__ __forceinline__ float sum_sq(const float4& v) {
+  return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+}
+
+template <int V>
+__global__ void __launch_bounds__(norm_threads)
+    residual_norm_vec_kernel(const residual_norm_args a) {
+  pdl_launch_dependents(); // the next projection may load its weights meanwhile
+  __shared__ float scratch[norm_threads / 32];
+  const int64_t r = blockIdx.x;
+  const int n4 = a.dim / 4, tid = static_cast<int>(threadIdx.x);
+  float4* const x =
+      reinterpret_cast<float4*>(a.x + (a.rows != nullptr ? int64_t{a.rows[r]} : r) * a.dim);
+  float4 v[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int c = tid + j * norm_threads;
+    v[j] = c < n4 ? x[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  if (a.add != nullptr) {
+    const float4* const add = reinterpret_cast<const float4*>(a.add + r * a.dim);
+    float4 d[V];
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int c = tid + j * norm_threads;
+      d[j] = c < n4 ? add[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      s += sum_sq(d[j]);
+    }
+    float add_inv = 1.0f;
+    if (a.add_weight != nullptr)
+      add_inv = rsqrtf(cta_sum<norm_threads>(s, scratch) / static_cast<float>(a.dim) + a.eps);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int c = tid + j * norm_threads;
+      if (c >= n4) continue;
+      if (a.add_weight != nullptr) {
+        const float4 w = norm_weight4(a.add_weight, c, a.one_plus);
+        d[j] = make_float4(d[j].x * add_inv * w.x, d[j].y * add_inv * w.y, d[j].z * add_inv * w.z,
+                           d[j].w * add_inv * w.w);
+      }
+      v[j] = make_float4(v[j].x + d[j].x, v[j].y + d[j].y, v[j].z + d[j].z, v[j].w + d[j].w);
+      x[c] = v[j];
+    }
+  }
+  if (a.out == nullptr) return;
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    s += sum_sq(v[j]);
+  const float inv = rsqrtf(cta_sum<norm_threads>(s, scratch) / static_cast<float>(a.dim) + a.eps);
+  uint2* const out = reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(a.out) + r * a.dim);
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const int c = tid + j * norm_threads;
+    if (c >= n4) continue;
+    const float4 w = norm_weight4(a.weight, c, a.one_plus);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v[j].x * inv * w.x, v[j].y * inv * w.y);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(v[j].z * inv * w.z, v[j].w * inv * w.w);
+    out[c] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
+                        *reinterpret_cast<const uint32_t*>(&hi));
+  }
 }
 
 // A CTA per (token, group of prep_warps heads), a warp per head (grid-striding over the groups
@@ -160,6 +242,7 @@ __device__ __forceinline__ float gated(float g, float u, bool gelu_tanh) {
 __global__ void __launch_bounds__(threads)
     gated_activation_kernel(const float* gate_up, int64_t total, int32_t inter, bool gelu_tanh,
                             __nv_bfloat16* out) {
+  pdl_launch_dependents(); // the down projection may load its weights meanwhile
   for (int64_t e = blockIdx.x * int64_t{threads} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * threads) {
     const int64_t t = e / inter, i = e % inter;
@@ -200,20 +283,35 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 constexpr int skinny_warps = 8;
 constexpr int skinny_unroll = 4; // 16-byte weight loads in flight per lane
 
-// One output row of the skinny GEMM for N tokens, summed over the warp (every lane gets it):
-// the one accumulation order both skinny kernels use, so fusing changes no bit.
+// The first skinny_unroll chunks a lane reads of a weight row (nothing when the row is shorter
+// than one unrolled step). They do not depend on the kernel before the projection, so the
+// kernels below load them before waiting for it (programmatic dependent launch): the weight
+// stream starts while that kernel (a norm, the attention) is still running.
+__device__ __forceinline__ void skinny_head(const uint4* wr, int32_t chunks, int lane,
+                                            uint4 (&wv)[skinny_unroll]) {
+  if (chunks < 32 * skinny_unroll) return;
+#pragma unroll
+  for (int u = 0; u < skinny_unroll; ++u)
+    wv[u] = load_streaming(wr + lane + 32 * u);
+}
+
+// One output row of the skinny GEMM for N tokens, summed over the warp (every lane gets it),
+// starting from the chunks skinny_head loaded into wv: the one accumulation order both skinny
+// kernels use, so fusing changes no bit.
 template <int N>
 __device__ __forceinline__ void skinny_row(const uint4* wr, const uint4* x, int32_t chunks,
-                                           int lane, float (&acc)[N]) {
+                                           int lane, uint4 (&wv)[skinny_unroll], float (&acc)[N]) {
 #pragma unroll
   for (int t = 0; t < N; ++t)
     acc[t] = 0.0f;
   int c = lane;
-  for (; c + 32 * (skinny_unroll - 1) < chunks; c += 32 * skinny_unroll) {
-    uint4 wv[skinny_unroll];
+  for (bool loaded = true; c + 32 * (skinny_unroll - 1) < chunks; c += 32 * skinny_unroll) {
+    if (!loaded) {
 #pragma unroll
-    for (int u = 0; u < skinny_unroll; ++u)
-      wv[u] = load_streaming(wr + c + 32 * u);
+      for (int u = 0; u < skinny_unroll; ++u)
+        wv[u] = load_streaming(wr + c + 32 * u);
+    }
+    loaded = false;
 #pragma unroll
     for (int u = 0; u < skinny_unroll; ++u)
 #pragma unroll
@@ -221,25 +319,31 @@ __device__ __forceinline__ void skinny_row(const uint4* wr, const uint4* x, int3
         acc[t] += dot8(wv[u], __ldg(x + int64_t{t} * chunks + c + 32 * u));
   }
   for (; c < chunks; c += 32) {
-    const uint4 wv = load_streaming(wr + c);
+    const uint4 w1 = load_streaming(wr + c);
 #pragma unroll
     for (int t = 0; t < N; ++t)
-      acc[t] += dot8(wv, __ldg(x + int64_t{t} * chunks + c));
+      acc[t] += dot8(w1, __ldg(x + int64_t{t} * chunks + c));
   }
 #pragma unroll
   for (int t = 0; t < N; ++t)
     acc[t] = warp_sum(acc[t]);
 }
 
+// y[t, row] = sum_c w[row, c] x[t, c] for N tokens: a warp per output row, 16-byte streaming
+// loads of the weights (each read once), x from the cache.
 template <int N>
 __global__ void __launch_bounds__(skinny_warps * 32)
     skinny_gemm_kernel(const uint4* w, const uint4* x, float* y, int32_t chunks, int32_t out) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t warp = blockIdx.x * int64_t{skinny_warps} + threadIdx.x / 32;
   const int64_t warps = int64_t{gridDim.x} * skinny_warps;
+  uint4 wv[skinny_unroll];
+  if (warp < out) skinny_head(w + warp * chunks, chunks, lane, wv);
+  pdl_wait_for_predecessor(); // x is its output; it may still read what y overwrites
   for (int64_t row = warp; row < out; row += warps) {
+    if (row != warp) skinny_head(w + row * chunks, chunks, lane, wv);
     float acc[N];
-    skinny_row<N>(w + row * chunks, x, chunks, lane, acc);
+    skinny_row<N>(w + row * chunks, x, chunks, lane, wv, acc);
     if (lane == 0)
 #pragma unroll
       for (int t = 0; t < N; ++t)
@@ -256,10 +360,20 @@ __global__ void __launch_bounds__(skinny_warps * 32)
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t warp = blockIdx.x * int64_t{skinny_warps} + threadIdx.x / 32;
   const int64_t warps = int64_t{gridDim.x} * skinny_warps;
+  uint4 wg[skinny_unroll], wu[skinny_unroll];
+  if (warp < inter) {
+    skinny_head(w + warp * chunks, chunks, lane, wg);
+    skinny_head(w + (inter + warp) * chunks, chunks, lane, wu);
+  }
+  pdl_wait_for_predecessor();
   for (int64_t i = warp; i < inter; i += warps) {
+    if (i != warp) {
+      skinny_head(w + i * chunks, chunks, lane, wg);
+      skinny_head(w + (inter + i) * chunks, chunks, lane, wu);
+    }
     float gate[N], up[N];
-    skinny_row<N>(w + i * chunks, x, chunks, lane, gate);
-    skinny_row<N>(w + (inter + i) * chunks, x, chunks, lane, up);
+    skinny_row<N>(w + i * chunks, x, chunks, lane, wg, gate);
+    skinny_row<N>(w + (inter + i) * chunks, x, chunks, lane, wu, up);
     if (lane == 0)
 #pragma unroll
       for (int t = 0; t < N; ++t)
@@ -282,6 +396,23 @@ int multiprocessors() {
   return it->second;
 }
 
+// kernel<<<grid, skinny_warps * 32, 0, stream>>>(args...) as a programmatic dependent launch:
+// it may start before the stream's previous kernel ends (and waits for it in the kernel).
+template <class... Params, class... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), unsigned grid, cudaStream_t stream,
+                             Args... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(skinny_warps * 32);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+
 unsigned skinny_grid(int64_t rows) {
   // At most 16 CTAs per multiprocessor (a warp per row); larger matrices grid-stride.
   return static_cast<unsigned>(
@@ -291,19 +422,18 @@ unsigned skinny_grid(int64_t rows) {
 template <int N>
 cuda_status launch_skinny(const void* w, const void* x, float* y, int32_t in, int32_t out,
                           cudaStream_t stream) {
-  skinny_gemm_kernel<N><<<skinny_grid(out), skinny_warps * 32, 0, stream>>>(
-      static_cast<const uint4*>(w), static_cast<const uint4*>(x), y, in / 8, out);
-  KVACTOR_CUDA_CALL(cudaGetLastError());
+  KVACTOR_CUDA_CALL(launch_dependent(skinny_gemm_kernel<N>, skinny_grid(out), stream,
+                                     static_cast<const uint4*>(w), static_cast<const uint4*>(x), y,
+                                     in / 8, out));
   return {};
 }
 
 template <int N>
 cuda_status launch_skinny_gated(const void* w, const void* x, void* out, int32_t in, int32_t inter,
                                 bool gelu_tanh, cudaStream_t stream) {
-  skinny_gated_kernel<N><<<skinny_grid(inter), skinny_warps * 32, 0, stream>>>(
-      static_cast<const uint4*>(w), static_cast<const uint4*>(x), static_cast<__nv_bfloat16*>(out),
-      in / 8, inter, gelu_tanh);
-  KVACTOR_CUDA_CALL(cudaGetLastError());
+  KVACTOR_CUDA_CALL(launch_dependent(skinny_gated_kernel<N>, skinny_grid(inter), stream,
+                                     static_cast<const uint4*>(w), static_cast<const uint4*>(x),
+                                     static_cast<__nv_bfloat16*>(out), in / 8, inter, gelu_tanh));
   return {};
 }
 
@@ -344,6 +474,16 @@ unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 16384));
 }
 
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// Whether the rows can be read as float4 (and written as 4 bf16 at a time).
+bool vectorisable(const residual_norm_args& a) {
+  return a.dim % 4 == 0 && aligned16(a.x) && aligned16(a.add) && aligned16(a.add_weight)
+         && aligned16(a.weight) && reinterpret_cast<uintptr_t>(a.out) % 8 == 0;
+}
+
 } // namespace
 
 cuda_status launch_embed(const void* embed, int32_t vocab, const int32_t* token_ids,
@@ -358,7 +498,19 @@ cuda_status launch_embed(const void* embed, int32_t vocab, const int32_t* token_
 
 cuda_status launch_residual_norm(const residual_norm_args& a, cudaStream_t stream) {
   if (a.num_rows == 0) return {};
-  residual_norm_kernel<<<static_cast<unsigned>(a.num_rows), threads, 0, stream>>>(a);
+  const auto grid = static_cast<unsigned>(a.num_rows);
+  const int vec = (a.dim / 4 + norm_threads - 1) / norm_threads;
+  if (!vectorisable(a) || vec > norm_max_vec) {
+    residual_norm_kernel<<<grid, threads, 0, stream>>>(a);
+  } else if (vec == 1) {
+    residual_norm_vec_kernel<1><<<grid, norm_threads, 0, stream>>>(a);
+  } else if (vec == 2) {
+    residual_norm_vec_kernel<2><<<grid, norm_threads, 0, stream>>>(a);
+  } else if (vec <= 4) {
+    residual_norm_vec_kernel<4><<<grid, norm_threads, 0, stream>>>(a);
+  } else {
+    residual_norm_vec_kernel<8><<<grid, norm_threads, 0, stream>>>(a);
+  }
   KVACTOR_CUDA_CALL(cudaGetLastError());
   return {};
 }

@@ -290,7 +290,7 @@ TEST_P(DecoderCudaFixtures, GeneratedDeviceTensorsAreTheUploadedCpuGeneratedOnes
 
 INSTANTIATE_TEST_SUITE_P(DenseFamilies, DecoderCudaFixtures,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
-                                           "gemma3_text", "phi3"),
+                                           "gemma3_text", "phi3", "llama_gqa", "phi3_partial"),
                          [](const auto& info) { return info.param; });
 
 // A spec of the given heads and layers.

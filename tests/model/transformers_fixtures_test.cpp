@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -40,13 +41,21 @@ double relative_l2(const std::vector<float>& got, const std::vector<float>& want
   return std::sqrt(diff / norm);
 }
 
+// The family a fixture is named after: "gpu/llama_gqa" is a llama.
+std::string model_type_of(const std::string& family) {
+  std::string name = family.substr(family.starts_with("gpu/") ? 4 : 0);
+  for (const char* variant : {"_gqa", "_partial"})
+    if (name.ends_with(variant)) name.resize(name.size() - std::strlen(variant));
+  return name;
+}
+
 class TransformersFixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TransformersFixtures, GreedyTokensAndLogitsMatchTransformers) {
   const auto family = GetParam();
   auto model = load_hf_decoder(fixture_dir(family));
   ASSERT_TRUE(model) << model.err().message;
-  EXPECT_EQ(model->config.model_type, family.substr(family.starts_with("gpu/") ? 4 : 0));
+  EXPECT_EQ(model->config.model_type, model_type_of(family));
   const kernels::decoder d(model->config.spec, std::move(model->weights));
   const auto want = expected_of(family);
   const auto& prompts = want["prompts"];
@@ -71,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(DenseFamilies, TransformersFixtures,
                          ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma2",
                                            "gemma3_text", "phi3", "gpu/llama", "gpu/mistral",
                                            "gpu/qwen2", "gpu/qwen3", "gpu/gemma2",
-                                           "gpu/gemma3_text", "gpu/phi3"),
+                                           "gpu/gemma3_text", "gpu/phi3", "gpu/llama_gqa",
+                                           "gpu/phi3_partial"),
                          [](const auto& info) {
                            std::string name = info.param;
                            if (name.starts_with("gpu/")) name = "gpu_" + name.substr(4);

@@ -78,12 +78,11 @@ def families():
         # --gpu only: grouped-query attention with more than one KV head, more than one warp's
         # worth of heads per CTA, and partial RoPE (phi3's partial_rotary_factor).
         **({"llama_gqa": (t.LlamaConfig, t.LlamaForCausalLM, dict(
-            common(), hidden_size=256, num_attention_heads=8, num_key_value_heads=2,
-            intermediate_size=512, head_dim=64, rms_norm_eps=1e-5, tie_word_embeddings=False,
+            common(), num_attention_heads=8, num_key_value_heads=2, intermediate_size=128,
+            head_dim=64, rms_norm_eps=1e-5, tie_word_embeddings=False,
             rope_parameters=dict(rope_type="default", rope_theta=500000.0))),
             "phi3_partial": (t.Phi3Config, t.Phi3ForCausalLM, dict(
-                common(), hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
-                partial_rotary_factor=0.5, sliding_window=None, tie_word_embeddings=False,
+                common(), partial_rotary_factor=0.5, sliding_window=None, tie_word_embeddings=False,
                 rope_parameters=dict(rope_type="default", rope_theta=10000.0,
                                      partial_rotary_factor=0.5)))} if GPU else {}),
         "phi3": (t.Phi3Config, t.Phi3ForCausalLM, dict(
