@@ -107,10 +107,10 @@ void add_run_flags(CLI::App& cmd, run_flags& f) {
   cmd.add_option("--restart-wait", f.restart_wait_s,
                  "with --restart-policy rebuild: seconds the lost nodes may take to return");
   cmd.add_option("--load-format", f.load_format,
-                 "auto (a model directory's safetensors; a config alone runs the synthetic "
-                 "attention stack) | synthetic (the whole decoder with generated weights, CPU)");
+                 "auto (a model directory's safetensors; a config alone, weights generated from "
+                 "--seed) | synthetic (generated weights for a model directory too)");
   cmd.add_flag("--no-kernels", f.no_kernels,
-               "benchmarks: run the step protocol alone (no attention stack; tokens are 0)")
+               "benchmarks: run the step protocol alone (no decoder; tokens are 0)")
       ->group("Testing");
   cmd.add_option("--debug-stall", f.tp.debug_stall,
                  "testing: rank RANK stops answering before its collective #N (RANK:N)")

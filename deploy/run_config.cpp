@@ -7,47 +7,37 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/driver/kv_budget.hpp"
+#include "actors/model/hf_decoder.hpp"
 #include "actors/model/hf_decoder_plan.hpp"
 #include "actors/model/loader.hpp"
-#include "actors/rank/workload.hpp"
 #include "deploy/workload.hpp"
 
 namespace kvactor {
 
 namespace {
 
-// Weights (bf16) and activations of the GPU stack for max_tokens tokens: an upper estimate.
-int64_t gpu_stack_bytes(const kernels::stack_config& cfg, int32_t max_tokens) {
-  int64_t weights = int64_t{cfg.vocab_size} * cfg.hidden_size;
-  int64_t widest = cfg.hidden_size;
-  for (const auto& l : cfg.layers) {
-    const int64_t q = int64_t{l.num_q_heads} * l.head_size;
-    const int64_t kv = int64_t{l.num_kv_heads} * l.head_size * 2;
-    weights += int64_t{cfg.hidden_size} * (2 * q + kv);
-    widest = std::max({widest, q, kv});
-  }
-  return weights * 2 + int64_t{max_tokens} * widest * 4 * 8;
-}
-
 bool runs_kernels(const run_flags& f) {
   return !f.no_kernels;
 }
 
-// The GPU bytes of what the ranks will run: the real decoder for a checkpoint or generated
-// weights (its exact weight bytes), else the synthetic attention stack.
-expected<int64_t> executor_gpu_bytes(const run_flags& f, const run_options& o,
-                                     const model_layout& model) {
+// The decoder rank 0 will run: its config.json (a model directory's, or the shipped config's)
+// read as a decoder at the run's tensor-parallel size. Families kvactor plans but cannot run
+// (mixture of experts, state-space layers) fail here, saying what is missing.
+expected<hf_decoder_config> rank0_decoder(const run_flags& f, const run_options& o) {
   const auto dir = checkpoint_directory(o.model);
-  if (!dir && f.load_format != "synthetic") {
-    auto stack = stack_config_for(model, f.seed);
-    return stack ? gpu_stack_bytes(*stack, f.plan.max_num_batched_tokens) : 0;
-  }
   auto path = dir ? expected<std::string>(*dir + "/config.json") : resolve_model_path(o.model);
   if (!path) return path.err();
   auto config = read_config_json(*path);
   if (!config) return config.err();
   auto cfg = read_decoder_config(*config, f.plan.tensor_parallel_size, 0);
   if (!cfg) return make_error(cfg.err().code, fmt::format("{}: {}", *path, cfg.err().message));
+  return cfg;
+}
+
+// The GPU bytes of the decoder the ranks will run (its exact weight bytes and its workspaces).
+expected<int64_t> executor_gpu_bytes(const run_flags& f, const run_options& o) {
+  auto cfg = rank0_decoder(f, o);
+  if (!cfg) return cfg.err();
   return decoder_gpu_bytes(*cfg, f.plan.max_num_batched_tokens);
 }
 
@@ -60,9 +50,9 @@ expected<model_layout> load_rank0_model(const run_flags& f, const run_options& o
   auto layouts = load_model(o.model, opt);
   if (!layouts) return layouts.err();
   auto model = std::move(layouts->front());
-  // The stack the executors build must exist for this model (the protocol runs any model).
+  // The decoder the executors build must exist for this model (the protocol runs any model).
   if (runs_kernels(f))
-    if (auto stack = stack_config_for(model, f.seed); !stack) return stack.err();
+    if (auto cfg = rank0_decoder(f, o); !cfg) return cfg.err();
   return model;
 }
 
@@ -100,7 +90,7 @@ rank_config rank_config_of(const run_flags& f, const run_options& o, device_kind
   c.num_ubatches = f.ubatches;
   c.seed = f.seed;
   c.executor = !runs_kernels(f)               ? std::string{"protocol"}
-               : f.load_format == "synthetic" ? std::string{"decoder"}
+               : f.load_format == "synthetic" ? std::string{"synthetic"}
                                               : std::string{};
   return c;
 }
@@ -109,20 +99,19 @@ rank_config rank_config_of(const run_flags& f, const run_options& o, device_kind
 
 expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& f, const run_options& o,
                                                 device_kind device,
-                                                const std::optional<kernels::gpu_info>& gpu,
-                                                const model_layout& model) {
+                                                const std::optional<kernels::gpu_info>& gpu) {
   const auto ranks = static_cast<size_t>(f.plan.tensor_parallel_size);
   if (!o.kv_cache_memory.empty()) return o.kv_cache_memory;
   if (device == device_kind::cpu || !gpu) return std::vector<int64_t>(ranks, default_cpu_kv_cache);
   // Graphs are captured by GPU ranks alone (TP 1 for now); their cap comes off the KV cache.
   const bool graphs = o.cudagraph != cudagraph_mode::none && f.plan.tensor_parallel_size == 1;
-  auto stack_bytes = executor_gpu_bytes(f, o, model);
-  if (!stack_bytes) return stack_bytes.err();
+  auto decoder_bytes = executor_gpu_bytes(f, o);
+  if (!decoder_bytes) return decoder_bytes.err();
   gpu_memory_use use;
   use.total_bytes = gpu->total_bytes;
   use.utilization = f.plan.gpu_memory_utilization;
   use.in_use_bytes = gpu->total_bytes - gpu->free_bytes;
-  use.non_kv_bytes = *stack_bytes + gpu_reserve_bytes + (graphs ? o.cudagraph_memory : 0);
+  use.non_kv_bytes = *decoder_bytes + gpu_reserve_bytes + (graphs ? o.cudagraph_memory : 0);
   auto budget = gpu_kv_cache_budget(use);
   if (!budget) {
     auto e = budget.err();
@@ -143,19 +132,16 @@ expected<run_configuration> configure_run(const run_flags& f, const run_options&
   if (!model) return model.err();
   auto max_model_len = max_model_len_of(f, *model);
   if (!max_model_len) return max_model_len.err();
-  auto budgets = kv_cache_budgets(f, o, device, gpu, *model);
+  auto budgets = kv_cache_budgets(f, o, device, gpu);
   if (!budgets) return budgets.err();
   run_configuration run;
   run.device = device;
   for (int32_t r = 0; r < f.plan.tensor_parallel_size; ++r)
     run.configs.push_back(
         rank_config_of(f, o, device, r, *max_model_len, (*budgets)[static_cast<size_t>(r)]));
-  // A checkpoint samples its whole vocabulary; the synthetic stack's is capped.
-  const int32_t vocab = checkpoint_directory(o.model)
-                            ? model->vocab_size
-                            : std::min(std::max(model->vocab_size, 2), max_workload_vocab);
-  run.workload =
-      make_workload(f.requests, o.prompt_len, o.output_len, o.arrival_rate, vocab, f.seed);
+  // Prompts draw from the model's whole vocabulary, which the decoder samples.
+  run.workload = make_workload(f.requests, o.prompt_len, o.output_len, o.arrival_rate,
+                               std::max(model->vocab_size, 2), f.seed);
   return run;
 }
 

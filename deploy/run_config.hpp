@@ -34,11 +34,10 @@ expected<run_configuration> configure_run(const run_flags& flags, const run_opti
                                           const std::optional<kernels::gpu_info>& gpu);
 
 /// Each rank's KV cache budget: --kv-cache-memory when given; on a GPU, vLLM's rule over the
-/// measured GPU less the stack (weights and activations) the rank builds later, the reserve and
+/// measured GPU less the decoder (weights and workspaces) the rank builds later, the reserve and
 /// the CUDA graph pool; on a CPU, default_cpu_kv_cache.
 expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& flags, const run_options& options,
                                                 device_kind device,
-                                                const std::optional<kernels::gpu_info>& gpu,
-                                                const model_layout& model);
+                                                const std::optional<kernels::gpu_info>& gpu);
 
 } // namespace kvactor

@@ -144,16 +144,21 @@ std::pair<int64_t, int64_t> device_tensor_shape(const hf_decoder_config& c, T t)
   return {0, 0};
 }
 
-int64_t decoder_gpu_bytes(const hf_decoder_config& c, int32_t max_tokens) {
+int64_t decoder_weight_bytes(const hf_decoder_config& c, int32_t matrix_bytes) {
   int64_t weights = 0;
   const size_t layers = c.spec.layers.size();
   for (uint8_t t = 0; t <= static_cast<uint8_t>(T::k_norm); ++t) {
     const auto which = static_cast<T>(t);
     const auto [rows, cols] = device_tensor_shape(c, which);
     const bool global = which == T::embed || which == T::lm_head || which == T::final_norm;
-    const int64_t bytes = rows * cols * (rows > 1 ? 2 : 4);
+    const int64_t bytes = rows * cols * (rows > 1 ? matrix_bytes : 4);
     weights += global ? bytes : bytes * static_cast<int64_t>(layers);
   }
+  return weights;
+}
+
+int64_t decoder_gpu_bytes(const hf_decoder_config& c, int32_t max_tokens) {
+  const int64_t weights = decoder_weight_bytes(c, 2);
   // The activations of decoder_cuda for max_tokens rows (its make_activations), sampled rows
   // at most 256, the 64 MiB attention and 32 MiB cuBLAS workspaces, and the GPU executor's
   // float hidden states.

@@ -47,4 +47,8 @@ std::pair<int64_t, int64_t> device_tensor_shape(const hf_decoder_config& cfg,
 /// decoder_cuda allocates (an upper estimate). The KV cache budget takes it off the GPU.
 int64_t decoder_gpu_bytes(const hf_decoder_config& cfg, int32_t max_tokens);
 
+/// The bytes of one rank's weights with matrices of `matrix_bytes` per element (2 on the GPU, 4
+/// for the CPU decoder's float) and norm vectors in float.
+int64_t decoder_weight_bytes(const hf_decoder_config& cfg, int32_t matrix_bytes);
+
 } // namespace kvactor

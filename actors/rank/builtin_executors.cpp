@@ -1,5 +1,7 @@
-// The executors every rank can run: the CPU reference stack, the GPU stack and the bare step
-// protocol. Registered here, and nowhere else.
+// The executors every rank can run: the whole decoder on the CPU (float, the reference) or on
+// the GPU, with a checkpoint's weights or generated ones, and the bare step protocol.
+// Registered here, and nowhere else.
+#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -7,9 +9,9 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/model/hf_decoder.hpp"
+#include "actors/model/hf_decoder_plan.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/rank/executor_registry.hpp"
-#include "actors/rank/workload.hpp"
 
 namespace kvactor {
 
@@ -80,56 +82,73 @@ expected<std::unique_ptr<step_executor>> gpu_decoder(const executor_context& c,
                                     c.config.max_num_batched_tokens, tp ? c.comm : nullptr, c.gpu);
 }
 
-// The whole decoder on the rank's device: a checkpoint's weights, or generated ones for a
-// config alone (on the GPU generated there, never held on the host).
-expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c) {
+// MemAvailable of /proc/meminfo, if this system has one.
+std::optional<int64_t> available_host_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return std::nullopt;
+}
+
+// The CPU decoder holds its weights in float: a model that cannot fit is refused before a byte
+// of it is read or generated.
+status check_host_memory(const executor_context& c, const hf_decoder_config& cfg) {
+  const int64_t need = decoder_weight_bytes(cfg, 4);
+  const auto available = available_host_bytes();
+  if (!available || need <= *available) return ok();
+  return make_error(errc::insufficient_memory,
+                    fmt::format("model {}: the CPU decoder needs {:.1f} GB of float weights on "
+                                "rank {} (tensor-parallel size {}) and this machine has {:.1f} GB "
+                                "available: run it on a GPU (--device cuda), over more ranks, or "
+                                "without kernels (--no-kernels)",
+                                c.config.model, static_cast<double>(need) / 1e9, c.config.rank,
+                                c.config.tensor_parallel_size,
+                                static_cast<double>(*available) / 1e9));
+}
+
+// The whole decoder of a config alone (a shipped name or a config.json), or of a model
+// directory's config.json (--load-format synthetic), with weights generated from the run's
+// seed: on the GPU generated there, never held on the host.
+expected<std::unique_ptr<step_executor>> generated_decoder(const executor_context& c) {
   const int32_t tp = c.config.tensor_parallel_size, rank = c.config.rank;
   const bool gpu = c.config.device == device_kind::cuda;
-  if (auto dir = checkpoint_directory(c.config.model)) {
-    auto src = open_hf_decoder(*dir, tp, rank);
-    if (!src) return src.err();
-    return gpu ? gpu_decoder(c, *src, std::nullopt) : cpu_decoder(c, *src, c.config.model);
-  }
-  auto path = resolve_model_path(c.config.model);
+  const auto dir = checkpoint_directory(c.config.model);
+  auto path =
+      dir ? expected<std::string>(*dir + "/config.json") : resolve_model_path(c.config.model);
   if (!path) return path.err();
   auto config = read_config_json(*path);
   if (!config) return config.err();
+  auto cfg = read_decoder_config(*config, tp, rank);
+  if (!cfg) return make_error(cfg.err().code, fmt::format("{}: {}", *path, cfg.err().message));
+  if (!gpu)
+    if (auto st = check_host_memory(c, *cfg); !st) return st.err();
   auto src = gpu ? synthetic_hf_shapes(*config, tp, rank)
                  : synthetic_hf_source(*config, tp, rank, c.config.seed);
   if (!src) return make_error(src.err().code, fmt::format("{}: {}", *path, src.err().message));
   return gpu ? gpu_decoder(c, *src, c.config.seed) : cpu_decoder(c, *src, c.config.model);
 }
 
-expected<std::unique_ptr<step_executor>> make_cpu(const executor_context& c) {
-  // A model directory runs its checkpoint on the decoder, whichever CPU executor was named.
-  if (checkpoint_directory(c.config.model)) return make_decoder(c);
-  auto stack = stack_config_for(c.model, c.config.seed);
-  if (!stack) return stack.err();
-  try {
-    return make_cpu_executor(std::make_unique<kernels::attention_stack>(std::move(*stack)), c.comm);
-  } catch (const std::exception& e) {
-    return make_error(errc::invalid_argument,
-                      fmt::format("model {}: {}", c.config.model, e.what()));
-  }
-}
-
-expected<std::unique_ptr<step_executor>> make_cuda(const executor_context& c) {
-  // A model directory runs its checkpoint on the GPU decoder.
-  if (checkpoint_directory(c.config.model)) return make_decoder(c);
-  auto stack = stack_config_for(c.model, c.config.seed);
-  if (!stack) return stack.err();
-  // One rank alone all-reduces nothing.
-  const bool tp = c.comm && c.comm->world_size() > 1;
-  return make_cuda_executor(*stack, c.config.max_num_batched_tokens, tp ? c.comm : nullptr, c.gpu);
+// The whole decoder on the rank's device: a model directory's checkpoint, or generated weights
+// for a config alone.
+expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c) {
+  const auto dir = checkpoint_directory(c.config.model);
+  if (!dir) return generated_decoder(c);
+  auto src = open_hf_decoder(*dir, c.config.tensor_parallel_size, c.config.rank);
+  if (!src) return src.err();
+  if (c.config.device == device_kind::cuda) return gpu_decoder(c, *src, std::nullopt);
+  if (auto st = check_host_memory(c, src->config); !st) return st.err();
+  return cpu_decoder(c, *src, c.config.model);
 }
 
 } // namespace
 
 executor_registry executor_registry::with_builtins() {
   executor_registry r;
-  (void)r.add({"cpu", {device_kind::cpu}, make_cpu});
-  (void)r.add({"cuda", {device_kind::cuda}, make_cuda});
-  (void)r.add({"decoder", {device_kind::cpu, device_kind::cuda}, make_decoder});
+  (void)r.add({"cpu", {device_kind::cpu}, make_decoder});
+  (void)r.add({"cuda", {device_kind::cuda}, make_decoder});
+  (void)r.add({"synthetic", {device_kind::cpu, device_kind::cuda}, generated_decoder});
   (void)r.add({"protocol",
                {device_kind::cpu, device_kind::cuda},
                [](const executor_context& c) -> expected<std::unique_ptr<step_executor>> {

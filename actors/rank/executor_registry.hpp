@@ -60,10 +60,9 @@ struct executor_entry {
 
 class executor_registry {
 public:
-  /// An empty registry; with_builtins() has "cpu" (the float reference stack, or a checkpoint's
-  /// decoder for a model directory), "cuda" (the GPU stack, or the GPU decoder for a model
-  /// directory), "decoder" (the whole decoder on the rank's device:
-  /// a checkpoint's weights, or generated ones for a config alone, --load-format synthetic) and
+  /// An empty registry; with_builtins() has "cpu" and "cuda" (the whole decoder on that device:
+  /// a model directory's checkpoint, or weights generated from the seed for a config alone),
+  /// "synthetic" (generated weights even for a model directory: --load-format synthetic) and
   /// "protocol" (the step protocol alone: every sampled token is 0, no kernels).
   executor_registry() = default;
   static executor_registry with_builtins();

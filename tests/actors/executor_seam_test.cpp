@@ -110,7 +110,7 @@ TEST_F(ExecutorSeam, AnUnregisteredExecutorFailsConfigureNamingTheRegisteredOnes
   auto err = expect_error(rk, rec.actor);
   ASSERT_TRUE(err);
   EXPECT_TRUE(is_kvactor_error(*err, errc::invalid_argument, "executor: 'tensorrt'"));
-  EXPECT_THAT(message_of(*err), HasSubstr("cpu, cuda, decoder, protocol, counting"));
+  EXPECT_THAT(message_of(*err), HasSubstr("cpu, cuda, synthetic, protocol, counting"));
 }
 
 } // namespace

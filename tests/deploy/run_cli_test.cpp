@@ -178,7 +178,20 @@ TEST(RunCli, ACpuRunWithGraphFlagsRunsEveryStepEagerlyAndSaysReadyIn) {
 TEST(RunCliErrors, ModelsTheCpuWorkloadCannotRunSayWhich) {
   auto r = run_cli(small_run({"--model", "ai21-jamba-1.5-mini"}));
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("mamba"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no Mamba layers and no mixture-of-experts MLP"), std::string::npos)
+      << r.err;
+}
+
+TEST(RunCliErrors, AModelWhoseFloatWeightsCannotFitTheHostIsRefusedSayingWhatItNeeds) {
+  // llama-3.1-70b's CPU decoder holds 282 GB of float weights: no CI machine has them, and the
+  // run must say so before reading or generating any weight.
+  auto r = run_cli(small_run({"--model", "llama-3.1-70b", "--device", "cpu"}));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("model llama-3.1-70b: the CPU decoder needs 282.2 GB of float weights on "
+                       "rank 0 (tensor-parallel size 1)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--no-kernels"), std::string::npos) << r.err;
 }
 
 TEST(RunCli, TensorParallelCpuRanksAgreeAndAreDeterministic) {
@@ -310,19 +323,19 @@ TEST(RunCliTensorParallel, OneTwoAndFourRanksGenerateTheSameTokensForSeveralSeed
 }
 
 TEST(RunCliTensorParallel, AStalledRankIsDiagnosedFromEveryLedgerInSecondsNotAHang) {
-  // Collective #1 agrees on the block count, step 0 all-reduces #2 to #5 (one per layer), and
-  // rank 1 stops answering before #6, the first all-reduce of step 1.
+  // Collective #1 agrees on the block count, step 0 all-reduces #2 to #9 (after each layer's
+  // attention and MLP), and rank 1 stops answering before #10, the first all-reduce of step 1.
   const auto started = std::chrono::steady_clock::now();
   auto r = run_cli(small_run(
-      {"--tensor-parallel-size", "4", "--collective-timeout", "0.5", "--debug-stall", "1:6"}));
+      {"--tensor-parallel-size", "4", "--collective-timeout", "0.5", "--debug-stall", "1:10"}));
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("kvactor run: error: step 1: a collective failed: rank 1 is at "
-                       "all_reduce(sum) #5 ("),
+                       "all_reduce(sum) #9 ("),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("completed) and has not entered #6; ranks 0, 2, 3 wait in all_reduce(sum) "
-                       "#6 ("),
+  EXPECT_NE(r.err.find("completed) and has not entered #10; ranks 0, 2, 3 wait in "
+                       "all_reduce(sum) #10 ("),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("timed out after 0.5 s: rank(s) 1 did not enter it"), std::string::npos)
@@ -351,7 +364,7 @@ TEST(RunCliErrors, TensorParallelFlagsAreCheckedNamingTheFlag) {
 namespace kvactor::test {
 namespace {
 
-TEST(RunCliLoadFormat, SyntheticRunsTheWholeDecoderOfAConfigOnOneOrTwoRanks) {
+TEST(RunCliLoadFormat, SyntheticRunsTheWholeDecoderOfAConfigOrADirectoryWithGeneratedWeights) {
   const auto config =
       std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/qwen3/config.json";
   for (const char* tp : {"1", "2"}) {
@@ -361,6 +374,18 @@ TEST(RunCliLoadFormat, SyntheticRunsTheWholeDecoderOfAConfigOnOneOrTwoRanks) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("requests   4 finished, 0 failed"), std::string::npos) << r.out;
   }
+  // For a model directory, synthetic generates weights instead of reading the checkpoint's.
+  const auto dir = std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/qwen3";
+  auto run_dir = [&](const char* format) {
+    return run_cli({"run", "--model", dir, "--load-format", format, "--requests", "4",
+                    "--prompt-len", "8:24", "--output-len", "4:8", "--device", "cpu",
+                    "--no-progress"});
+  };
+  auto checkpoint = run_dir("auto"), generated = run_dir("synthetic");
+  ASSERT_EQ(checkpoint.code, 0) << checkpoint.err;
+  ASSERT_EQ(generated.code, 0) << generated.err;
+  EXPECT_NE(digest_of(checkpoint.out), digest_of(generated.out));
+  EXPECT_EQ(digest_of(generated.out), digest_of(run_dir("synthetic").out));
   auto bad = run_cli({"run", "--load-format", "pickle", "--no-progress"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--load-format: unknown value 'pickle' (expected auto or synthetic)"),

@@ -15,17 +15,20 @@ class decoder_runner {
 public:
   static constexpr int32_t block_size = 16;
 
-  /// Room for `max_tokens` tokens in each of `max_seqs` sequences.
-  decoder_runner(const kernels::decoder& d, int32_t max_seqs, int32_t max_tokens)
+  /// Room for `max_tokens` tokens in each of `max_seqs` sequences, cached as `cache_type` (f32,
+  /// or bf16 as a rank's cache).
+  decoder_runner(const kernels::decoder& d, int32_t max_seqs, int32_t max_tokens,
+                 kernels::element_type cache_type = kernels::element_type::f32)
       : d_(d), blocks_per_seq_((max_tokens + block_size - 1) / block_size),
         lens_(static_cast<size_t>(max_seqs), 0) {
     const auto& s = d.spec();
     const int64_t content = 2 * s.head_dim;
     const int64_t blocks = static_cast<int64_t>(blocks_per_seq_) * max_seqs;
     for (size_t l = 0; l < s.layers.size(); ++l) {
+      // float storage, of which a 16-bit cache uses the first half
       caches_.emplace_back(static_cast<size_t>(blocks * s.num_kv_heads * block_size * content));
-      views_.push_back(paged_kv_view(caches_.back().data(), kernels::element_type::f32, blocks,
-                                     s.num_kv_heads, block_size, content));
+      views_.push_back(paged_kv_view(caches_.back().data(), cache_type, blocks, s.num_kv_heads,
+                                     block_size, content));
     }
   }
 

@@ -24,7 +24,7 @@ rank_config on(device_kind device, std::string executor = {}) {
 
 TEST(ExecutorRegistry, BuiltinsAreTheCpuAndCudaStacksTheDecoderAndTheBareProtocol) {
   auto r = executor_registry::with_builtins();
-  EXPECT_EQ(r.names(), (std::vector<std::string>{"cpu", "cuda", "decoder", "protocol"}));
+  EXPECT_EQ(r.names(), (std::vector<std::string>{"cpu", "cuda", "synthetic", "protocol"}));
 }
 
 TEST(ExecutorRegistry, ADeviceWithoutANamedExecutorRunsItsOwn) {
@@ -46,7 +46,7 @@ TEST(ExecutorRegistry, AnUnknownExecutorIsAnErrorListingTheRegisteredOnes) {
   ASSERT_FALSE(e);
   EXPECT_EQ(e.err().code, errc::invalid_argument);
   EXPECT_THAT(e.err().message, HasSubstr("executor: 'tensorrt' is not registered"));
-  EXPECT_THAT(e.err().message, HasSubstr("cpu, cuda, decoder, protocol"));
+  EXPECT_THAT(e.err().message, HasSubstr("cpu, cuda, synthetic, protocol"));
 }
 
 TEST(ExecutorRegistry, AnExecutorRefusesADeviceItDoesNotRunOn) {
