@@ -2,16 +2,20 @@
 # Everything the H200 checks for the CUDA path, in one device call (device time is scarce):
 # the GPU tests, the attention benchmark, `kvactor run --device cuda` on the default model and on
 # the Llama-3.1-8B shape, and a GPU run recorded and replayed with --verify.
-#   here:   cmake --build build --target kvactor kvactor_gpu_tests kvactor_attention_bench
-#           bash bench/pack_for_device.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
-#             build/bin/kvactor_attention_bench
-#   device: bash bench/device_run.sh "$OUT"      (carry: [".devpack"])
-# Logs go to OUT; a short table is printed last.
+#   here:   cmake --build build --target kvactor kvactor_gpu_tests kvactor_attention_bench \
+#             kvactor_graph_bench
+#           bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
+#             build/bin/kvactor_attention_bench build/bin/kvactor_graph_bench
+#   device: bash bench/device_run.sh "$OUT"      (carry: [".devpack.tar.xz"])
+# The logs come back as OUT/logs.tar (the device returns only a few files); a short table is
+# printed last.
 set -uo pipefail
-out=${1:?usage: device_run.sh OUT_DIR}
+dest=${1:?usage: device_run.sh OUT_DIR}
+out=$dest/logs
 mkdir -p "$out"
-run() { bash .devpack/run.sh "$@"; }
-export KVACTOR_MODELS_PATH=$PWD/deploy/models
+trap 'tar cf "$dest/logs.tar" -C "$dest" logs && rm -rf "$out"' EXIT
+[ -d .devpack ] || tar xJf .devpack.tar.xz
+export KVACTOR_MODELS_PATH=$PWD/deploy/models KVACTOR_SOURCE_DIR=$PWD
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 declare -A status
 start=$SECONDS
@@ -28,6 +32,11 @@ if [ -x .devpack/bin/kvactor_attention_bench ]; then
   timeout 60 bash .devpack/run.sh kvactor_attention_bench --flush read \
     --out "$out/attention_read_flush.json" >"$out/attention_read_flush.log" 2>&1
   tail -n 1 "$out/attention_read_flush.log"
+fi
+if [ -x .devpack/bin/kvactor_graph_bench ]; then
+  timeout 120 bash .devpack/run.sh kvactor_graph_bench --quick >"$out/graph_bench.log" 2>&1
+  status[graph_bench]=$?
+  tail -n 14 "$out/graph_bench.log"
 fi
 timeout 60 bash .devpack/run.sh kvactor run --device cuda --no-progress \
   --summary-json "$out/run_default.json" >"$out/run_default.log" 2>&1

@@ -23,8 +23,8 @@
 #include "actors/rank/executor_registry.hpp"
 #include "actors/rank/step_state.hpp"
 #include "actors/trace_recorder.hpp"
-#include "kvactor/kernels/attention_stack.h"
 #include "kvactor/kernels/communicator.h"
+#include "kvactor/kernels/layer_batch.h"
 #include "kvactor/kernels/socket_communicator.h"
 
 namespace kvactor {

@@ -1,7 +1,7 @@
-// The GPU executor: the attention stack on the current CUDA device. Per step the batch and the
-// builders' metadata are packed into one pinned staging buffer and copied to the device with one
-// cudaMemcpyAsync; the stack then runs every ubatch on the executor's stream and samples. With
-// tensor parallelism each layer's all-reduce is enqueued on the same stream through the
+// The GPU executor: the decoder (a cuda_stack) on the current CUDA device. Per step the batch and
+// the builders' metadata are packed into one pinned staging buffer and copied to the device with
+// one cudaMemcpyAsync; the decoder then runs every ubatch on the executor's stream and samples.
+// With tensor parallelism each layer's all-reduce is enqueued on the same stream through the
 // communicator (NCCL), and the executor waits for the collectives with the communicator's
 // timeout before sampling, so a peer that never arrives is an error, never a blocked stream.
 #include <cuda_runtime_api.h>
@@ -16,7 +16,6 @@
 #include "actors/rank/executor.hpp"
 #include "actors/rank/graph_runner.hpp"
 #include "actors/rank/weight_upload.hpp"
-#include "kvactor/kernels/cuda/attention_stack_cuda.h"
 #include "kvactor/kernels/cuda/decoder_cuda.h"
 
 namespace kvactor {
@@ -391,30 +390,7 @@ expected<cudaStream_t> open_device(int32_t device, const kernels::communicator* 
   return stream;
 }
 
-error creation_failed(const kernels::cuda_status& st) {
-  return make_error(st.code() == cudaErrorInvalidValue ? errc::unsupported : errc::io_error,
-                    fmt::format("device: cuda: {}", st.message()));
-}
-
 } // namespace
-
-expected<std::unique_ptr<step_executor>>
-make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
-                   std::shared_ptr<kernels::communicator> comm, int32_t device) {
-  auto stream = open_device(device, comm.get(), config.tp_size);
-  if (!stream) return stream.err();
-  kernels::attention_stack_cuda_options opt;
-  opt.max_tokens = max_tokens;
-  opt.dtype = kernels::element_type::bf16;
-  opt.stream = *stream;
-  auto created = kernels::attention_stack_cuda::create(config, opt);
-  if (!created.status) {
-    cudaStreamDestroy(*stream);
-    return creation_failed(created.status);
-  }
-  return std::unique_ptr<step_executor>(
-      std::make_unique<cuda_executor>(std::move(created.stack), *stream, std::move(comm)));
-}
 
 expected<std::unique_ptr<step_executor>>
 make_cuda_decoder_executor(const hf_decoder_config& cfg, const gpu_weight_source& weights,

@@ -1,5 +1,5 @@
-// Where a rank's step runs: the attention stack of one device (CPU reference, or the GPU), fed
-// with the batch and the builders' metadata. Pure C++ (no CAF); the rank actor owns one.
+// Where a rank's step runs: the decoder of one device (the CPU reference, or the GPU), fed with
+// the batch and the builders' metadata. Pure C++ (no CAF); the rank actor owns one.
 #pragma once
 
 #include <algorithm>
@@ -15,9 +15,9 @@
 #include "actors/metadata/step_batch.hpp"
 #include "actors/model/hf_decoder.hpp"
 #include "actors/rank/upload_progress.hpp"
-#include "kvactor/kernels/attention_stack.h"
 #include "kvactor/kernels/communicator.h"
 #include "kvactor/kernels/decoder.h"
+#include "kvactor/kernels/layer_batch.h"
 #include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
 #include "messages/runtime.hpp"
@@ -31,7 +31,7 @@ struct executed_ubatch {
   const layer_metadata* layers = nullptr;
 };
 
-/// A ubatch's metadata as the CPU kernels read it: one layer_batch per stack layer (named as the
+/// A ubatch's metadata as the CPU kernels read it: one layer_batch per decoder layer (named as the
 /// builders key them), pointing into the builders' metadata. Fails naming a layer without any.
 struct host_layer_batches {
   std::vector<kernels::layer_batch> batches;
@@ -115,28 +115,18 @@ public:
 // ledger entries; any other failure aborts the communicator, so that peers waiting in a
 // collective for this rank fail at once instead of waiting out their timeout.
 
-/// The CPU reference stack; `comm` (host memory; null or world 1 for one rank) all-reduces the
-/// output projections.
-std::unique_ptr<step_executor> make_cpu_executor(std::unique_ptr<kernels::attention_stack> stack,
-                                                 std::shared_ptr<kernels::communicator> comm);
-
-/// A real model's CPU decoder (weights from a checkpoint, `weight_bytes` of them for the ledger);
-/// `comm` all-reduces its row-parallel projections.
+/// The CPU decoder (float, the reference; `weight_bytes` of weights for the ledger); `comm` (host
+/// memory; null or world 1 for one rank) all-reduces its row-parallel projections.
 std::unique_ptr<step_executor>
 make_cpu_decoder_executor(std::unique_ptr<kernels::decoder> d,
                           std::shared_ptr<kernels::communicator> comm, int64_t weight_bytes);
 
-/// The GPU stack on CUDA device `device` (made current on the calling thread): weights generated
-/// on the device, cuBLAS projections, the CUDA paged-attention kernels; `comm` (device memory,
-/// e.g. NCCL; null for one rank) all-reduces on the stack's stream. An error (never a crash)
-/// when this build has no CUDA, the GPU is not usable, `comm` holds host memory or spans another
-/// world than the model's split, or the model needs a kernel the GPU path lacks.
-expected<std::unique_ptr<step_executor>>
-make_cuda_executor(const kernels::stack_config& config, int32_t max_tokens,
-                   std::shared_ptr<kernels::communicator> comm = nullptr, int32_t device = 0);
-
-/// A real model's decoder on CUDA device `device`: this rank's slice of the weights (checked
-/// against `cfg`), then run as the GPU stack is.
+/// The decoder on CUDA device `device` (made current on the calling thread): this rank's slice
+/// of the weights, uploaded from a checkpoint or generated on the device (checked against
+/// `cfg`), cuBLAS projections and kvactor's kernels; `comm` (device memory, e.g. NCCL; null for
+/// one rank) all-reduces on the decoder's stream. An error (never a crash) when this build has no
+/// CUDA, the GPU is not usable, `comm` holds host memory or spans another world than the
+/// model's split, or the model needs a kernel the GPU path lacks.
 expected<std::unique_ptr<step_executor>>
 make_cuda_decoder_executor(const hf_decoder_config& cfg, const gpu_weight_source& weights,
                            int32_t max_tokens, std::shared_ptr<kernels::communicator> comm,

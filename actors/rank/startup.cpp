@@ -4,9 +4,38 @@
 
 #include <fmt/format.h>
 
-#include "actors/rank/workload.hpp"
-
 namespace kvactor {
+
+namespace {
+
+// A kernel view over `base` for one planned layer view.
+expected<kernels::kv_view> kernel_view(std::byte* base, const kv_cache_view& v) {
+  if (v.shape.size() != 4 || v.strides.size() != 4)
+    return make_error(errc::invalid_argument,
+                      fmt::format("view of {}: expected 4 dims, got {}", v.layer, v.shape.size()));
+  kernels::kv_view out;
+  out.base = base + v.offset_bytes;
+  switch (v.element_type) {
+  case dtype::float32: out.type = kernels::element_type::f32; break;
+  case dtype::bfloat16: out.type = kernels::element_type::bf16; break;
+  case dtype::float16: out.type = kernels::element_type::f16; break;
+  default:
+    return make_error(errc::unsupported,
+                      fmt::format("view of {}: the kernels store float32, bfloat16 or float16, "
+                                  "not {}",
+                                  v.layer, to_string(v.element_type)));
+  }
+  out.num_blocks = v.shape[0];
+  out.num_heads = static_cast<int32_t>(v.shape[1]);
+  out.block_size = static_cast<int32_t>(v.shape[2]);
+  out.content = static_cast<int32_t>(v.shape[3]);
+  out.stride_block = v.strides[0];
+  out.stride_head = v.strides[1];
+  out.stride_token = v.strides[2];
+  return out;
+}
+
+} // namespace
 
 status check_communicator(const rank_config& cfg, int32_t comm_rank, int32_t comm_world) {
   if (cfg.tensor_parallel_size != comm_world)

@@ -9,7 +9,7 @@
 
 #include "actors/metadata/step_batch.hpp"
 #include "actors/rank/executor.hpp"
-#include "kvactor/kernels/attention_stack.h"
+#include "kvactor/kernels/layer_batch.h"
 #include "messages/errc.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"

@@ -1,4 +1,4 @@
-// Internal: cuBLAS for the GPU stacks (attention_stack_cuda, decoder_cuda): the projection GEMM,
+// Internal: cuBLAS for decoder_cuda: the projection GEMM,
 // cuBLAS errors as cuda_status, and an owning device allocation.
 #pragma once
 

@@ -6,7 +6,6 @@
 #include "decoder_cuda_impl.h"
 #include "decoder_ops.h"
 #include "kvactor/kernels/cuda/kv_write_cuda.h"
-#include "stack_ops.h"
 
 namespace kvactor::kernels {
 namespace {

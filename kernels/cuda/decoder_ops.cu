@@ -1,12 +1,13 @@
 // The dense kernels of decoder_cuda: embedding gather, residual add + weighted RMS norm, the
-// q/k/v preparation (bias, per-head norm, RoPE, split to bf16), the gated activation and the
-// logit soft-cap, and the skinny GEMM of single-token steps. Each is one pass over rows that are
-// independent of each other, so these kernels give a row the same result in any batch (the
-// GEMMs of larger steps, cuBLAS, do not promise that: see decoder_cuda.h).
+// q/k/v preparation (bias, per-head norm, RoPE, split to bf16), the gated activation, the logit
+// soft-cap, the greedy argmax, and the skinny GEMM of single-token steps. Each is one pass over
+// rows that are independent of each other, so these kernels give a row the same result in any batch
+// (the GEMMs of larger steps, cuBLAS, do not promise that: see decoder_cuda.h).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <map>
 
 #include "decoder_ops.h"
@@ -470,6 +471,41 @@ __global__ void __launch_bounds__(threads)
   }
 }
 
+// The better of two (value, index) candidates: the larger value, the lower index on a tie.
+__device__ __forceinline__ void take_better(float& v, int32_t& i, float ov, int32_t oi) {
+  if (ov > v || (ov == v && oi < i)) {
+    v = ov;
+    i = oi;
+  }
+}
+
+__global__ void __launch_bounds__(threads)
+    argmax_kernel(const float* logits, int32_t vocab, int32_t* tokens) {
+  __shared__ float best_v[warps];
+  __shared__ int32_t best_i[warps];
+  const int64_t r = blockIdx.x;
+  const float* const row = logits + r * vocab;
+  float v = -INFINITY;
+  int32_t idx = INT_MAX;
+  for (int32_t c = static_cast<int32_t>(threadIdx.x); c < vocab; c += threads)
+    take_better(v, idx, row[c], c);
+  for (int off = 16; off > 0; off /= 2)
+    take_better(v, idx, __shfl_xor_sync(0xffffffffu, v, off),
+                __shfl_xor_sync(0xffffffffu, idx, off));
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if (lane == 0) {
+    best_v[warp] = v;
+    best_i[warp] = idx;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  v = best_v[0];
+  idx = best_i[0];
+  for (int w = 1; w < warps; ++w)
+    take_better(v, idx, best_v[w], best_i[w]);
+  tokens[r] = idx == INT_MAX ? 0 : idx; // every logit NaN: the first index, as max_element
+}
+
 unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 16384));
 }
@@ -576,6 +612,14 @@ cuda_status launch_skinny_gated_mlp(const void* gate_up, const void* x, void* ou
   case 3: return launch_skinny_gated<3>(gate_up, x, out, in, inter, gelu_tanh, stream);
   default: return launch_skinny_gated<4>(gate_up, x, out, in, inter, gelu_tanh, stream);
   }
+}
+
+cuda_status launch_argmax(const float* logits, int32_t num_rows, int32_t vocab, int32_t* tokens,
+                          cudaStream_t stream) {
+  if (num_rows == 0) return {};
+  argmax_kernel<<<static_cast<unsigned>(num_rows), threads, 0, stream>>>(logits, vocab, tokens);
+  KVACTOR_CUDA_CALL(cudaGetLastError());
+  return {};
 }
 
 cuda_status launch_softcap(float* logits, int64_t count, float cap, cudaStream_t stream) {

@@ -83,4 +83,9 @@ cuda_status launch_fill_generated(void* dst, bool bf16, int64_t rows, int64_t co
 /// logits = cap * tanh(logits / cap) in place (cap > 0).
 cuda_status launch_softcap(float* logits, int64_t count, float cap, cudaStream_t stream);
 
+/// tokens[r] = the index of the largest logits[r, :], the lowest index winning ties.
+///   logits // [num_rows, vocab] float
+cuda_status launch_argmax(const float* logits, int32_t num_rows, int32_t vocab, int32_t* tokens,
+                          cudaStream_t stream);
+
 } // namespace kvactor::kernels::cuda_detail

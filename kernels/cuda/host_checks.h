@@ -1,5 +1,5 @@
 // Internal: pieces of the host-side argument checks shared by the launchers (kv_write_cuda,
-// paged_attention_cuda, attention_stack_cuda), which report a rejected argument as a cuda_status.
+// paged_attention_cuda, decoder_cuda), which report a rejected argument as a cuda_status.
 #pragma once
 
 #include <cstdint>

@@ -103,24 +103,42 @@ public:
   /// token, [distinct seqs, vocab]. `piecewise`: the step as forward_piece / forward_attention.
   std::vector<float> step(const std::vector<int32_t>& seqs, const std::vector<int32_t>& tokens,
                           bool piecewise = false) {
-    const auto lay = test::lay_out_step(seqs, lens_, blocks_per_seq_, block_size);
-    device_vec<int32_t> ids(tokens), pos(lay.positions), q(lay.qsl), lens(lay.seq_lens),
-        bt(lay.table);
-    device_vec<int64_t> sl(lay.slots);
-    device_step st;
-    st.token_ids = ids.get();
-    st.positions = pos.get();
-    st.num_tokens = static_cast<int32_t>(tokens.size());
-    st.layers.assign(views_.size(),
-                     device_layer_batch{q.get(), lens.get(), bt.get(), sl.get(), blocks_per_seq_,
-                                        static_cast<int32_t>(lay.order.size())});
-    // The copies above ran on the legacy stream; the decoder's stream does not wait for it.
-    check_call(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    run(st, piecewise);
+    run(prepare(seqs, tokens), piecewise);
     std::vector<float> logits;
-    if (status_) status_ = d_.logits(hidden_->get(), lay.last_rows, logits); // keep a failure
+    if (status_) status_ = d_.logits(hidden_->get(), last_rows_, logits); // keep a failure
     return logits;
   }
+
+  /// The step that appends tokens[i] to sequence seqs[i], in device buffers the runner keeps
+  /// until the next prepare or step (a CUDA graph captures their addresses); not run.
+  const device_step& prepare(const std::vector<int32_t>& seqs, const std::vector<int32_t>& tokens) {
+    layout_ = test::lay_out_step(seqs, lens_, blocks_per_seq_, block_size);
+    const auto& lay = layout_;
+    last_rows_ = lay.last_rows;
+    ids_ = std::make_unique<device_vec<int32_t>>(tokens);
+    ints_.clear();
+    for (const auto* v : {&lay.positions, &lay.qsl, &lay.seq_lens, &lay.table})
+      ints_.push_back(std::make_unique<device_vec<int32_t>>(*v));
+    slots_ = std::make_unique<device_vec<int64_t>>(lay.slots);
+    step_ = device_step{};
+    step_.token_ids = ids_->get();
+    step_.positions = ints_[0]->get();
+    step_.num_tokens = static_cast<int32_t>(tokens.size());
+    step_.layers.assign(views_.size(),
+                        device_layer_batch{ints_[1]->get(), ints_[2]->get(), ints_[3]->get(),
+                                           slots_->get(), blocks_per_seq_,
+                                           static_cast<int32_t>(lay.order.size())});
+    // The copies above ran on the legacy stream; the decoder's stream does not wait for it.
+    check_call(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    return step_;
+  }
+
+  /// The prepared step's layout on the host (block tables of blocks_per_seq() entries).
+  const test::runner_step& layout() const { return layout_; }
+  int32_t blocks_per_seq() const { return blocks_per_seq_; }
+  /// The prepared step's token ids on the device, to overwrite between replays.
+  int32_t* token_ids() const { return ids_->get(); }
+  const std::vector<kv_view>& views() const { return views_; }
 
   /// One sequence's prompt, then `n` greedy tokens (argmax, the lowest id on ties).
   std::vector<int32_t> greedy(int32_t seq, const std::vector<int32_t>& prompt, int32_t n,
@@ -164,6 +182,12 @@ private:
   std::vector<kv_view> views_;
   std::unique_ptr<device_vec<float>> hidden_;
   std::function<cuda_status(float*, size_t)> all_reduce_;
+  device_step step_; // the prepared step, over the buffers below
+  test::runner_step layout_;
+  std::vector<int32_t> last_rows_;
+  std::unique_ptr<device_vec<int32_t>> ids_;
+  std::vector<std::unique_ptr<device_vec<int32_t>>> ints_; // positions, qsl, seq_lens, table
+  std::unique_ptr<device_vec<int64_t>> slots_;
   cuda_status status_;
 };
 

@@ -21,18 +21,11 @@
 #include <nlohmann/json.hpp>
 
 #include "../model/decoder_runner.hpp"
-#include "decoder_cuda_runner.hpp"
+#include "decoder_fixtures.hpp"
 #include "gpu_support.hpp"
 
 namespace kvactor::kernels::gpu_test {
 namespace {
-
-// $KVACTOR_SOURCE_DIR when set (a copy of the tree run elsewhere), else where it was built.
-std::string fixture_dir(const std::string& family) {
-  const char* root = std::getenv("KVACTOR_SOURCE_DIR");
-  return std::string(root != nullptr ? root : KVACTOR_SOURCE_DIR) + "/tests/data/transformers_gpu/"
-         + family;
-}
 
 nlohmann::json expected_of(const std::string& family) {
   std::ifstream in(fixture_dir(family) + "/expected.json");
@@ -46,15 +39,6 @@ double relative_l2(const std::vector<float>& got, const std::vector<float>& want
     norm += want[i] * static_cast<double>(want[i]);
   }
   return got.size() == want.size() ? std::sqrt(diff / norm) : 1e9;
-}
-
-// The fixture's rank `rank` of `tp` on the GPU; its `error` says why when it could not load.
-std::unique_ptr<loaded_decoder> fixture_decoder(const std::string& family, int32_t max_tokens,
-                                                int32_t tp = 1, int32_t rank = 0,
-                                                bool fuse_gated_mlp = false) {
-  auto src = open_hf_decoder(fixture_dir(family), tp, rank);
-  if (!src) throw std::runtime_error(src.err().message);
-  return std::make_unique<loaded_decoder>(*src, max_tokens, fuse_gated_mlp);
 }
 
 class DecoderCudaFixtures : public ::testing::TestWithParam<std::string> {};

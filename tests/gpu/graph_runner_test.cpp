@@ -1,51 +1,86 @@
-// The GPU rank's graph runner: a batch staged into the persistent buffers and padded to a captured
+// The GPU rank's graph runner over the GPU decoder (the llama GPU fixture): a batch staged into the
+// persistent buffers and padded to a captured
 // size replays bit for bit what the eager forward of the same staged batch computes, for FULL
 // (uniform decode, requests padded) and PIECEWISE (a mixed batch, tokens padded, attention
 // eager), and its real rows agree with the eager step of the real requests alone.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "actors/rank/graph_runner.hpp"
-#include "stack_cuda_support.hpp"
+#include "decoder_fixtures.hpp"
+#include "gpu_support.hpp"
 
 namespace kvactor::kernels::gpu_test {
 namespace {
 
-constexpr int32_t block_size = prefilled_stack::block_size;
-
-// The metadata the rank's builders would hand over for a scheduled test batch.
-std::shared_ptr<backend_metadata> metadata_of(const test::step_batch& s) {
-  auto meta = std::make_shared<backend_metadata>();
-  meta->backend = "cuda";
-  meta->common.num_reqs = s.num_reqs();
-  meta->common.num_actual_tokens = s.num_tokens();
-  meta->common.seq_lens = s.seq_lens;
-  meta->common.query_start_loc = s.query_start_loc;
-  meta->common.block_table = s.block_table;
-  meta->common.block_table_width = s.width;
-  meta->common.slot_mapping = s.slot_mapping;
-  return meta;
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    norm += b[i] * static_cast<double>(b[i]);
+  }
+  return a.size() == b.size() ? std::sqrt(diff / norm) : 1e9;
 }
 
-kvactor::step_batch batch_of(const test::step_batch& s) {
-  kvactor::step_batch b;
-  b.token_ids = s.token_ids;
-  b.positions.assign(s.positions.begin(), s.positions.end());
-  for (int32_t i = 0; i < s.num_reqs(); ++i)
-    b.request_ids.push_back(static_cast<uint64_t>(i + 1));
-  return b;
+::testing::AssertionResult bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "the " << a.size() << " and " << b.size() << " floats differ";
 }
 
-// Three requests prefilled (30, 21 and 12 of their 30 tokens) on the GPU stack, each with its
-// next token.
-struct warm_cache : prefilled_stack {
-  warm_cache() : prefilled_stack(9, 3, 30, {30, 21, 12}) { extend_finished(); }
+// A batch as the rank hands it to the graph runner: the step and one metadata group, both from
+// the runner's layout of its last prepared step.
+struct staged_batch {
+  kvactor::step_batch batch;
+  std::shared_ptr<backend_metadata> meta = std::make_shared<backend_metadata>();
+};
 
-  // The eager step of the scheduled batch `s` alone, unpadded, into `out`.
-  cuda_status forward_alone(const test::step_batch& s, device_array<float>& out) {
-    const device_batch b(s, cfg.layers.size());
-    if (cuda_status st = gpu().forward(b.step, dev.views, {}, out.get()); !st) return st;
-    KVACTOR_CUDA_CALL(cudaStreamSynchronize(on.stream)); // before `b` goes away
-    return {};
+staged_batch batch_of(const decoder_cuda_runner& run, const std::vector<int32_t>& tokens) {
+  const auto& l = run.layout();
+  staged_batch s;
+  s.meta->backend = "cuda";
+  s.meta->common.num_reqs = static_cast<int32_t>(l.order.size());
+  s.meta->common.num_actual_tokens = static_cast<int32_t>(tokens.size());
+  s.meta->common.seq_lens = l.seq_lens;
+  s.meta->common.query_start_loc = l.qsl;
+  s.meta->common.block_table = l.table;
+  s.meta->common.block_table_width = run.blocks_per_seq();
+  s.meta->common.slot_mapping = l.slots;
+  s.batch.token_ids = tokens;
+  s.batch.positions.assign(l.positions.begin(), l.positions.end());
+  for (size_t i = 0; i < l.order.size(); ++i)
+    s.batch.request_ids.push_back(static_cast<uint64_t>(i + 1));
+  return s;
+}
+
+// Three requests prefilled (30, 21 and 12 tokens) on the llama GPU fixture's decoder.
+struct warm_cache {
+  std::unique_ptr<loaded_decoder> d = fixture_decoder("llama", 64);
+  decoder_cuda_runner run{*d->decoder, 3, 64};
+  cudaStream_t stream = d->stream;
+  int32_t hidden_size = d->decoder->hidden_size();
+
+  warm_cache() {
+    for (int32_t s = 0; s < 3; ++s) {
+      const int32_t len = 30 - 9 * s;
+      std::vector<int32_t> tokens(static_cast<size_t>(len));
+      for (int32_t i = 0; i < len; ++i)
+        tokens[static_cast<size_t>(i)] = (s * 31 + i * 7) % 256;
+      run.step(std::vector<int32_t>(tokens.size(), s), tokens);
+    }
+  }
+
+  // The step appending tokens[i] to sequence seqs[i], run eagerly alone, unpadded, into `out`;
+  // returns it as the rank would stage it.
+  staged_batch forward_alone(const std::vector<int32_t>& seqs, const std::vector<int32_t>& tokens,
+                             device_array<float>& out) {
+    const auto& step = run.prepare(seqs, tokens);
+    EXPECT_TRUE(d->decoder->forward(step, run.views(), {}, out.get()).ok());
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    return batch_of(run, tokens);
   }
 
   // A graph runner (one metadata group) whose steps write `hidden`, first filled with 0xff (NaN)
@@ -53,8 +88,9 @@ struct warm_cache : prefilled_stack {
   expected<std::unique_ptr<graph_runner>> runner(device_array<float>& hidden,
                                                  const graph_runner_limits& limits) {
     hidden.fill_bytes(0xff);
-    return graph_runner::create(gpu(), dev.views, std::vector<int32_t>(cfg.layers.size(), 0), 1,
-                                limits, hidden.get());
+    return graph_runner::create(*d->decoder, run.views(),
+                                std::vector<int32_t>(run.views().size(), 0), 1, limits,
+                                hidden.get());
   }
 };
 
@@ -78,15 +114,15 @@ eager_and_replayed eager_then_replay(graph_runner& r, const kvactor::step_batch&
   EXPECT_TRUE(st) << st.err().message;
   st = r.forward_eager(graph, reqs);
   EXPECT_TRUE(st) << st.err().message;
-  EXPECT_EQ(cudaStreamSynchronize(w.on.stream), cudaSuccess);
-  out.eager = rows_of(hidden, rows, w.cfg.hidden_size);
+  EXPECT_EQ(cudaStreamSynchronize(w.stream), cudaSuccess);
+  out.eager = rows_of(hidden, rows, w.hidden_size);
   hidden.fill_bytes(0xff);
   st = r.stage(b, {&meta}, graph.num_tokens, reqs);
   EXPECT_TRUE(st) << st.err().message;
   st = r.replay(graph, reqs);
   EXPECT_TRUE(st) << st.err().message;
-  EXPECT_EQ(cudaStreamSynchronize(w.on.stream), cudaSuccess);
-  out.replayed = rows_of(hidden, rows, w.cfg.hidden_size);
+  EXPECT_EQ(cudaStreamSynchronize(w.stream), cudaSuccess);
+  out.replayed = rows_of(hidden, rows, w.hidden_size);
   return out;
 }
 
@@ -102,36 +138,36 @@ void expect_replay_matches(graph_runner& r, const kvactor::step_batch& b,
       eager_then_replay(r, b, meta, graph, reqs, hidden, static_cast<size_t>(graph.num_tokens), w);
   // README.md and bench/RESULTS.md: a replay equals the eager forward of the same padded batch
   // bit for bit.
-  EXPECT_TRUE(test::bit_identical(out.eager, out.replayed))
+  EXPECT_TRUE(bit_identical(out.eager, out.replayed))
       << to_string(graph.mode) << " replay differs from the eager step of the same padded batch";
   // The real requests alone are not the same computation, and nothing claims bit equality for
   // them: the padded batch multiplies matrices with more rows, for which cuBLAS may pick another
   // kernel and summation order, so some activations may round to a neighbouring bf16 value.
   // Agreement within 1e-3 relative L2 over the real rows (this test's bound; a wrong row would
-  // be off by order 1), and the same greedy tokens for these rows: fixed seeds, no near-tie
-  // among them (bench/RESULTS.md: a padded batch may flip a near-tie in long runs).
+  // be off by order 1), and the same greedy tokens for these rows: a fixture whose greedy
+  // margins are not near-ties (bench/RESULTS.md: a padded batch may flip a near-tie in long
+  // runs).
   const auto rows = static_cast<size_t>(real_tokens);
-  EXPECT_LE(rel_l2(rows_of(hidden, rows, w.cfg.hidden_size), alone.download()), 1e-3);
-  auto& gpu = *w.on.stack;
+  EXPECT_LE(rel_l2(rows_of(hidden, rows, w.hidden_size), alone.download()), 1e-3);
+  auto& gpu = *w.d->decoder;
   std::vector<int32_t> t_alone, t_graph;
-  ASSERT_CUDA_OK(gpu.sample(alone.get(), sample_rows, t_alone));
-  ASSERT_CUDA_OK(gpu.sample(hidden.get(), sample_rows, t_graph));
+  ASSERT_CUDA_OK(gpu.sample(alone.get(), {sample_rows, {}, {}}, t_alone));
+  ASSERT_CUDA_OK(gpu.sample(hidden.get(), {sample_rows, {}, {}}, t_graph));
   EXPECT_EQ(t_alone, t_graph);
 }
 
 TEST(GraphRunner, AFullGraphReplaysTheEagerStepOfThePaddedDecodeBitForBit) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   warm_cache w;
-  const auto decode = test::schedule(w.all, {1, 1, 1}, w.pool, block_size, 0);
-  device_array<float> alone(static_cast<size_t>(3) * w.cfg.hidden_size);
-  ASSERT_CUDA_OK(w.forward_alone(decode, alone));
+  device_array<float> alone(static_cast<size_t>(3) * w.hidden_size);
+  const auto decode = w.forward_alone({0, 1, 2}, {5, 6, 7}, alone);
 
-  device_array<float> hidden(static_cast<size_t>(8) * w.cfg.hidden_size);
+  device_array<float> hidden(static_cast<size_t>(8) * w.hidden_size);
   auto runner = w.runner(hidden, {8, 8, 8});
   ASSERT_TRUE(runner) << runner.err().message;
   auto& r = **runner;
-  const auto meta = metadata_of(decode);
-  const auto b = batch_of(decode);
+  const auto& meta = decode.meta;
+  const auto& b = decode.batch;
   const batch_descriptor graph{cudagraph_mode::full, 4, 4, 1, 0, 0, false, 1};
   auto st = r.capture(graph);
   ASSERT_TRUE(st) << st.err().message;
@@ -145,21 +181,22 @@ TEST(GraphRunner, AFullGraphReplaysTheEagerStepOfThePaddedDecodeBitForBit) {
 TEST(GraphRunner, APiecewiseGraphReplaysTheEagerStepOfAPaddedMixedBatchBitForBit) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   warm_cache w;
-  // A mixed batch: two decodes and the rest of the third prompt (18 tokens): 20 tokens.
-  const auto mixed = test::schedule(w.all, {1, 1, 18}, w.pool, block_size, 0);
-  ASSERT_EQ(mixed.num_tokens(), 20);
-  device_array<float> alone(static_cast<size_t>(20) * w.cfg.hidden_size);
-  ASSERT_CUDA_OK(w.forward_alone(mixed, alone));
+  // A mixed batch: two decodes and a chunk of 18 more tokens of the third request: 20 tokens.
+  std::vector<int32_t> seqs{0, 1}, tokens{5, 6};
+  for (int32_t i = 0; i < 18; ++i)
+    seqs.push_back(2), tokens.push_back(100 + i);
+  device_array<float> alone(static_cast<size_t>(20) * w.hidden_size);
+  const auto mixed = w.forward_alone(seqs, tokens, alone);
 
-  device_array<float> hidden(static_cast<size_t>(32) * w.cfg.hidden_size);
+  device_array<float> hidden(static_cast<size_t>(32) * w.hidden_size);
   auto runner = w.runner(hidden, {8, 32, 8});
   ASSERT_TRUE(runner) << runner.err().message;
   auto& r = **runner;
   const batch_descriptor graph{cudagraph_mode::piecewise, 24, 0, 0, 0, 0, false, 1};
   auto st = r.capture(graph);
   ASSERT_TRUE(st) << st.err().message;
-  const auto meta = metadata_of(mixed);
-  const auto b = batch_of(mixed);
+  const auto& meta = mixed.meta;
+  const auto& b = mixed.batch;
   // Eager over the staged batch padded to 24 tokens; then the replay over the same staging.
   expect_replay_matches(r, b, *meta, graph, 3, hidden, alone, 20, {0, 1, 19}, w);
   // A FULL graph of a mixed shape is refused by name.

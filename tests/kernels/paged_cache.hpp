@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "kvactor/kernels/attention_stack.h"
 #include "kvactor/kernels/kv_cache_view.h"
+#include "kvactor/kernels/layer_batch.h"
 
 namespace kvactor::kernels::test {
 

@@ -21,8 +21,8 @@
 #include <functional>
 #include <vector>
 
-#include "kvactor/kernels/attention_stack.h"
 #include "kvactor/kernels/kv_cache_view.h"
+#include "kvactor/kernels/layer_batch.h"
 
 namespace kvactor::kernels {
 

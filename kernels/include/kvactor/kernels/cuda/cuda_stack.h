@@ -1,7 +1,7 @@
 // What the GPU executor, its CUDA graphs and the graph runner need of a model on one GPU: a
 // forward step over the paged KV cache (whole, or in pieces split at the attention ops for
-// piecewise graphs) and the next tokens of some rows. The synthetic attention stack
-// (attention_stack_cuda.h) and the real decoder (decoder_cuda.h) are both one.
+// piecewise graphs) and the next tokens of some rows. The decoder (decoder_cuda.h) is one; test
+// doubles can be others.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -17,7 +17,7 @@
 
 namespace kvactor::kernels {
 
-/// One layer's attention metadata for a step (layer_batch of attention_stack.h), in device
+/// One layer's attention metadata for a step (layer_batch.h's), in device
 /// memory, with the host copies of the sizes the launches need.
 struct device_layer_batch {
   const int32_t* query_start_loc = nullptr; // [num_reqs + 1] device; tokens past the last: padding

@@ -1,0 +1,33 @@
+// The GPU fixtures of tests/data/transformers_gpu (make_fixtures.py --gpu) on the GPU decoder,
+// for the GPU tests.
+#pragma once
+
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "decoder_cuda_runner.hpp"
+
+namespace kvactor::kernels::gpu_test {
+
+/// The directory of a GPU fixture (tests/data/transformers_gpu/FAMILY): under
+/// $KVACTOR_SOURCE_DIR when set (a copy of the tree run elsewhere), else where it was built.
+inline std::string fixture_dir(const std::string& family) {
+  const char* root = std::getenv("KVACTOR_SOURCE_DIR");
+  return std::string(root != nullptr ? root : KVACTOR_SOURCE_DIR) + "/tests/data/transformers_gpu/"
+         + family;
+}
+
+/// A GPU fixture's checkpoint on the GPU decoder (this rank's slice); throws when it does not
+/// open.
+inline std::unique_ptr<loaded_decoder> fixture_decoder(const std::string& family,
+                                                       int32_t max_tokens, int32_t tp = 1,
+                                                       int32_t rank = 0,
+                                                       bool fuse_gated_mlp = false) {
+  auto src = open_hf_decoder(fixture_dir(family), tp, rank);
+  if (!src) throw std::runtime_error(src.err().message);
+  return std::make_unique<loaded_decoder>(*src, max_tokens, fuse_gated_mlp);
+}
+
+} // namespace kvactor::kernels::gpu_test
