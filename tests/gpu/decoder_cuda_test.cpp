@@ -32,15 +32,6 @@ nlohmann::json expected_of(const std::string& family) {
   return nlohmann::json::parse(in);
 }
 
-double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
-    diff += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
-    norm += want[i] * static_cast<double>(want[i]);
-  }
-  return got.size() == want.size() ? std::sqrt(diff / norm) : 1e9;
-}
-
 class DecoderCudaFixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DecoderCudaFixtures, PromptLogitsAndFirstTokensMatchTransformers) {

@@ -2,14 +2,26 @@
 // for the GPU tests.
 #pragma once
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "decoder_cuda_runner.hpp"
 
 namespace kvactor::kernels::gpu_test {
+
+/// ||got - want|| / ||want||; 1e9 when the sizes differ.
+inline double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    diff += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
+    norm += want[i] * static_cast<double>(want[i]);
+  }
+  return got.size() == want.size() ? std::sqrt(diff / norm) : 1e9;
+}
 
 /// The directory of a GPU fixture (tests/data/transformers_gpu/FAMILY): under
 /// $KVACTOR_SOURCE_DIR when set (a copy of the tree run elsewhere), else where it was built.

@@ -15,15 +15,6 @@
 namespace kvactor::kernels::gpu_test {
 namespace {
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-    norm += b[i] * static_cast<double>(b[i]);
-  }
-  return a.size() == b.size() ? std::sqrt(diff / norm) : 1e9;
-}
-
 ::testing::AssertionResult bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0)
     return ::testing::AssertionSuccess();
@@ -148,7 +139,7 @@ void expect_replay_matches(graph_runner& r, const kvactor::step_batch& b,
   // margins are not near-ties (bench/RESULTS.md: a padded batch may flip a near-tie in long
   // runs).
   const auto rows = static_cast<size_t>(real_tokens);
-  EXPECT_LE(rel_l2(rows_of(hidden, rows, w.hidden_size), alone.download()), 1e-3);
+  EXPECT_LE(relative_l2(rows_of(hidden, rows, w.hidden_size), alone.download()), 1e-3);
   auto& gpu = *w.d->decoder;
   std::vector<int32_t> t_alone, t_graph;
   ASSERT_CUDA_OK(gpu.sample(alone.get(), {sample_rows, {}, {}}, t_alone));
