@@ -61,6 +61,23 @@ expected<uint16_t> publish_node(guarded_transport& net, const node_actor& node, 
   return net.publish(node, port, host);
 }
 
+namespace {
+
+// The node's actor. A listener shedding a connection flood may cut a handshake it has not yet
+// authenticated, ours included: a few more attempts, a fifth of a second apart, before the
+// driver gives up on a node that answered the probe.
+expected<node_actor> connect_node(guarded_transport& net, const std::string& host, uint16_t port) {
+  constexpr int attempts = 5;
+  auto node = net.remote_actor<node_actor>(host, port);
+  for (int i = 1; i < attempts && !node; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    node = net.remote_actor<node_actor>(host, port);
+  }
+  return node;
+}
+
+} // namespace
+
 expected<cluster> connect_cluster(guarded_transport& net, const std::vector<std::string>& addresses,
                                   int32_t world, std::optional<device_kind> device,
                                   std::chrono::milliseconds collective_timeout,
@@ -80,7 +97,7 @@ expected<cluster> connect_cluster(guarded_transport& net, const std::vector<std:
     if (auto reachable = tcp_probe(hp->first, hp->second, cluster_connection_timeout); !reachable)
       return make_error(errc::io_error, fmt::format("--nodes: node {} is unreachable: {}", a,
                                                     reachable.err().message));
-    auto node = net.remote_actor<node_actor>(hp->first, hp->second);
+    auto node = connect_node(net, hp->first, hp->second);
     if (!node)
       return make_error(errc::io_error,
                         fmt::format("--nodes: node {} is unreachable{}: {}", a,

@@ -48,7 +48,10 @@ __global__ void __launch_bounds__(decode_config<D>::threads)
   const int chunk = static_cast<int>(blockIdx.y) % a.row_chunks;
   const int kvh = static_cast<int>(blockIdx.y) / a.row_chunks;
   const int split = static_cast<int>(blockIdx.z);
-  pdl_launch_dependents(); // the merge (or prefill) kernel may be scheduled; it waits for us
+  // Launched as a programmatic dependent of the KV write: wait for it, and only then let the
+  // merge (or prefill) kernel be scheduled (the prefill kernel reads the cache before it waits).
+  pdl_wait_for_predecessor();
+  pdl_launch_dependents();
 
   // Block ids: lane i holds those of this warp's sub-tiles n = base + i (ids) and base + 32 + i
   // (ids_next); sub-tile n of this warp is my_begin + warp + 4 n.

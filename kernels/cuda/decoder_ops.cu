@@ -19,6 +19,15 @@ namespace {
 constexpr int threads = 256;
 constexpr int warps = threads / 32;
 
+// The start of a kernel launched as a programmatic dependent (launch_dependent): wait for the
+// previous kernel of the stream (its writes visible), then let the next one be scheduled. In that
+// order, so that a dependent that reads before it waits (the prefill attention kernel) still
+// sees everything before us complete; for a plain launch, both are no-ops.
+__device__ __forceinline__ void pdl_start() {
+  pdl_wait_for_predecessor();
+  pdl_launch_dependents();
+}
+
 // Sum over a CTA of Threads threads; every thread gets the result. `scratch`: [Threads / 32]
 // shared floats.
 template <int Threads = threads>
@@ -59,7 +68,7 @@ __global__ void __launch_bounds__(threads)
 
 // Any dimension: a strided loop over the row (the vectorised kernel below takes the rest).
 __global__ void __launch_bounds__(threads) residual_norm_kernel(const residual_norm_args a) {
-  pdl_launch_dependents(); // the next projection may load its weights meanwhile
+  pdl_start();
   __shared__ float scratch[warps];
   const int64_t r = blockIdx.x;
   float* const x = a.x + (a.rows != nullptr ? int64_t{a.rows[r]} : r) * a.dim;
@@ -109,7 +118,7 @@ __device__ __forceinline__ float sum_sq(const float4& v) {
 template <int V>
 __global__ void __launch_bounds__(norm_threads)
     residual_norm_vec_kernel(const residual_norm_args a) {
-  pdl_launch_dependents(); // the next projection may load its weights meanwhile
+  pdl_start();
   __shared__ float scratch[norm_threads / 32];
   const int64_t r = blockIdx.x;
   const int n4 = a.dim / 4, tid = static_cast<int>(threadIdx.x);
@@ -173,6 +182,7 @@ constexpr int prep_warps = 4;
 constexpr int max_head_dim = 256;
 
 __global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_prepare_args a) {
+  pdl_start();
   __shared__ float row[prep_warps][max_head_dim];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t t = blockIdx.x;
@@ -243,7 +253,7 @@ __device__ __forceinline__ float gated(float g, float u, bool gelu_tanh) {
 __global__ void __launch_bounds__(threads)
     gated_activation_kernel(const float* gate_up, int64_t total, int32_t inter, bool gelu_tanh,
                             __nv_bfloat16* out) {
-  pdl_launch_dependents(); // the down projection may load its weights meanwhile
+  pdl_start();
   for (int64_t e = blockIdx.x * int64_t{threads} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * threads) {
     const int64_t t = e / inter, i = e % inter;
@@ -341,6 +351,7 @@ __global__ void __launch_bounds__(skinny_warps * 32)
   uint4 wv[skinny_unroll];
   if (warp < out) skinny_head(w + warp * chunks, chunks, lane, wv);
   pdl_wait_for_predecessor(); // x is its output; it may still read what y overwrites
+  pdl_launch_dependents();
   for (int64_t row = warp; row < out; row += warps) {
     if (row != warp) skinny_head(w + row * chunks, chunks, lane, wv);
     float acc[N];
@@ -367,6 +378,7 @@ __global__ void __launch_bounds__(skinny_warps * 32)
     skinny_head(w + (inter + warp) * chunks, chunks, lane, wu);
   }
   pdl_wait_for_predecessor();
+  pdl_launch_dependents();
   for (int64_t i = warp; i < inter; i += warps) {
     if (i != warp) {
       skinny_head(w + i * chunks, chunks, lane, wg);
@@ -397,17 +409,18 @@ int multiprocessors() {
   return it->second;
 }
 
-// kernel<<<grid, skinny_warps * 32, 0, stream>>>(args...) as a programmatic dependent launch:
-// it may start before the stream's previous kernel ends (and waits for it in the kernel).
+// kernel<<<grid, block, 0, stream>>>(args...) as a programmatic dependent launch: it may start
+// before the stream's previous kernel ends, and waits for it in the kernel (pdl_start, or the
+// skinny kernels' wait after their weight prefetch).
 template <class... Params, class... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), unsigned grid, cudaStream_t stream,
-                             Args... args) {
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, unsigned block,
+                             cudaStream_t stream, Args... args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(skinny_warps * 32);
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(block);
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
@@ -423,18 +436,19 @@ unsigned skinny_grid(int64_t rows) {
 template <int N>
 cuda_status launch_skinny(const void* w, const void* x, float* y, int32_t in, int32_t out,
                           cudaStream_t stream) {
-  KVACTOR_CUDA_CALL(launch_dependent(skinny_gemm_kernel<N>, skinny_grid(out), stream,
-                                     static_cast<const uint4*>(w), static_cast<const uint4*>(x), y,
-                                     in / 8, out));
+  KVACTOR_CUDA_CALL(launch_dependent(skinny_gemm_kernel<N>, dim3(skinny_grid(out)),
+                                     skinny_warps * 32, stream, static_cast<const uint4*>(w),
+                                     static_cast<const uint4*>(x), y, in / 8, out));
   return {};
 }
 
 template <int N>
 cuda_status launch_skinny_gated(const void* w, const void* x, void* out, int32_t in, int32_t inter,
                                 bool gelu_tanh, cudaStream_t stream) {
-  KVACTOR_CUDA_CALL(launch_dependent(skinny_gated_kernel<N>, skinny_grid(inter), stream,
-                                     static_cast<const uint4*>(w), static_cast<const uint4*>(x),
-                                     static_cast<__nv_bfloat16*>(out), in / 8, inter, gelu_tanh));
+  KVACTOR_CUDA_CALL(launch_dependent(skinny_gated_kernel<N>, dim3(skinny_grid(inter)),
+                                     skinny_warps * 32, stream, static_cast<const uint4*>(w),
+                                     static_cast<const uint4*>(x), static_cast<__nv_bfloat16*>(out),
+                                     in / 8, inter, gelu_tanh));
   return {};
 }
 
@@ -537,17 +551,14 @@ cuda_status launch_residual_norm(const residual_norm_args& a, cudaStream_t strea
   const auto grid = static_cast<unsigned>(a.num_rows);
   const int vec = (a.dim / 4 + norm_threads - 1) / norm_threads;
   if (!vectorisable(a) || vec > norm_max_vec) {
-    residual_norm_kernel<<<grid, threads, 0, stream>>>(a);
-  } else if (vec == 1) {
-    residual_norm_vec_kernel<1><<<grid, norm_threads, 0, stream>>>(a);
-  } else if (vec == 2) {
-    residual_norm_vec_kernel<2><<<grid, norm_threads, 0, stream>>>(a);
-  } else if (vec <= 4) {
-    residual_norm_vec_kernel<4><<<grid, norm_threads, 0, stream>>>(a);
+    KVACTOR_CUDA_CALL(launch_dependent(residual_norm_kernel, grid, threads, stream, a));
   } else {
-    residual_norm_vec_kernel<8><<<grid, norm_threads, 0, stream>>>(a);
+    auto* kernel = vec == 1   ? residual_norm_vec_kernel<1>
+                   : vec == 2 ? residual_norm_vec_kernel<2>
+                   : vec <= 4 ? residual_norm_vec_kernel<4>
+                              : residual_norm_vec_kernel<8>;
+    KVACTOR_CUDA_CALL(launch_dependent(kernel, grid, norm_threads, stream, a));
   }
-  KVACTOR_CUDA_CALL(cudaGetLastError());
   return {};
 }
 
@@ -561,8 +572,7 @@ cuda_status launch_qkv_prepare(const qkv_prepare_args& a, cudaStream_t stream) {
   const int heads = a.q_heads + 2 * a.kv_heads;
   const dim3 grid(static_cast<unsigned>(a.num_tokens),
                   static_cast<unsigned>(std::min((heads + prep_warps - 1) / prep_warps, 65535)));
-  qkv_prepare_kernel<<<grid, prep_warps * 32, 0, stream>>>(a);
-  KVACTOR_CUDA_CALL(cudaGetLastError());
+  KVACTOR_CUDA_CALL(launch_dependent(qkv_prepare_kernel, grid, prep_warps * 32, stream, a));
   return {};
 }
 
@@ -570,9 +580,9 @@ cuda_status launch_gated_activation(const float* gate_up, int32_t num_tokens, in
                                     bool gelu_tanh, void* out, cudaStream_t stream) {
   const int64_t total = int64_t{num_tokens} * inter;
   if (total == 0) return {};
-  gated_activation_kernel<<<grid_for(total), threads, 0, stream>>>(
-      gate_up, total, inter, gelu_tanh, static_cast<__nv_bfloat16*>(out));
-  KVACTOR_CUDA_CALL(cudaGetLastError());
+  KVACTOR_CUDA_CALL(launch_dependent(gated_activation_kernel, dim3(grid_for(total)), threads,
+                                     stream, gate_up, total, inter, gelu_tanh,
+                                     static_cast<__nv_bfloat16*>(out)));
   return {};
 }
 

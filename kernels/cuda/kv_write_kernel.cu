@@ -1,5 +1,6 @@
 // KV write kernel: one CTA per token; its threads copy the token's K and V rows of every head
 // into the cache entry, 8 elements (16 bytes) per access when everything is aligned for it.
+#include "device_utils.cuh"
 #include "kv_write_args.h"
 
 namespace kvactor::kernels::cuda_detail {
@@ -8,6 +9,10 @@ namespace {
 // Elem: uint4 (8 elements) or uint16_t (1).
 template <class Elem>
 __global__ void __launch_bounds__(128) kv_write_kernel(const kv_write_args a) {
+  // Launched as a programmatic dependent: wait for the kernel that made k and v, then let the
+  // attention kernel be scheduled (it waits for us before reading the cache).
+  pdl_wait_for_predecessor();
+  pdl_launch_dependents();
   constexpr int per = sizeof(Elem) / sizeof(uint16_t);
   const int64_t t = blockIdx.x;
   const int64_t slot = a.slot_mapping[t];
@@ -31,12 +36,17 @@ __global__ void __launch_bounds__(128) kv_write_kernel(const kv_write_args a) {
 } // namespace
 
 cuda_status launch_kv_write(const kv_write_args& a, bool vectorized, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(a.num_tokens));
-  if (vectorized)
-    kv_write_kernel<uint4><<<grid, 128, 0, stream>>>(a);
-  else
-    kv_write_kernel<uint16_t><<<grid, 128, 0, stream>>>(a);
-  KVACTOR_CUDA_CALL(cudaGetLastError());
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(a.num_tokens));
+  cfg.blockDim = dim3(128);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  KVACTOR_CUDA_CALL(
+      cudaLaunchKernelEx(&cfg, vectorized ? kv_write_kernel<uint4> : kv_write_kernel<uint16_t>, a));
   return {};
 }
 

@@ -231,10 +231,12 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
         + pl.partial_rows * static_cast<size_t>(pl.num_splits) * static_cast<size_t>(params.v_size);
   }
 
-  // Launch order (NOTE(pdl)): the split kernel first, as an ordinary launch (it waits for the
-  // stream's earlier work); then the merge, a programmatic dependent that waits for it; then the
-  // prefill kernel, a programmatic dependent too, which computes its disjoint rows at once and
-  // waits for its predecessor before exiting. So the last kernel's completion is the call's.
+  // Launch order (NOTE(pdl)): the split kernel first, a programmatic dependent that waits for the
+  // stream's earlier work (the KV write) before it lets the next kernel be scheduled; then the
+  // merge, a programmatic dependent that waits for it; then the prefill kernel, a programmatic
+  // dependent too, which computes its disjoint rows at once (everything before the split kernel
+  // has completed by then) and waits for its predecessor before exiting. So the last kernel's
+  // completion is the call's.
   const bool bf16 = view.type == element_type::bf16;
   const auto splits = static_cast<unsigned>(pl.num_splits);
   if (is_mla(params)) {
@@ -246,7 +248,7 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   }
   const dim3 decode_grid(static_cast<unsigned>(num_reqs),
                          static_cast<unsigned>(params.num_kv_heads * pl.row_chunks), splits);
-  if (cuda_status s = cuda_detail::launch_decode_attention(a, bf16, decode_grid, false, stream); !s)
+  if (cuda_status s = cuda_detail::launch_decode_attention(a, bf16, decode_grid, true, stream); !s)
     return s;
   if (pl.num_splits > 1) {
     if (cuda_status s = cuda_detail::launch_merge_splits(a, bf16, true, stream); !s) return s;
