@@ -32,6 +32,11 @@ if [ -x .devpack/bin/kvactor_attention_bench ]; then
   timeout 60 bash .devpack/run.sh kvactor_attention_bench --flush read \
     --out "$out/attention_read_flush.json" >"$out/attention_read_flush.log" 2>&1
   tail -n 1 "$out/attention_read_flush.log"
+  # The peers on the same shapes, in the same call: PyTorch's SDPA back-ends beside kvactor.
+  timeout 240 python3 bench/hf/sdpa_peers.py --kvactor "$out/attention.json" \
+    --out "$out/sdpa_peers.json" >"$out/sdpa_peers.log" 2>&1
+  status[sdpa_peers]=$?
+  grep -v -i "warn" "$out/sdpa_peers.log" | tail -n 30
 fi
 if [ -x .devpack/bin/kvactor_graph_bench ]; then
   timeout 120 bash .devpack/run.sh kvactor_graph_bench --quick >"$out/graph_bench.log" 2>&1
