@@ -24,8 +24,7 @@ bool runs_kernels(const run_flags& f) {
 // read as a decoder at the run's tensor-parallel size. Families kvactor plans but cannot run
 // (mixture of experts, state-space layers) fail here, saying what is missing.
 expected<hf_decoder_config> rank0_decoder(const run_flags& f, const run_options& o) {
-  const auto dir = checkpoint_directory(o.model);
-  auto path = dir ? expected<std::string>(*dir + "/config.json") : resolve_model_path(o.model);
+  auto path = model_config_path(o.model);
   if (!path) return path.err();
   auto config = read_config_json(*path);
   if (!config) return config.err();

@@ -31,6 +31,9 @@ expected<std::string> resolve_model_path(std::string_view path_or_name);
 /// model.safetensors or model.safetensors.index.json), else nullopt (a config alone, or a name).
 std::optional<std::string> checkpoint_directory(std::string_view model);
 
+/// The config.json of `model`: a model directory's own, else resolve_model_path's.
+expected<std::string> model_config_path(std::string_view model);
+
 /// Stems of the *.json configs in KVACTOR_MODELS_DIR, sorted; empty when the dir is unreadable.
 std::vector<std::string> shipped_model_names();
 

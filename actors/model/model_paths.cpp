@@ -73,6 +73,11 @@ std::optional<std::string> checkpoint_directory(std::string_view model) {
   return std::nullopt;
 }
 
+expected<std::string> model_config_path(std::string_view model) {
+  if (auto dir = checkpoint_directory(model)) return (fs::path{*dir} / "config.json").string();
+  return resolve_model_path(model);
+}
+
 std::vector<std::string> shipped_model_names() {
   std::vector<std::string> out;
   std::error_code ec;

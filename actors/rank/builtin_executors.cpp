@@ -114,9 +114,7 @@ status check_host_memory(const executor_context& c, const hf_decoder_config& cfg
 expected<std::unique_ptr<step_executor>> generated_decoder(const executor_context& c) {
   const int32_t tp = c.config.tensor_parallel_size, rank = c.config.rank;
   const bool gpu = c.config.device == device_kind::cuda;
-  const auto dir = checkpoint_directory(c.config.model);
-  auto path =
-      dir ? expected<std::string>(*dir + "/config.json") : resolve_model_path(c.config.model);
+  auto path = model_config_path(c.config.model);
   if (!path) return path.err();
   auto config = read_config_json(*path);
   if (!config) return config.err();

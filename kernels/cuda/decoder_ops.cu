@@ -12,6 +12,7 @@
 
 #include "decoder_ops.h"
 #include "device_utils.cuh"
+#include "launch_utils.cuh"
 
 namespace kvactor::kernels::cuda_detail {
 namespace {
@@ -412,19 +413,10 @@ int multiprocessors() {
 // kernel<<<grid, block, 0, stream>>>(args...) as a programmatic dependent launch: it may start
 // before the stream's previous kernel ends, and waits for it in the kernel (pdl_start, or the
 // skinny kernels' wait after their weight prefetch).
-template <class... Params, class... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, unsigned block,
-                             cudaStream_t stream, Args... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(block);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+template <class Kernel, class... Args>
+cudaError_t launch_dependent(Kernel kernel, dim3 grid, unsigned block, cudaStream_t stream,
+                             Args... args) {
+  return launch_ex(kernel, grid, block, 0, true, stream, args...);
 }
 
 unsigned skinny_grid(int64_t rows) {

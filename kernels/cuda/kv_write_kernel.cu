@@ -2,6 +2,7 @@
 // into the cache entry, 8 elements (16 bytes) per access when everything is aligned for it.
 #include "device_utils.cuh"
 #include "kv_write_args.h"
+#include "launch_utils.cuh"
 
 namespace kvactor::kernels::cuda_detail {
 namespace {
@@ -36,17 +37,9 @@ __global__ void __launch_bounds__(128) kv_write_kernel(const kv_write_args a) {
 } // namespace
 
 cuda_status launch_kv_write(const kv_write_args& a, bool vectorized, cudaStream_t stream) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(a.num_tokens));
-  cfg.blockDim = dim3(128);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  KVACTOR_CUDA_CALL(
-      cudaLaunchKernelEx(&cfg, vectorized ? kv_write_kernel<uint4> : kv_write_kernel<uint16_t>, a));
+  // A programmatic dependent: the kernel waits for its predecessor before it reads.
+  KVACTOR_CUDA_CALL(launch_ex(vectorized ? kv_write_kernel<uint4> : kv_write_kernel<uint16_t>,
+                              dim3(static_cast<unsigned>(a.num_tokens)), 128, 0, true, stream, a));
   return {};
 }
 

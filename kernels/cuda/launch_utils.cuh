@@ -43,10 +43,12 @@ cuda_status dispatch_head_size(const char* kernel, int32_t head_size, F&& f) {
   return detail::invalid_cuda_argument(kernel, ": head_size ", head_size, " is not instantiated");
 }
 
-/// Launches kernel<<<grid, threads, smem, stream>>>(a), as a programmatic dependent when pdl.
-template <class Kernel>
-cuda_status launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, bool pdl,
-                          cudaStream_t stream, const attention_args& a) {
+/// kernel<<<grid, threads, smem, stream>>>(args...), as a programmatic dependent launch when pdl
+/// (the kernel may then start before the stream's previous kernel ends, and must wait for it
+/// with griddepcontrol.wait before it touches what that kernel writes or reads).
+template <class... Params, class... Args>
+cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, unsigned threads, size_t smem, bool pdl,
+                      cudaStream_t stream, Args... args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -57,7 +59,14 @@ cuda_status launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t sme
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  KVACTOR_CUDA_CALL(cudaLaunchKernelEx(&cfg, kernel, a));
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+
+/// Launches kernel<<<grid, threads, smem, stream>>>(a), as a programmatic dependent when pdl.
+template <class Kernel>
+cuda_status launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, bool pdl,
+                          cudaStream_t stream, const attention_args& a) {
+  KVACTOR_CUDA_CALL(launch_ex(kernel, grid, threads, smem, pdl, stream, a));
   return {};
 }
 

@@ -42,4 +42,14 @@ inline std::unique_ptr<loaded_decoder> fixture_decoder(const std::string& family
   return std::make_unique<loaded_decoder>(*src, max_tokens, fuse_gated_mlp);
 }
 
+/// Sequence s of `run` prefilled eagerly with lengths[s] tokens ((31 s + 7 i) % 256).
+inline void prefill(decoder_cuda_runner& run, const std::vector<int32_t>& lengths) {
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    std::vector<int32_t> tokens(static_cast<size_t>(lengths[s]));
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = static_cast<int32_t>((s * 31 + i * 7) % 256);
+    run.step(std::vector<int32_t>(tokens.size(), static_cast<int32_t>(s)), tokens);
+  }
+}
+
 } // namespace kvactor::kernels::gpu_test

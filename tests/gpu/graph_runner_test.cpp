@@ -54,15 +54,7 @@ struct warm_cache {
   cudaStream_t stream = d->stream;
   int32_t hidden_size = d->decoder->hidden_size();
 
-  warm_cache() {
-    for (int32_t s = 0; s < 3; ++s) {
-      const int32_t len = 30 - 9 * s;
-      std::vector<int32_t> tokens(static_cast<size_t>(len));
-      for (int32_t i = 0; i < len; ++i)
-        tokens[static_cast<size_t>(i)] = (s * 31 + i * 7) % 256;
-      run.step(std::vector<int32_t>(tokens.size(), s), tokens);
-    }
-  }
+  warm_cache() { prefill(run, {30, 21, 12}); }
 
   // The step appending tokens[i] to sequence seqs[i], run eagerly alone, unpadded, into `out`;
   // returns it as the rank would stage it.

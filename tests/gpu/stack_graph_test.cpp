@@ -35,23 +35,13 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// `prompts` sequences of `len` tokens each, prefilled eagerly.
-void prefill(decoder_cuda_runner& run, int32_t prompts, int32_t len) {
-  for (int32_t s = 0; s < prompts; ++s) {
-    std::vector<int32_t> tokens(static_cast<size_t>(len));
-    for (int32_t i = 0; i < len; ++i)
-      tokens[static_cast<size_t>(i)] = (s * 31 + i * 7) % 256;
-    run.step(std::vector<int32_t>(tokens.size(), s), tokens);
-  }
-}
-
 TEST(StackGraph, ReplayEqualsEagerBitForBitAndReadsThePersistentInputs) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const auto d = fixture_decoder("llama", 256);
   ASSERT_TRUE(d->error.empty()) << d->error;
   auto& gpu = *d->decoder;
   decoder_cuda_runner run(gpu, 4, 64);
-  prefill(run, 4, 30);
+  prefill(run, {30, 30, 30, 30});
   ASSERT_CUDA_OK(run.status());
   // A uniform decode step of the four sequences: the graph's batch.
   const auto& step = run.prepare({0, 1, 2, 3}, {5, 6, 7, 8});
@@ -97,7 +87,7 @@ TEST(PiecewiseGraph, ReplayWithEagerAttentionEqualsEagerBitForBit) {
   ASSERT_TRUE(d->error.empty()) << d->error;
   auto& gpu = *d->decoder;
   decoder_cuda_runner run(gpu, 3, 64);
-  prefill(run, 3, 20);
+  prefill(run, {20, 20, 20});
   ASSERT_CUDA_OK(run.status());
   // A mixed step: a decode of sequence 0 and prefill chunks of 10 and 12 tokens.
   std::vector<int32_t> seqs{0}, tokens{5};
