@@ -32,6 +32,16 @@ bench_case prefill(int32_t batch, int32_t tokens, bench_goal goal, std::string a
   return c;
 }
 
+// The same case over an FP8 cache.
+bench_case with_fp8(bench_case c, bench_goal goal) {
+  c.name += " fp8";
+  c.key += "_fp8";
+  c.fp8 = true;
+  c.goal = goal;
+  c.anchor.clear();
+  return c;
+}
+
 bench_case mixed() {
   bench_case c;
   c.name = "mixed 128x4096 + 4x(2048 on 2048) 32/8";
@@ -63,7 +73,7 @@ double bench_case::kv_bytes() const {
   double keys = 0.0;
   for (const bench_request& r : reqs)
     keys += r.seq_len();
-  return keys * num_kv_heads * head_size * element_bytes * 2.0;
+  return keys * num_kv_heads * head_size * (fp8 ? 1.0 : element_bytes) * 2.0;
 }
 
 double bench_case::flops() const {
@@ -108,6 +118,11 @@ std::vector<bench_case> default_cases() {
       mixed(),
       prefill(8, 4096, {goal_kind::min_tflops, 450.0}, "74 TF/s; cuDNN 541"),
       prefill(1, 16384, none, "75 TF/s; cuDNN 582"),
+      // Issue 16: FP8 decode at (128, 4096) moves >= 90% of the copy ceiling on its halved bytes.
+      with_fp8(decode(1, 4096, 32, none, ""), none),
+      with_fp8(decode(32, 4096, 32, none, ""), none),
+      with_fp8(decode(128, 4096, 32, none, ""), {goal_kind::min_copy_pct, 90.0}),
+      with_fp8(prefill(8, 4096, none, ""), none),
   };
 }
 

@@ -10,7 +10,7 @@ namespace kvactor::bench {
 
 constexpr int32_t head_size = 128;
 constexpr int32_t kernel_block_size = 16;
-constexpr double element_bytes = 2.0; // bf16
+constexpr double element_bytes = 2.0; // bf16 (an FP8 cache: 1)
 
 /// One request of a batch: `cached` tokens already in the cache and `fresh` tokens of this step
 /// (its queries, their keys written before the call); it attends to cached + fresh tokens.
@@ -39,12 +39,14 @@ struct bench_case {
   int32_t num_q_heads = 32;
   int32_t num_kv_heads = 8;
   std::vector<bench_request> reqs;
+  bool fp8 = false; // an FP8 E4M3 cache (scales 1); q and out stay bf16
   bench_goal goal;
   std::string anchor; // the incumbent's figure in the anchors, or ""
 
   int32_t num_tokens() const;
   int32_t max_seq_len() const;
-  /// K+V bytes when every key is read once: sum of seq_len x kv_heads x head x 2 B x 2.
+  /// K+V bytes when every key is read once: sum of seq_len x kv_heads x head x 2 B (1 B with
+  /// FP8) x 2.
   double kv_bytes() const;
   /// Attention FLOPs, 4 per (query, q head, visible key, dim) (q.k and p.v, a multiply-add each):
   /// a decode 4.seq.h.d; a pure prefill of s tokens 4.h.s^2.d / 2, as the anchors count it; a

@@ -1,6 +1,7 @@
 #include "attention_bench_kernels.hpp"
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 namespace kvactor::bench {
 namespace {
@@ -33,6 +34,23 @@ __global__ void fill_uniform_kernel(uint16_t* data, size_t n, float range, uint6
       const auto k = static_cast<uint32_t>((h >> (16 * lane)) & 0xffffu);
       const float x = ((static_cast<float>(k) + 0.5f) / 32768.0f - 1.0f) * range;
       data[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    }
+  }
+}
+
+// Eight FP8 E4M3 codes per hash, of values uniform in (-range, range) before rounding (never NaN).
+__global__ void fill_uniform_fp8_kernel(uint8_t* data, size_t n, float range, uint64_t seed) {
+  const size_t groups = (n + 7) / 8;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t g = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += stride) {
+    const uint64_t h = splitmix64(seed * 0x2545f4914f6cdd1dull + g);
+    for (int lane = 0; lane < 8; ++lane) {
+      const size_t i = g * 8 + static_cast<size_t>(lane);
+      if (i >= n) break;
+      const auto k = static_cast<uint32_t>((h >> (8 * lane)) & 0xffu);
+      const float x = ((static_cast<float>(k) + 0.5f) / 128.0f - 1.0f) * range;
+      data[i] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
     }
   }
 }
@@ -72,6 +90,13 @@ cudaError_t fill_uniform_bf16(uint16_t* data, size_t n, float range, uint64_t se
                               cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   fill_uniform_kernel<<<grid_for((n + 3) / 4), threads, 0, stream>>>(data, n, range, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_uniform_fp8(uint8_t* data, size_t n, float range, uint64_t seed,
+                             cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  fill_uniform_fp8_kernel<<<grid_for((n + 7) / 8), threads, 0, stream>>>(data, n, range, seed);
   return cudaGetLastError();
 }
 

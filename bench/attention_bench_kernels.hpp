@@ -19,6 +19,10 @@ namespace kvactor::bench {
 cudaError_t fill_uniform_bf16(uint16_t* data, size_t n, float range, uint64_t seed,
                               cudaStream_t stream);
 
+/// data[i] = the FP8 E4M3 code of a value uniform in (-range, range), from a hash of (seed, i).
+cudaError_t fill_uniform_fp8(uint8_t* data, size_t n, float range, uint64_t seed,
+                             cudaStream_t stream);
+
 /// Reads data[0, bytes) through L2, so that afterwards L2 holds clean lines of `data` only.
 /// REQUIRES: data 16-byte aligned, bytes a multiple of 16; sink a device word (written only when
 /// an unlikely hash matches, so that the reads cannot be optimized away).

@@ -192,7 +192,8 @@ void print_header(const report& rep) {
              "of {} replays after {} warmup\n",
              rep.flush, o.replays, o.warmup);
   fmt::print("data: random bf16 (K, V uniform in (-1, 1), q in (-2, 2)), scale 1/sqrt({}), causal; "
-             "cache {}; block tables: shuffled ids over a cache {:.2g}x what the batch needs\n",
+             "cache {}; block tables: shuffled ids over a cache {:.2g}x what the batch needs; "
+             "cases named fp8: an FP8 E4M3 cache of the same values (scales 1), q and out bf16\n",
              head_size, layout_text(o.layout), o.pool_factor);
   std::fflush(stdout);
 }

@@ -61,10 +61,11 @@ host_batch build_batch(const bench_case& c, double pool_factor, std::mt19937_64&
   return b;
 }
 
-kv_view make_view(int32_t num_kv_heads, cache_layout layout, int64_t num_blocks, void* base) {
+kv_view make_view(int32_t num_kv_heads, cache_layout layout, int64_t num_blocks, void* base,
+                  bool fp8) {
   kv_view v;
   v.base = base;
-  v.type = kernels::element_type::bf16;
+  v.type = fp8 ? kernels::element_type::fp8_e4m3 : kernels::element_type::bf16;
   v.num_blocks = num_blocks;
   v.num_heads = num_kv_heads;
   v.block_size = kernel_block_size;
@@ -185,13 +186,14 @@ check_plan plan_check(const bench_case& c, const host_batch& b, const kv_view& v
 }
 
 // Runs the CPU reference on the plan's batch and compares.
-//   entries // [num_blocks * block size, content] the compact copy (plan.offsets gathered)
+//   entries // [num_blocks * block size, content] the compact copy (plan.offsets gathered), of
+//           // bf16 or FP8 elements
 //   q       // [rows, row_elems] the rows' queries
 //   got     // [rows, row_elems] the GPU's outputs of the rows, bf16 bits
 check_outcome compare_with_reference(const bench_case& c, const check_plan& plan,
                                      std::vector<uint16_t>& entries, const std::vector<float>& q,
                                      const std::vector<uint16_t>& got) {
-  const kv_view host = make_view(1, cache_layout::hnd, plan.num_blocks, entries.data());
+  const kv_view host = make_view(1, cache_layout::hnd, plan.num_blocks, entries.data(), c.fp8);
   std::vector<float> ref(q.size());
   kernels::paged_attention(make_params(c.num_q_heads / c.num_kv_heads, 1), host, q.data(),
                            plan.qsl.data(), plan.seq_lens.data(), plan.block_table.data(),
@@ -217,10 +219,17 @@ check_outcome check_against_reference(const bench_case& c, const host_batch& b, 
                                       const device_buffer<uint16_t>& out,
                                       const std::vector<check_row>& rows, cudaStream_t stream) {
   const check_plan plan = plan_check(c, b, view, rows);
-  const device_buffer<int64_t> offsets(plan.offsets);
-  const device_buffer<uint16_t> gathered(plan.offsets.size() * content);
+  // The gather moves 16-bit units: an FP8 entry is content / 2 of them (offsets stay even, as
+  // the strides are multiples of 16 elements).
+  const int32_t units = c.fp8 ? content / 2 : content;
+  std::vector<int64_t> unit_offsets = plan.offsets;
+  if (c.fp8)
+    for (int64_t& o : unit_offsets)
+      o = o < 0 ? o : o / 2;
+  const device_buffer<int64_t> offsets(unit_offsets);
+  const device_buffer<uint16_t> gathered(plan.offsets.size() * static_cast<size_t>(units));
   check_cuda(gather_entries(static_cast<const uint16_t*>(view.base), offsets.get(),
-                            static_cast<int64_t>(plan.offsets.size()), content, gathered.get(),
+                            static_cast<int64_t>(plan.offsets.size()), units, gathered.get(),
                             stream),
              "gather_entries");
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (gather)");
@@ -255,8 +264,10 @@ case_result run_case(const bench_case& c, const run_options& o, l2_flusher& flus
   const auto num_reqs = static_cast<int32_t>(c.reqs.size());
   const int32_t num_tokens = c.num_tokens();
 
-  kv_view view = make_view(c.num_kv_heads, o.layout, b.num_blocks, nullptr);
-  device_buffer<uint16_t> cache(static_cast<size_t>(b.num_blocks * view.stride_block));
+  kv_view view = make_view(c.num_kv_heads, o.layout, b.num_blocks, nullptr, c.fp8);
+  // 16-bit units: an FP8 cache takes half as many.
+  device_buffer<uint16_t> cache(static_cast<size_t>(b.num_blocks * view.stride_block)
+                                / (c.fp8 ? 2 : 1));
   view.base = cache.get();
   const size_t io_elems = static_cast<size_t>(num_tokens) * c.num_q_heads * head_size;
   device_buffer<uint16_t> q(io_elems), out(io_elems);
@@ -275,7 +286,12 @@ case_result run_case(const bench_case& c, const run_options& o, l2_flusher& flus
 
   // Random everywhere, unused blocks included; out starts as NaN so unwritten rows show.
   const uint64_t seed = rng();
-  check_cuda(fill_uniform_bf16(cache.get(), cache.size(), 1.0f, seed, stream), "fill (cache)");
+  if (c.fp8)
+    check_cuda(fill_uniform_fp8(reinterpret_cast<uint8_t*>(cache.get()), cache.bytes(), 1.0f, seed,
+                                stream),
+               "fill (cache)");
+  else
+    check_cuda(fill_uniform_bf16(cache.get(), cache.size(), 1.0f, seed, stream), "fill (cache)");
   check_cuda(fill_uniform_bf16(q.get(), q.size(), 2.0f, seed + 1, stream), "fill (q)");
   check_cuda(cudaMemsetAsync(out.get(), 0xff, out.bytes(), stream), "cudaMemsetAsync (out)");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (setup)");

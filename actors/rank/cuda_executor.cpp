@@ -100,10 +100,11 @@ public:
   status bind(std::vector<kernels::kv_view> views, std::vector<std::string> layer_names,
               int32_t max_tokens) override {
     for (size_t l = 0; l < views.size(); ++l)
-      if (views[l].base != nullptr && views[l].type != stack_->dtype())
+      if (views[l].base != nullptr && views[l].type != stack_->dtype()
+          && views[l].type != kernels::element_type::fp8_e4m3)
         return make_error(errc::invalid_argument,
                           fmt::format("layer {}: the KV cache holds {}, the GPU stack computes "
-                                      "in {}",
+                                      "in {} (and reads fp8_e4m3 caches)",
                                       layer_names[l], kernels::to_string(views[l].type),
                                       kernels::to_string(stack_->dtype())));
     if (max_tokens > stack_->max_tokens())

@@ -19,10 +19,12 @@ expected<kernels::kv_view> kernel_view(std::byte* base, const kv_cache_view& v) 
   case dtype::float32: out.type = kernels::element_type::f32; break;
   case dtype::bfloat16: out.type = kernels::element_type::bf16; break;
   case dtype::float16: out.type = kernels::element_type::f16; break;
+  // Scales of 1, vLLM's default for a checkpoint without k_scale / v_scale.
+  case dtype::fp8_e4m3: out.type = kernels::element_type::fp8_e4m3; break;
   default:
     return make_error(errc::unsupported,
-                      fmt::format("view of {}: the kernels store float32, bfloat16 or float16, "
-                                  "not {}",
+                      fmt::format("view of {}: the kernels store float32, bfloat16, float16 or "
+                                  "fp8_e4m3, not {}",
                                   v.layer, to_string(v.element_type)));
   }
   out.num_blocks = v.shape[0];

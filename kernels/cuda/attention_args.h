@@ -41,6 +41,9 @@ struct attention_args {
   float score_scale; // scale * log2(e), or scale / softcap with a softcap
   float softcap;
   float softcap_log2; // softcap * log2(e)
+  // Every output row is multiplied by this: V's scale of an FP8 cache, else 1 (K's scale is in
+  // score_scale).
+  float out_scale;
   int32_t sliding_window, chunk_size, causal;
   const float* sinks; // [num_q_heads] natural-log units, or nullptr
   // Split-KV: num_splits CTAs share one row's keys; with more than one, each writes its
@@ -61,12 +64,13 @@ struct attention_args {
 // One launch function per kernel; each dispatches on the element type (bf16, else f16) and the
 // head size, which the host side has checked. With pdl, the kernel is launched as a programmatic
 // dependent of the previous kernel of the stream (see each kernel for how it waits).
+// fp8: the cache holds FP8 E4M3 codes (then q and out are bf16, and bf16 is ignored).
 /// grid: (num_reqs, num_kv_heads * row_chunks, num_splits).
-cuda_status launch_decode_attention(const attention_args& a, bool bf16, dim3 grid, bool pdl,
-                                    cudaStream_t stream);
+cuda_status launch_decode_attention(const attention_args& a, bool bf16, bool fp8, dim3 grid,
+                                    bool pdl, cudaStream_t stream);
 /// grid: (num_tokens / prefill_tile + num_reqs, num_q_heads).
-cuda_status launch_prefill_attention(const attention_args& a, bool bf16, dim3 grid, bool pdl,
-                                     cudaStream_t stream);
+cuda_status launch_prefill_attention(const attention_args& a, bool bf16, bool fp8, dim3 grid,
+                                     bool pdl, cudaStream_t stream);
 /// grid: (num_tokens, ceil(num_q_heads / 16), num_splits).
 cuda_status launch_mla_decode(const attention_args& a, bool bf16, dim3 grid, cudaStream_t stream);
 /// Combines the split partial results: of the decode kernel's rows (by_request), else of the MLA

@@ -6,6 +6,9 @@
 // At the end the 4 warps' (max, sum, O) are merged in shared memory; the CTA writes the final
 // rows, or, with several splits, its partial result for the merge kernel. Each CTA lets the next
 // kernel (merge or prefill, launched with PDL) be scheduled as soon as it starts.
+// An FP8 cache lands in byte-wide staging rows; the warp converts each sub-tile to bf16 in a
+// tile of its own (exact: every E4M3 value is a bf16 value) and runs the same MMAs on it; the
+// scales are applied to the scores (k_scale) and the output (v_scale).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -16,31 +19,56 @@
 namespace kvactor::kernels::cuda_detail {
 namespace {
 
-template <int D>
+// C: the cache's element type (T, or __nv_fp8_e4m3).
+template <int D, class C>
 struct decode_config {
+  static constexpr bool fp8 = sizeof(C) == 1;
   static constexpr int warps = 4;
   static constexpr int threads = warps * 32;
-  static constexpr int stages = 3;  // sub-tiles in flight per warp
-  static constexpr int row = D + 8; // shared row stride in elements: +16 bytes against conflicts
-  static constexpr int tile = 16 * row; // one 16-row tile
-  // Q, then per warp and stage: K, V.
-  static constexpr size_t smem_bytes = 2 * size_t{tile} * (1 + warps * stages * 2);
+  static constexpr int stages = fp8 ? 4 : 3; // sub-tiles in flight per warp
+  static constexpr int row = D + 8; // 16-bit shared row stride in elements: +16 bytes (conflicts)
+  static constexpr int tile = 16 * row;                     // one 16-row tile of 16-bit elements
+  static constexpr int stage_row = D * int{sizeof(C)} + 16; // staging row stride in bytes
+  static constexpr int stage_tile = 16 * stage_row;         // bytes
+  static constexpr int chunks = D * int{sizeof(C)} / 16;    // 16-byte chunks per cache row
+  // Q, then per warp and stage: K, V; with FP8, per warp: K, V converted to 16 bits.
+  static constexpr size_t stage_bytes = size_t{warps} * stages * 2 * stage_tile;
+  static constexpr size_t smem_bytes =
+      2 * size_t{tile} + stage_bytes + (fp8 ? size_t{warps} * 2 * 2 * tile : 0);
   // The warps' merge reuses the stages: O [warps][16][D + 4], max [warps][16], sum [warps][16].
   static constexpr int red_row = D + 4;
-  static_assert(4 * (warps * 16 * red_row + 2 * warps * 16) <= 2 * tile * warps * stages * 2);
+  static_assert(4 * (warps * 16 * red_row + 2 * warps * 16) <= stage_bytes);
 };
 
-template <class T, int D>
-__global__ void __launch_bounds__(decode_config<D>::threads)
+// This warp's K and V sub-tile of 16 FP8 rows in staging -> 16-bit rows of `row` elements.
+template <int D, class C, class T>
+__device__ __forceinline__ void convert_subtile(const unsigned char* ks8, T* ks, int lane) {
+  using cfg = decode_config<D, C>;
+#pragma unroll
+  for (int i = 0; i < 2 * 16 * cfg::chunks / 32; ++i) {
+    const int c = lane + 32 * i;
+    const int kv = c / (16 * cfg::chunks), rr = c / cfg::chunks % 16, col = c % cfg::chunks;
+    const uint4 in = *reinterpret_cast<const uint4*>(ks8 + kv * cfg::stage_tile
+                                                     + rr * cfg::stage_row + col * 16);
+    uint4* const dst = reinterpret_cast<uint4*>(ks + kv * cfg::tile + rr * cfg::row + col * 16);
+    fp8x16_to_bf16(in, dst[0], dst[1]);
+  }
+}
+
+template <class T, class C, int D>
+__global__ void __launch_bounds__(decode_config<D, C>::threads)
     decode_attention_kernel(const attention_args a) {
-  using cfg = decode_config<D>;
+  using cfg = decode_config<D, C>;
   using ops = mma_ops<T>;
   constexpr int row = cfg::row;
-  constexpr int chunks = D / 8; // 16-byte chunks per row
+  constexpr int chunks = D / 8;                  // 16-byte chunks per 16-bit row
+  constexpr int c_chunks = cfg::chunks;          // 16-byte chunks per cache row
+  constexpr int per_chunk = 16 / int{sizeof(C)}; // cache elements per chunk
+  static_assert(cfg::fp8 || cfg::stage_row == 2 * row, "16-bit stages are the MMAs' tiles");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const q_s = reinterpret_cast<T*>(smem_raw);
-  T* const stage_s = q_s + cfg::tile;
+  unsigned char* const stage_s = smem_raw + 2 * cfg::tile;
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -128,9 +156,10 @@ __global__ void __launch_bounds__(decode_config<D>::threads)
 
   // Sub-tile n of this warp is my_begin + warp + 4 n.
   const int n_tiles = my_end - my_begin - warp > 0 ? (my_end - my_begin - warp + 3) / 4 : 0;
-  T* const my_stages = stage_s + warp * cfg::stages * 2 * cfg::tile;
-  const T* const cache = static_cast<const T*>(a.cache);
-  const T* const head_base = cache + kvh * a.stride_head;
+  unsigned char* const my_stages = stage_s + warp * cfg::stages * 2 * cfg::stage_tile;
+  T* const my_converted = reinterpret_cast<T*>(stage_s + cfg::stage_bytes) + warp * 2 * cfg::tile;
+  const C* const cache = static_cast<const C*>(a.cache);
+  const C* const head_base = cache + kvh * a.stride_head;
 
   auto issue = [&](int n) {
     if (n < n_tiles) {
@@ -141,19 +170,19 @@ __global__ void __launch_bounds__(decode_config<D>::threads)
       const int blk = __shfl_sync(0xffffffffu, ids, n & 31);
       const int key0 = (my_begin + warp + 4 * n) * 16;
       const bool blk_ok = blk >= 0 && blk < a.num_blocks;
-      const T* const src = head_base + static_cast<int64_t>(blk_ok ? blk : 0) * a.stride_block
+      const C* const src = head_base + static_cast<int64_t>(blk_ok ? blk : 0) * a.stride_block
                            + static_cast<int64_t>(key0 % a.block_size) * a.stride_token;
-      T* const ks = my_stages + (n % cfg::stages) * 2 * cfg::tile;
-      T* const vs = ks + cfg::tile;
+      unsigned char* const ks = my_stages + (n % cfg::stages) * 2 * cfg::stage_tile;
+      unsigned char* const vs = ks + cfg::stage_tile;
 #pragma unroll
-      for (int i = 0; i < 16 * chunks / 32; ++i) {
+      for (int i = 0; i < 16 * c_chunks / 32; ++i) {
         const int c = lane + 32 * i;
-        const int rr = c / chunks, col = c % chunks;
+        const int rr = c / c_chunks, col = c % c_chunks;
         const int key = key0 + rr;
         const bool ok = blk_ok && key >= lo && key <= hi;
-        const T* const p = src + rr * a.stride_token + col * 8;
-        cp_async_16(ks + rr * row + col * 8, ok ? p : cache, ok);
-        cp_async_16(vs + rr * row + col * 8, ok ? p + a.v_offset : cache, ok);
+        const C* const p = src + rr * a.stride_token + col * per_chunk;
+        cp_async_16(ks + rr * cfg::stage_row + col * 16, ok ? p : cache, ok);
+        cp_async_16(vs + rr * cfg::stage_row + col * 16, ok ? p + a.v_offset : cache, ok);
       }
     }
     cp_async_commit(); // empty groups keep the wait counts uniform
@@ -170,8 +199,14 @@ __global__ void __launch_bounds__(decode_config<D>::threads)
     issue(n + cfg::stages - 1);
     cp_async_wait<cfg::stages - 1>();
     __syncwarp();
-    const T* const ks = my_stages + (n % cfg::stages) * 2 * cfg::tile;
-    const T* const vs = ks + cfg::tile;
+    const T* ks = reinterpret_cast<const T*>(my_stages + (n % cfg::stages) * 2 * cfg::stage_tile);
+    if constexpr (cfg::fp8) {
+      convert_subtile<D, C>(my_stages + (n % cfg::stages) * 2 * cfg::stage_tile, my_converted,
+                            lane);
+      __syncwarp();
+      ks = my_converted;
+    }
+    const T* const vs = ks + (cfg::fp8 ? cfg::tile : cfg::stage_tile / 2);
     const int key0 = (my_begin + warp + 4 * n) * 16;
 
     // S = Q K^T: 16 rows x 16 keys, as two n8 tiles.
@@ -311,19 +346,19 @@ __global__ void __launch_bounds__(decode_config<D>::threads)
 
 // For launch_per_head_size.
 struct decode_kernels {
-  template <int D>
-  using config = decode_config<D>;
-  template <class T, int D>
+  template <int D, class C>
+  using config = decode_config<D, C>;
+  template <class T, class C, int D>
   static auto instance() {
-    return decode_attention_kernel<T, D>;
+    return decode_attention_kernel<T, C, D>;
   }
 };
 
 } // namespace
 
-cuda_status launch_decode_attention(const attention_args& a, bool bf16, dim3 grid, bool pdl,
-                                    cudaStream_t stream) {
-  return launch_per_head_size<decode_kernels>("decode attention", a, bf16, grid, pdl, stream);
+cuda_status launch_decode_attention(const attention_args& a, bool bf16, bool fp8, dim3 grid,
+                                    bool pdl, cudaStream_t stream) {
+  return launch_per_head_size<decode_kernels>("decode attention", a, bf16, fp8, grid, pdl, stream);
 }
 
 } // namespace kvactor::kernels::cuda_detail

@@ -36,9 +36,9 @@ cuda_status check_step(const decoder_cuda::impl& s, const device_step& step,
   const int32_t d = s.spec.head_dim;
   for (size_t l = 0; l < num_layers; ++l) {
     const device_layer_batch& b = step.layers[l];
-    KVACTOR_CUDA_CHECK_ARG(kv[l].type == element_type::bf16, forward_prefix, "kv[", l,
-                           "].type: ", to_string(kv[l].type),
-                           " (the GPU decoder computes in bf16)");
+    KVACTOR_CUDA_CHECK_ARG(kv[l].type == element_type::bf16 || kv[l].type == element_type::fp8_e4m3,
+                           forward_prefix, "kv[", l, "].type: ", to_string(kv[l].type),
+                           " (the GPU decoder computes in bf16: a bf16 or fp8_e4m3 cache)");
     if (auto w = check_kv_write_cuda(kv[l], s.k, s.v, element_type::bf16, d, d, b.slot_mapping, t);
         !w)
       return in_layer(l, w);

@@ -14,11 +14,17 @@ cuda_status check_kv_write_cuda(const kv_view& view, const void* k, const void* 
                                 element_type type, int32_t head_size, int32_t head_size_v,
                                 const int64_t* slot_mapping, int32_t num_tokens) {
   if (cuda_status s = cuda_detail::check_view_as_status(view, "kv_write_cuda: view"); !s) return s;
-  KVACTOR_CUDA_CHECK_ARG(view.type == element_type::bf16 || view.type == element_type::f16,
+  const bool fp8 = view.type == element_type::fp8_e4m3;
+  KVACTOR_CUDA_CHECK_ARG(view.type == element_type::bf16 || view.type == element_type::f16 || fp8,
                          "kv_write_cuda: view.type: ", to_string(view.type),
-                         " is not supported (bf16 or f16)");
-  KVACTOR_CUDA_CHECK_ARG(type == view.type, "kv_write_cuda: type: ", to_string(type),
-                         " differs from the view's ", to_string(view.type));
+                         " is not supported (bf16, f16 or fp8_e4m3)");
+  if (fp8)
+    KVACTOR_CUDA_CHECK_ARG(type == element_type::bf16 || type == element_type::f16,
+                           "kv_write_cuda: type: ", to_string(type),
+                           " is not supported for an fp8_e4m3 cache (bf16 or f16)");
+  else
+    KVACTOR_CUDA_CHECK_ARG(type == view.type, "kv_write_cuda: type: ", to_string(type),
+                           " differs from the view's ", to_string(view.type));
   KVACTOR_CUDA_CHECK_ARG(num_tokens >= 0, "kv_write_cuda: num_tokens: ", num_tokens,
                          " is negative");
   KVACTOR_CUDA_CHECK_ARG(head_size > 0, "kv_write_cuda: head_size: ", head_size, " must be > 0");
@@ -27,7 +33,8 @@ cuda_status check_kv_write_cuda(const kv_view& view, const void* k, const void* 
   KVACTOR_CUDA_CHECK_ARG(head_size + head_size_v <= view.content,
                          "kv_write_cuda: head_size + head_size_v: ", head_size, " + ", head_size_v,
                          " exceeds the view's content ", view.content);
-  KVACTOR_CUDA_CHECK_ARG(aligned(view.base, 2), "kv_write_cuda: view.base: ", view.base,
+  KVACTOR_CUDA_CHECK_ARG(aligned(view.base, element_size(view.type)),
+                         "kv_write_cuda: view.base: ", view.base,
                          " is not aligned to its element size");
   if (num_tokens == 0) return {}; // nothing is read: empty buffers may come as null pointers
   KVACTOR_CUDA_CHECK_ARG((v == nullptr) == (head_size_v == 0),
@@ -52,7 +59,9 @@ cuda_status kv_write_cuda(const kv_view& view, const void* k, const void* v, ele
     return s;
   if (num_tokens == 0) return {};
   cuda_detail::kv_write_args a{};
-  a.cache = static_cast<uint16_t*>(view.base);
+  a.cache = view.base;
+  a.k_scale = key_scale(view);
+  a.v_scale = value_scale(view);
   a.stride_block = view.stride_block;
   a.stride_head = view.stride_head;
   a.stride_token = view.stride_token;
@@ -69,7 +78,11 @@ cuda_status kv_write_cuda(const kv_view& view, const void* k, const void* v, ele
                           && head_size % 8 == 0 && head_size_v % 8 == 0
                           && view.stride_block % 8 == 0 && view.stride_head % 8 == 0
                           && view.stride_token % 8 == 0;
-  return cuda_detail::launch_kv_write(a, vectorized, stream);
+  using cuda_detail::kv_write_kind;
+  const kv_write_kind kind = view.type != element_type::fp8_e4m3 ? kv_write_kind::copy
+                             : type == element_type::bf16        ? kv_write_kind::fp8_bf16
+                                                                 : kv_write_kind::fp8_f16;
+  return cuda_detail::launch_kv_write(a, kind, vectorized, stream);
 }
 
 } // namespace kvactor::kernels

@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -80,26 +81,30 @@ cuda_status launch_kernel_with_smem(Kernel kernel, dim3 grid, unsigned threads, 
   return launch_kernel(kernel, grid, threads, smem, pdl, stream, a);
 }
 
-/// The kernel of one family (decode, prefill) for element type T and head size D, with D's
-/// launch configuration:
+/// The kernel of one family (decode, prefill) for q/out element type T, cache element type C (T,
+/// or __nv_fp8_e4m3) and head size D, with its launch configuration:
 ///   struct Kernels {
-///     template <int D> using config = ...;             // threads, smem_bytes
-///     template <class T, int D> static auto instance(); // the __global__ function
+///     template <int D, class C> using config = ...;             // threads, smem_bytes
+///     template <class T, class C, int D> static auto instance(); // the __global__ function
 ///   };
-/// launch_per_head_size<Kernels> launches the instance for the call's element type (bf16, else
-/// f16) and head size (64, 96, 128 or 256; `name` names the family when it is another).
+/// launch_per_head_size<Kernels> launches the instance for the call's types (fp8: a bf16 q with an
+/// FP8 cache; else bf16 or f16 for both) and head size (64, 96, 128 or 256; `name` names the
+/// family when it is another).
 template <class Kernels>
-cuda_status launch_per_head_size(const char* name, const attention_args& a, bool bf16, dim3 grid,
-                                 bool pdl, cudaStream_t stream) {
-  return dispatch_half_type(bf16, [&](auto type) {
-    using T = typename decltype(type)::type;
+cuda_status launch_per_head_size(const char* name, const attention_args& a, bool bf16, bool fp8,
+                                 dim3 grid, bool pdl, cudaStream_t stream) {
+  auto launch = [&](auto q_type, auto cache_type) {
+    using T = typename decltype(q_type)::type;
+    using C = typename decltype(cache_type)::type;
     return dispatch_head_size(name, a.head_size, [&](auto head_size) {
       constexpr int D = decltype(head_size)::value;
-      using cfg = typename Kernels::template config<D>;
-      return launch_kernel_with_smem(Kernels::template instance<T, D>(), grid, cfg::threads,
+      using cfg = typename Kernels::template config<D, C>;
+      return launch_kernel_with_smem(Kernels::template instance<T, C, D>(), grid, cfg::threads,
                                      cfg::smem_bytes, pdl, stream, a);
     });
-  });
+  };
+  if (fp8) return launch(type_tag<__nv_bfloat16>{}, type_tag<__nv_fp8_e4m3>{});
+  return dispatch_half_type(bf16, [&](auto type) { return launch(type, type); });
 }
 
 } // namespace kvactor::kernels::cuda_detail

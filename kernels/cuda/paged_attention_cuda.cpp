@@ -92,23 +92,29 @@ plan make_plan(const attention_params& p, const kv_view& view, int32_t width, in
 }
 
 cuda_status check_params(const attention_params& p, const kv_view& view) {
-  KVACTOR_CUDA_CHECK_ARG(view.type == element_type::bf16 || view.type == element_type::f16,
+  const bool fp8 = view.type == element_type::fp8_e4m3;
+  KVACTOR_CUDA_CHECK_ARG(view.type == element_type::bf16 || view.type == element_type::f16 || fp8,
                          "paged_attention_cuda: view.type: ", to_string(view.type),
-                         " is not supported (bf16 or f16)");
+                         " is not supported (bf16, f16 or fp8_e4m3)");
+  // 16-byte copies: 8 elements of 16 bits, 16 of FP8.
+  const int64_t per16 = fp8 ? 16 : 8;
   KVACTOR_CUDA_CHECK_ARG(view.block_size == 16 || view.block_size == 32 || view.block_size == 64,
                          "paged_attention_cuda: view.block_size: ", view.block_size,
                          " is not supported (16, 32 or 64)");
   KVACTOR_CUDA_CHECK_ARG(aligned16(view.base), "paged_attention_cuda: view.base: ", view.base,
                          " is not 16-byte aligned");
-  KVACTOR_CUDA_CHECK_ARG(
-      view.stride_block % 8 == 0 && view.stride_head % 8 == 0 && view.stride_token % 8 == 0,
-      "paged_attention_cuda: view strides: ", view.stride_block, ", ", view.stride_head, ", ",
-      view.stride_token, " are not all multiples of 8 elements (16 bytes)");
+  KVACTOR_CUDA_CHECK_ARG(view.stride_block % per16 == 0 && view.stride_head % per16 == 0
+                             && view.stride_token % per16 == 0,
+                         "paged_attention_cuda: view strides: ", view.stride_block, ", ",
+                         view.stride_head, ", ", view.stride_token, " are not all multiples of ",
+                         per16, " elements (16 bytes)");
   if (cuda_status s = cuda_detail::check_as_status(
           [&] { check_attention_sizes(p, view, "paged_attention_cuda"); });
       !s)
     return s;
   if (is_mla(p)) {
+    KVACTOR_CUDA_CHECK_ARG(!fp8, "paged_attention_cuda: view.type: fp8_e4m3 is not supported with "
+                                 "head_size 576 (MLA) yet");
     KVACTOR_CUDA_CHECK_ARG(p.v_offset == 0 && p.v_size == 512,
                            "paged_attention_cuda: v_offset, v_size: ", p.v_offset, ", ", p.v_size,
                            " are not supported with head_size 576 (MLA: 0, 512)");
@@ -122,8 +128,8 @@ cuda_status check_params(const attention_params& p, const kv_view& view) {
                            " is not supported (64, 96, 128, 256, or 576 for MLA)");
     KVACTOR_CUDA_CHECK_ARG(p.v_size == p.head_size, "paged_attention_cuda: v_size: ", p.v_size,
                            " is not supported: it must equal head_size ", p.head_size);
-    KVACTOR_CUDA_CHECK_ARG(p.v_offset % 8 == 0, "paged_attention_cuda: v_offset: ", p.v_offset,
-                           " is not a multiple of 8");
+    KVACTOR_CUDA_CHECK_ARG(p.v_offset % per16 == 0, "paged_attention_cuda: v_offset: ", p.v_offset,
+                           " is not a multiple of ", per16);
   }
   return cuda_detail::check_as_status([&] { check_attention_scores(p, "paged_attention_cuda"); });
 }
@@ -210,8 +216,11 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   a.v_offset = params.v_offset;
   a.v_size = params.v_size;
   a.softcap = params.softcap;
-  a.score_scale = params.softcap > 0.0f ? params.scale / params.softcap
-                                        : params.scale * cuda_detail::log2e_host;
+  // An FP8 cache's K scale multiplies every q . k, its V scale every output row.
+  a.score_scale = (params.softcap > 0.0f ? params.scale / params.softcap
+                                         : params.scale * cuda_detail::log2e_host)
+                  * key_scale(view);
+  a.out_scale = value_scale(view);
   a.softcap_log2 = params.softcap * cuda_detail::log2e_host;
   a.sliding_window = params.sliding_window;
   a.chunk_size = params.chunk_size;
@@ -237,7 +246,8 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   // dependent too, which computes its disjoint rows at once (everything before the split kernel
   // has completed by then) and waits for its predecessor before exiting. So the last kernel's
   // completion is the call's.
-  const bool bf16 = view.type == element_type::bf16;
+  const bool fp8 = view.type == element_type::fp8_e4m3;
+  const bool bf16 = view.type == element_type::bf16 || fp8; // q and out: bf16 with FP8
   const auto splits = static_cast<unsigned>(pl.num_splits);
   if (is_mla(params)) {
     const dim3 grid(static_cast<unsigned>(num_tokens),
@@ -248,7 +258,8 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   }
   const dim3 decode_grid(static_cast<unsigned>(num_reqs),
                          static_cast<unsigned>(params.num_kv_heads * pl.row_chunks), splits);
-  if (cuda_status s = cuda_detail::launch_decode_attention(a, bf16, decode_grid, true, stream); !s)
+  if (cuda_status s = cuda_detail::launch_decode_attention(a, bf16, fp8, decode_grid, true, stream);
+      !s)
     return s;
   if (pl.num_splits > 1) {
     if (cuda_status s = cuda_detail::launch_merge_splits(a, bf16, true, stream); !s) return s;
@@ -256,7 +267,7 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   // Prefill tiles: request r's are query_start_loc[r] / 64 + r + i (see prefill_attention.cu).
   const dim3 prefill_grid(static_cast<unsigned>(num_tokens / cuda_detail::prefill_tile + num_reqs),
                           static_cast<unsigned>(params.num_q_heads));
-  return cuda_detail::launch_prefill_attention(a, bf16, prefill_grid, true, stream);
+  return cuda_detail::launch_prefill_attention(a, bf16, fp8, prefill_grid, true, stream);
 }
 
 } // namespace kvactor::kernels

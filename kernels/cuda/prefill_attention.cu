@@ -5,7 +5,9 @@
 // tiles of BN keys are double-buffered through cp.async; each warp owns 16 query rows and runs
 // S = Q K^T and O += P V on the tensor cores with an online softmax. Only the key tiles that some
 // row sees are loaded (causal, window and chunk skipping); a warp skips the tiles none of its
-// rows sees, and masks only the tiles its rows see in part.
+// rows sees, and masks only the tiles its rows see in part. An FP8 cache lands in byte-wide
+// staging tiles that the CTA converts to bf16 (exactly) before the MMAs; the scales are applied
+// to the scores (k_scale) and the output (v_scale).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -16,29 +18,38 @@
 namespace kvactor::kernels::cuda_detail {
 namespace {
 
-template <int D>
+// C: the cache's element type (T, or __nv_fp8_e4m3).
+template <int D, class C>
 struct prefill_config {
+  static constexpr bool fp8 = sizeof(C) == 1;
   static constexpr int warps = 4;
   static constexpr int threads = warps * 32;
   static constexpr int bm = prefill_tile;
   static_assert(bm == warps * 16);
-  static constexpr int bn = D <= 128 ? 64 : 32; // keys per tile
-  static constexpr int row = D + 8;
-  // Q [bm][row], K [2][bn][row], V [2][bn][row]
-  static constexpr size_t smem_bytes = 2 * size_t{row} * (bm + 4 * bn);
+  static constexpr int bn = D <= 128 ? 64 : 32;          // keys per tile
+  static constexpr int row = D + 8;                      // 16-bit elements
+  static constexpr int load_row = fp8 ? D + 16 : row;    // cache elements per loaded row
+  static constexpr int chunks = D * int{sizeof(C)} / 16; // 16-byte chunks per cache row
+  // Q [bm][row], K [2][bn][load_row], V [2][bn][load_row] of C; FP8: K, V [bn][row] in 16 bits.
+  static constexpr size_t smem_bytes = 2 * size_t{row} * bm + 4 * size_t{bn} * load_row * sizeof(C)
+                                       + (fp8 ? 2 * 2 * size_t{bn} * row : 0);
 };
 
-template <class T, int D>
+template <class T, class C, int D>
 __device__ __forceinline__ void prefill_attention_body(const attention_args& a) {
-  using cfg = prefill_config<D>;
+  using cfg = prefill_config<D, C>;
   using ops = mma_ops<T>;
-  constexpr int row = cfg::row, bm = cfg::bm, bn = cfg::bn;
-  constexpr int chunks = D / 8;
+  constexpr int row = cfg::row, bm = cfg::bm, bn = cfg::bn, load_row = cfg::load_row;
+  constexpr int chunks = D / 8; // 16-byte chunks of a 16-bit row
+  constexpr int c_chunks = cfg::chunks;
+  constexpr int per_chunk = 16 / int{sizeof(C)};
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* const q_s = reinterpret_cast<T*>(smem_raw);
-  T* const k_s = q_s + bm * row; // [2][bn][row]
-  T* const v_s = k_s + 2 * bn * row;
+  C* const k_s = reinterpret_cast<C*>(q_s + bm * row); // [2][bn][load_row]
+  C* const v_s = k_s + 2 * bn * load_row;
+  T* const k_conv = reinterpret_cast<T*>(v_s + 2 * bn * load_row); // FP8: [bn][row]
+  T* const v_conv = k_conv + bn * row;
 
   // Which request and tile: the largest r with query_start_loc[r] / bm + r <= x.
   const int x = static_cast<int>(blockIdx.x);
@@ -76,24 +87,25 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
     cp_async_16(q_s + rr * row + col * 8, ok ? src : q, ok);
   }
 
-  const T* const cache = static_cast<const T*>(a.cache);
-  const T* const head_base = cache + kvh * a.stride_head;
+  const C* const cache = static_cast<const C*>(a.cache);
+  const C* const head_base = cache + kvh * a.stride_head;
   const int32_t* const bt = a.block_table + static_cast<int64_t>(r) * a.width;
   auto load_kv = [&](int kt, int buf) {
-    T* const ks = k_s + buf * bn * row;
-    T* const vs = v_s + buf * bn * row;
+    C* const ks = k_s + buf * bn * load_row;
+    C* const vs = v_s + buf * bn * load_row;
 #pragma unroll
-    for (int i = 0; i < bn * chunks / cfg::threads; ++i) {
+    for (int i = 0; i < bn * c_chunks / cfg::threads; ++i) {
       const int c = tid + cfg::threads * i;
-      const int rr = c / chunks, col = c % chunks;
+      const int rr = c / c_chunks, col = c % c_chunks;
       const int key = kt * bn + rr;
       bool ok = key >= lo && key <= hi && key / a.block_size < a.width;
       const int blk = ok ? bt[key / a.block_size] : 0;
       ok = ok && blk >= 0 && blk < a.num_blocks;
-      const T* const p = head_base + static_cast<int64_t>(ok ? blk : 0) * a.stride_block
-                         + static_cast<int64_t>(key % a.block_size) * a.stride_token + col * 8;
-      cp_async_16(ks + rr * row + col * 8, ok ? p : cache, ok);
-      cp_async_16(vs + rr * row + col * 8, ok ? p + a.v_offset : cache, ok);
+      const C* const p = head_base + static_cast<int64_t>(ok ? blk : 0) * a.stride_block
+                         + static_cast<int64_t>(key % a.block_size) * a.stride_token
+                         + col * per_chunk;
+      cp_async_16(ks + rr * load_row + col * per_chunk, ok ? p : cache, ok);
+      cp_async_16(vs + rr * load_row + col * per_chunk, ok ? p + a.v_offset : cache, ok);
     }
   };
 
@@ -140,13 +152,28 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
+    const T* ks = reinterpret_cast<const T*>(k_s + (it & 1) * bn * load_row);
+    const T* vs = reinterpret_cast<const T*>(v_s + (it & 1) * bn * load_row);
+    if constexpr (cfg::fp8) { // the whole CTA converts this tile; the MMAs read the 16-bit copy
+      const unsigned char* const k8 = reinterpret_cast<const unsigned char*>(ks);
+      const unsigned char* const v8 = reinterpret_cast<const unsigned char*>(vs);
+#pragma unroll
+      for (int i = 0; i < 2 * bn * c_chunks / cfg::threads; ++i) {
+        const int c = tid + cfg::threads * i;
+        const int kv = c / (bn * c_chunks), rr = c / c_chunks % bn, col = c % c_chunks;
+        const uint4 in = *reinterpret_cast<const uint4*>((kv ? v8 : k8) + rr * load_row + col * 16);
+        uint4* const dst = reinterpret_cast<uint4*>((kv ? v_conv : k_conv) + rr * row + col * 16);
+        fp8x16_to_bf16(in, dst[0], dst[1]);
+      }
+      __syncthreads();
+      ks = k_conv;
+      vs = v_conv;
+    }
 
     const int k_start = (kt_first + it) * bn;
     const int k_end = k_start + bn - 1;
     if (k_end >= w_lo && k_start <= w_hi) {
       const bool need_mask = w_rows < 16 || k_start < w_lo_max || k_end > w_hi_min;
-      const T* const ks = k_s + (it & 1) * bn * row;
-      const T* const vs = v_s + (it & 1) * bn * row;
 
       float s[bn / 8][4];
 #pragma unroll
@@ -244,29 +271,30 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
 // Launched after the decode (and merge) kernel with PDL: its rows are disjoint from theirs, so it
 // computes at once, and waits for its predecessor only before exiting, so that its completion
 // still means the whole attention call's.
-template <class T, int D>
-__global__ void __launch_bounds__(prefill_config<D>::threads)
+template <class T, class C, int D>
+__global__ void __launch_bounds__(prefill_config<D, C>::threads)
     prefill_attention_kernel(const attention_args a) {
   pdl_launch_dependents();
-  prefill_attention_body<T, D>(a);
+  prefill_attention_body<T, C, D>(a);
   pdl_wait_for_predecessor();
 }
 
 // For launch_per_head_size.
 struct prefill_kernels {
-  template <int D>
-  using config = prefill_config<D>;
-  template <class T, int D>
+  template <int D, class C>
+  using config = prefill_config<D, C>;
+  template <class T, class C, int D>
   static auto instance() {
-    return prefill_attention_kernel<T, D>;
+    return prefill_attention_kernel<T, C, D>;
   }
 };
 
 } // namespace
 
-cuda_status launch_prefill_attention(const attention_args& a, bool bf16, dim3 grid, bool pdl,
-                                     cudaStream_t stream) {
-  return launch_per_head_size<prefill_kernels>("prefill attention", a, bf16, grid, pdl, stream);
+cuda_status launch_prefill_attention(const attention_args& a, bool bf16, bool fp8, dim3 grid,
+                                     bool pdl, cudaStream_t stream) {
+  return launch_per_head_size<prefill_kernels>("prefill attention", a, bf16, fp8, grid, pdl,
+                                               stream);
 }
 
 } // namespace kvactor::kernels::cuda_detail

@@ -10,6 +10,8 @@ template <class T>
 void write_typed(const kv_view& view, const float* k, int32_t head_size, const float* v,
                  int32_t head_size_v, const int64_t* slot_mapping, int32_t num_tokens) {
   const int32_t heads = view.num_heads;
+  // Dividing by a scale of 1 is exact: the types that store values are unaffected.
+  const float ks_scale = key_scale(view), vs_scale = value_scale(view);
   for (int32_t t = 0; t < num_tokens; ++t) {
     const int64_t slot = slot_mapping[t];
     if (slot < 0) continue;
@@ -19,11 +21,11 @@ void write_typed(const kv_view& view, const float* k, int32_t head_size, const f
       T* dst = entry<T>(view, block, h, offset);
       const float* ks = k + (static_cast<int64_t>(t) * heads + h) * head_size;
       for (int32_t d = 0; d < head_size; ++d)
-        dst[d] = from_float<T>(ks[d]);
+        dst[d] = from_float<T>(ks[d] / ks_scale);
       if (v == nullptr) continue;
       const float* vs = v + (static_cast<int64_t>(t) * heads + h) * head_size_v;
       for (int32_t d = 0; d < head_size_v; ++d)
-        dst[head_size + d] = from_float<T>(vs[d]);
+        dst[head_size + d] = from_float<T>(vs[d] / vs_scale);
     }
   }
 }

@@ -103,6 +103,9 @@ void attend(const attention_params& p, const kv_view& view, const float* q, cons
             float* out) {
   const int32_t group = p.num_q_heads / p.num_kv_heads;
   const int32_t bs = view.block_size;
+  // Stored element x scale is the value (1 but for FP8); V of MLA is a prefix of the latent (K).
+  const float k_scale = key_scale(view);
+  const float v_scale = p.v_offset >= p.head_size ? value_scale(view) : k_scale;
   std::vector<float> scores;
   for (int32_t r = 0; r < num_reqs; ++r) {
     const int32_t query_len = qsl[r + 1] - qsl[r];
@@ -122,7 +125,7 @@ void attend(const attention_params& p, const kv_view& view, const float* q, cons
           const T* k = entry<const T>(view, blocks[j / bs], kvh, j % bs);
           float s = 0.0f;
           for (int32_t d = 0; d < p.head_size; ++d)
-            s += qrow[d] * to_float(k[d]);
+            s += qrow[d] * (to_float(k[d]) * k_scale);
           s *= p.scale;
           if (p.softcap > 0.0f) s = p.softcap * std::tanh(s / p.softcap);
           scores[static_cast<size_t>(j - lo)] = s;
@@ -137,7 +140,7 @@ void attend(const attention_params& p, const kv_view& view, const float* q, cons
           denom += w;
           const T* v = entry<const T>(view, blocks[j / bs], kvh, j % bs) + p.v_offset;
           for (int32_t d = 0; d < p.v_size; ++d)
-            orow[d] += w * to_float(v[d]);
+            orow[d] += w * (to_float(v[d]) * v_scale);
         }
         if (p.sinks != nullptr) denom += std::exp(p.sinks[h] - m);
         for (int32_t d = 0; d < p.v_size; ++d)

@@ -135,6 +135,23 @@ TEST(RunCli, SameSeedGivesTheSameDigestWithOneOrTwoMicrobatches) {
   EXPECT_NE(digest_of(a.out), digest_of(d.out));
 }
 
+TEST(RunCli, AnFp8KvCacheHoldsTwiceTheBlocksAndFinishesEveryRequest) {
+  auto bf16 = ::testing::TempDir() + "cache_bf16.json";
+  auto fp8 = ::testing::TempDir() + "cache_fp8.json";
+  auto a = run_cli(small_run({"--seed", "3", "--summary-json", bf16}));
+  auto b = run_cli(small_run({"--seed", "3", "--kv-cache-dtype", "fp8", "--summary-json", fp8}));
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto ja = read_json(bf16), jb = read_json(fp8);
+  // One byte per element instead of two: the same memory holds twice the blocks (block 0 is the
+  // null block in both).
+  EXPECT_EQ(jb["kv_blocks"]["total"].get<int64_t>() + 1,
+            2 * (ja["kv_blocks"]["total"].get<int64_t>() + 1));
+  EXPECT_EQ(jb["requests"]["finished"], ja["requests"]["finished"]);
+  EXPECT_EQ(jb["requests"]["failed"], 0);
+  EXPECT_EQ(jb["tokens"]["generated"], ja["tokens"]["generated"]);
+}
+
 TEST(RunCli, ATightKvCacheStillFinishesEveryRequestThroughPreemption) {
   auto path = ::testing::TempDir() + "tight.json";
   auto r = run_cli({"run", "--requests", "12", "--prompt-len", "60:100", "--output-len", "40",

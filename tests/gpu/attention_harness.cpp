@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "../kernels/paged_cache.hpp"
@@ -14,10 +15,25 @@
 namespace kvactor::kernels::gpu_test {
 namespace {
 
+// The element type of q and out: the cache's, but bf16 with an FP8 cache.
+element_type query_type(const attention_case& c) {
+  return c.type == element_type::fp8_e4m3 ? element_type::bf16 : c.type;
+}
+
+// Stores x as element i of an entry of the cache's type (FP8: the code of x / scale).
+void store(unsigned char* entry, element_type t, int32_t i, float x, float scale) {
+  if (t == element_type::fp8_e4m3) {
+    entry[i] = fp8_quantize(x, scale);
+    return;
+  }
+  const uint16_t bits = to_bits(t, x);
+  std::memcpy(entry + 2 * static_cast<size_t>(i), &bits, 2);
+}
+
 struct host_batch {
   attention_params params; // host sinks
   kv_view view;            // host cache
-  std::vector<uint16_t> cache;
+  std::vector<unsigned char> cache;
   std::vector<uint16_t> q;
   std::vector<float> sinks;
   std::vector<int32_t> qsl, seq_lens, block_table;
@@ -60,10 +76,14 @@ host_batch build(const attention_case& c) {
   b.num_tokens = b.batch_tokens + c.padding;
 
   kv_view& v = b.view;
-  // 8 elements (16 bytes) between entries, never written.
+  // 16 bytes between entries, never written.
+  const size_t esize = element_size(c.type);
   v = test::packed_view(c.type, blocks_needed + 3, c.hkv, bs, content,
-                        c.bnhc ? test::cache_layout::bnhc : test::cache_layout::bhnc, 8);
-  b.cache.assign(static_cast<size_t>(v.stride_block * v.num_blocks), 0xffff); // NaN
+                        c.bnhc ? test::cache_layout::bnhc : test::cache_layout::bhnc,
+                        static_cast<int32_t>(16 / esize));
+  v.k_scale = c.k_scale;
+  v.v_scale = c.v_scale;
+  b.cache.assign(static_cast<size_t>(v.stride_block * v.num_blocks) * esize, 0xff); // NaN
   v.base = b.cache.data();
 
   // Shuffled block ids: tables are scattered, never contiguous runs.
@@ -88,15 +108,18 @@ host_batch build(const attention_case& c) {
       b.block_table[r * static_cast<size_t>(b.width) + static_cast<size_t>(blk)] = id;
       for (int32_t j = blk * bs; j < std::min(seq, (blk + 1) * bs); ++j) {
         for (int32_t h = 0; h < c.hkv; ++h) {
-          uint16_t* e =
-              b.cache.data() + id * v.stride_block + h * v.stride_head + (j % bs) * v.stride_token;
+          unsigned char* e = b.cache.data()
+                             + (id * v.stride_block + h * v.stride_head + (j % bs) * v.stride_token)
+                                   * static_cast<int64_t>(esize);
+          // MLA's latent is K and V at once: it takes K's scale.
           for (int32_t x = 0; x < content; ++x)
-            e[x] = to_bits(c.type, kv_dist(rng));
+            store(e, c.type, x, kv_dist(rng), x < p.head_size ? c.k_scale : c.v_scale);
         }
       }
     }
   }
-  b.q = random_bits(c.type, static_cast<size_t>(b.num_tokens) * c.hq * p.head_size, rng, c.q_range);
+  b.q = random_bits(query_type(c), static_cast<size_t>(b.num_tokens) * c.hq * p.head_size, rng,
+                    c.q_range);
   return b;
 }
 
@@ -110,15 +133,17 @@ attention_outcome run_attention_case(const attention_case& c) {
   const size_t row = static_cast<size_t>(c.hq) * p.v_size;
 
   // Reference, in float from the same rounded inputs.
+  const element_type qt = query_type(c);
   std::vector<float> qf(b.q.size());
   for (size_t i = 0; i < qf.size(); ++i)
-    qf[i] = from_bits(c.type, b.q[i]);
+    qf[i] = from_bits(qt, b.q[i]);
   std::vector<float> ref(static_cast<size_t>(b.num_tokens) * row, 0.0f);
   paged_attention(p, b.view, qf.data(), b.qsl.data(), b.seq_lens.data(), b.block_table.data(),
                   b.width, num_reqs, ref.data());
 
   // GPU.
-  device_array<uint16_t> cache(b.cache), q(b.q);
+  device_array<unsigned char> cache(b.cache);
+  device_array<uint16_t> q(b.q);
   device_array<int32_t> qsl(b.qsl), seq_lens(b.seq_lens), table(b.block_table);
   device_array<float> sinks(b.sinks);
   device_array<uint16_t> out(static_cast<size_t>(b.num_tokens) * row);
@@ -141,7 +166,7 @@ attention_outcome run_attention_case(const attention_case& c) {
 
   double err = 0.0, norm = 0.0;
   for (size_t i = 0; i < static_cast<size_t>(b.batch_tokens) * row; ++i) {
-    const double x = from_bits(c.type, got[i]);
+    const double x = from_bits(qt, got[i]);
     if (!std::isfinite(x)) {
       ++res.nan_values;
       continue;

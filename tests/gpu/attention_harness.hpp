@@ -1,5 +1,5 @@
 // One paged-attention scenario run on the GPU and on the CPU reference (paged_attention) from the
-// same bf16/f16 cache and queries, compared by relative L2 error.
+// same bf16/f16/FP8 cache and queries, compared by relative L2 error.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,8 @@
 namespace kvactor::kernels::gpu_test {
 
 struct attention_case {
-  element_type type = element_type::bf16;
+  element_type type = element_type::bf16; // of the cache; q and out too but bf16 for fp8_e4m3
+  float k_scale = 1.0f, v_scale = 1.0f;   // fp8_e4m3: K/V are stored over these scales
   int32_t hq = 32, hkv = 8, d = 128;
   bool mla = false; // d = 576: content is the latent + rope, V its first 512 elements
   int32_t block_size = 16;

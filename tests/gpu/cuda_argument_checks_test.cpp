@@ -116,6 +116,45 @@ TEST(PagedAttentionCudaChecks, RejectsBadViewsAndPointers) {
       "workspace.data");
 }
 
+TEST(PagedAttentionCudaChecks, Fp8CachesNeedSixteenElementStridesPositiveScalesAndNoMla) {
+  auto fp8 = [](attention_fixture& f) {
+    f.view = test::packed_view(element_type::fp8_e4m3, 10, 2, 16, 256);
+    f.view.base = fake();
+  };
+  {
+    attention_fixture f;
+    fp8(f);
+    const auto* ints = static_cast<const int32_t*>(fake(2048));
+    const cuda_status s = check_paged_attention_cuda(f.p, f.view, f.q, ints, ints, ints, f.width,
+                                                     f.num_reqs, f.num_tokens, f.out, f.ws);
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+  expect_attention_rejected(
+      [&](attention_fixture& f) {
+        fp8(f);
+        f.view.stride_token = 264;
+      },
+      "are not all multiples of 16 elements");
+  expect_attention_rejected(
+      [&](attention_fixture& f) {
+        fp8(f);
+        f.view.v_scale = 0.0f;
+      },
+      "view.v_scale: 0 must be finite and > 0");
+  expect_attention_rejected(
+      [&](attention_fixture& f) {
+        fp8(f);
+        f.p.num_kv_heads = 1;
+        f.p.num_q_heads = 8;
+        f.p.head_size = 576;
+        f.p.v_offset = 0;
+        f.p.v_size = 512;
+        f.view = test::packed_view(element_type::fp8_e4m3, 10, 1, 16, 576);
+        f.view.base = fake();
+      },
+      "fp8_e4m3 is not supported with head_size 576");
+}
+
 TEST(PagedAttentionCudaChecks, AnEmptyBatchIsAcceptedWithoutTouchingTheDevice) {
   attention_fixture f;
   f.num_reqs = 0;
@@ -174,6 +213,32 @@ TEST(KvWriteCudaChecks, RejectsInconsistentArgumentsNamingThem) {
   expect_write_rejected([](write_fixture& f) { f.slots = nullptr; }, "slot_mapping: ");
   expect_write_rejected([](write_fixture& f) { f.num_tokens = -2; }, "num_tokens: -2");
   expect_write_rejected([](write_fixture& f) { f.view.num_heads = 0; }, "view.num_heads: 0");
+}
+
+TEST(KvWriteCudaChecks, AnFp8CacheTakesBf16OrF16InputsAndPositiveScales) {
+  auto fp8 = [](write_fixture& f) {
+    f.view.type = element_type::fp8_e4m3;
+    f.type = element_type::bf16;
+  };
+  {
+    write_fixture f;
+    fp8(f);
+    const cuda_status s =
+        check_kv_write_cuda(f.view, f.k, f.v, f.type, f.d, f.dv, f.slots, f.num_tokens);
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+  expect_write_rejected(
+      [&](write_fixture& f) {
+        fp8(f);
+        f.type = element_type::f32;
+      },
+      "type: f32 is not supported for an fp8_e4m3 cache");
+  expect_write_rejected(
+      [&](write_fixture& f) {
+        fp8(f);
+        f.view.k_scale = -2.0f;
+      },
+      "view.k_scale: -2 must be finite and > 0");
 }
 
 } // namespace

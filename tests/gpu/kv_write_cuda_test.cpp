@@ -105,6 +105,67 @@ TEST(KvWriteCuda, UnalignedHeadSizesTakeTheScalarPath) {
   expect_same_cache(c);
 }
 
+// An FP8 cache stores the code of value / scale: the same bytes as write_kv for bf16 and f16
+// inputs, including values past 448 x scale (saturated) and the scalar path.
+void expect_same_fp8_codes(element_type input, int32_t d, int32_t dv, bool bnhc) {
+  std::mt19937 rng(11);
+  const int32_t heads = 4, block_size = 16, num_tokens = 41;
+  kv_view v = test::packed_view(element_type::fp8_e4m3, 24, heads, block_size, d + dv,
+                                bnhc ? test::cache_layout::bnhc : test::cache_layout::bhnc, 16);
+  v.k_scale = 0.0125f; // K up to 6 saturates past 5.6
+  v.v_scale = 0.5f;
+  std::vector<unsigned char> host(static_cast<size_t>(v.stride_block * v.num_blocks), 0xff);
+  std::vector<int64_t> slots(static_cast<size_t>(v.capacity_tokens()));
+  for (size_t i = 0; i < slots.size(); ++i)
+    slots[i] = static_cast<int64_t>(i);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(num_tokens);
+  slots[3] = -1;
+  const size_t n = size_t{num_tokens} * heads;
+  const std::vector<uint16_t> k = random_bits(input, n * d, rng, 6.0f);
+  const std::vector<uint16_t> vv = random_bits(input, n * dv, rng, 100.0f);
+
+  device_array<unsigned char> cache(host);
+  device_array<uint16_t> dk(k), dv_(vv);
+  device_array<int64_t> dslots(slots);
+  kv_view dview = v;
+  dview.base = cache.get();
+  ASSERT_CUDA_OK(
+      kv_write_cuda(dview, dk.get(), dv_.get(), input, d, dv, dslots.get(), num_tokens, nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  std::vector<float> kf(k.size()), vf(vv.size());
+  for (size_t i = 0; i < k.size(); ++i)
+    kf[i] = from_bits(input, k[i]);
+  for (size_t i = 0; i < vv.size(); ++i)
+    vf[i] = from_bits(input, vv[i]);
+  v.base = host.data();
+  write_kv(v, kf.data(), d, vf.data(), dv, slots.data(), num_tokens);
+  const std::vector<unsigned char> got = cache.download();
+  size_t mismatches = 0, saturated = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    mismatches += got[i] != host[i];
+    saturated += (host[i] & 0x7F) == 0x7E;
+  }
+  EXPECT_EQ(mismatches, 0u) << "of " << got.size() << " cache bytes";
+  EXPECT_GT(saturated, 0u) << "the inputs reach past 448 x scale";
+}
+
+TEST(KvWriteCuda, Fp8CacheStoresTheHostCodesOfBf16Inputs) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  expect_same_fp8_codes(element_type::bf16, 128, 128, false);
+}
+
+TEST(KvWriteCuda, Fp8CacheStoresTheHostCodesOfF16InputsInBnhcLayout) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  expect_same_fp8_codes(element_type::f16, 64, 64, true);
+}
+
+TEST(KvWriteCuda, Fp8CacheWithUnalignedHeadSizesTakesTheScalarPath) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  expect_same_fp8_codes(element_type::bf16, 12, 5, false);
+}
+
 TEST(KvWriteCuda, SlotsPastTheCacheAreSkippedNotWritten) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   kv_view v = test::packed_view(element_type::bf16, 2, 1, 16, 16); // 32 token slots

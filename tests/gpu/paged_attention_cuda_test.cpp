@@ -158,6 +158,60 @@ TEST(PagedAttentionCuda, WithoutWorkspaceNothingIsSplitAndResultsStillMatch) {
   expect_matches(c);
 }
 
+// FP8 E4M3 caches (vLLM's --kv-cache-dtype fp8): the kernels dequantise in shared memory, the
+// reference reads code x scale; both see the same values, so the bf16 tolerance holds.
+TEST(PagedAttentionCuda, Fp8DecodeGqaWithSplitsMatchesReference) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.type = element_type::fp8_e4m3;
+  c.k_scale = 0.01f; // K and V of [-1, 1) over the scales: codes up to 100 and 250
+  c.v_scale = 0.004f;
+  c.reqs = {{0, 1}, {15, 1}, {16, 1}, {511, 1}, {1999, 1}, {4095, 1}, {47, 1}, {767, 1}};
+  c.padding = 3;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, Fp8BatchOneLongContextSplitsAndMerges) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.type = element_type::fp8_e4m3;
+  c.reqs = {{8191, 1}};
+  const attention_outcome r = run_attention_case(c);
+  EXPECT_GT(r.workspace_bytes, 0u) << "one long request is split across CTAs";
+  EXPECT_EQ(r.nan_values, 0);
+  EXPECT_LE(r.rel_l2, tolerance);
+}
+
+TEST(PagedAttentionCuda, Fp8MixedBatchOfDecodesAndPrefillChunksMatchesReference) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.type = element_type::fp8_e4m3;
+  c.k_scale = 0.02f;
+  c.v_scale = 0.05f;
+  c.reqs = mixed_reqs;
+  c.padding = 7;
+  expect_matches(c);
+}
+
+TEST(PagedAttentionCuda, Fp8EveryHeadSizeAndFeatureInBnhcLayoutMatchesReference) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  for (int32_t d : {64, 96, 256}) {
+    attention_case c;
+    c.type = element_type::fp8_e4m3;
+    c.d = d;
+    c.hq = 8;
+    c.hkv = 2;
+    c.bnhc = true;
+    c.block_size = 32;
+    c.window = 300;
+    c.softcap = 30.0f;
+    c.sinks = true;
+    c.reqs = {{700, 1}, {0, 150}, {333, 70}, {90, 3}};
+    SCOPED_TRACE("head_size " + std::to_string(d));
+    expect_matches(c);
+  }
+}
+
 TEST(PagedAttentionCuda, MlaDecodeMatchesReferenceBf16) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   attention_case c;

@@ -76,11 +76,12 @@ inline std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo = 
   return v;
 }
 
-/// x as the cache of element type `t` would store it.
-inline float round_to(element_type t, float x) {
+/// The value x has once stored in a cache of element type `t` (FP8: with per-tensor `scale`).
+inline float round_to(element_type t, float x, float scale = 1.0f) {
   switch (t) {
   case element_type::bf16: return bf16_to_float(float_to_bf16(x));
   case element_type::f16: return f16_to_float(float_to_f16(x));
+  case element_type::fp8_e4m3: return fp8_dequantize(fp8_quantize(x, scale), scale);
   case element_type::f32: break;
   }
   return x;

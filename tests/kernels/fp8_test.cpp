@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <random>
 
 #include "kvactor/kernels/fp8.h"
 
@@ -47,6 +48,40 @@ TEST(Fp8E4m3, RoundsToTheNearestCodeAndTiesToTheEvenOne) {
   // Across an exponent step: halfway 7 x 2^-9 (0x07) .. 2^-6 (0x08) goes to 0x08.
   EXPECT_EQ(float_to_fp8_e4m3(7.5f * std::ldexp(1.0f, -9)), 0x08);
   EXPECT_EQ(float_to_fp8_e4m3(-1.0625f), 0xB8);
+}
+
+// The oracle: the nearest of all 254 finite codes by exhaustive search, ties to the even code.
+uint8_t nearest_code_by_search(float x) {
+  int best = -1;
+  double best_distance = 0.0;
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) continue;
+    if (std::signbit(x) != ((c & 0x80) != 0)) continue;
+    const double d = std::fabs(static_cast<double>(fp8_e4m3_to_float(static_cast<uint8_t>(c)))
+                               - static_cast<double>(x));
+    if (best < 0 || d < best_distance || (d == best_distance && (c & 1) == 0)) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  return static_cast<uint8_t>(best);
+}
+
+TEST(Fp8E4m3, EncodesAMillionValuesAsTheExhaustiveNearestCodeSearch) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> exponent(-12.0f, 9.0f), sign(-1.0f, 1.0f);
+  for (int i = 0; i < 1000000; ++i) {
+    const float x = std::copysign(std::exp2(exponent(rng)), sign(rng));
+    if (std::fabs(x) >= 448.0f) continue;
+    ASSERT_EQ(float_to_fp8_e4m3(x), nearest_code_by_search(x)) << "x = " << x;
+  }
+  // Every midpoint between neighbouring codes: the ties.
+  for (int c = 1; c < 0x7F; ++c) {
+    const float lo = fp8_e4m3_to_float(static_cast<uint8_t>(c - 1));
+    const float hi = fp8_e4m3_to_float(static_cast<uint8_t>(c));
+    const float mid = lo + (hi - lo) / 2;
+    EXPECT_EQ(float_to_fp8_e4m3(mid), (c % 2 == 0) ? c : c - 1) << "between codes " << c - 1;
+  }
 }
 
 TEST(Fp8E4m3, SaturatesAt448AndKeepsNanAndTheSignOfZero) {

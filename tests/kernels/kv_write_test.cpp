@@ -68,6 +68,36 @@ TEST(kv_write, rounds_to_bf16_and_f16) {
   }
 }
 
+TEST(kv_write, fp8_stores_the_code_of_value_over_scale_and_saturates) {
+  cache_buffer cache(element_type::fp8_e4m3, 2, 1, 2, 6);
+  cache.set_scales(0.5f, 2.0f);
+  const std::vector<float> k{0.1f, -3.0f, 1000.0f}, v{0.1f, -3.0f, -5000.0f};
+  const std::vector<int64_t> slots{2};
+  write_kv(cache.view(), k.data(), 3, v.data(), 3, slots.data(), 1);
+  const auto* e = entry<const fp8_t>(cache.view(), 1, 0, 0);
+  for (int32_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(e[c].bits, float_to_fp8_e4m3(k[static_cast<size_t>(c)] / 0.5f)) << c;
+    EXPECT_EQ(e[3 + c].bits, float_to_fp8_e4m3(v[static_cast<size_t>(c)] / 2.0f)) << c;
+  }
+  EXPECT_EQ(fp8_e4m3_to_float(e[2].bits), 448.0f);  // 2000 saturates
+  EXPECT_EQ(fp8_e4m3_to_float(e[5].bits), -448.0f); // -2500 too
+  EXPECT_TRUE(std::isnan(read(cache.view(), 0, 0, 0, 0))) << "an unwritten slot changed";
+}
+
+TEST(kv_write, fp8_rejects_a_scale_that_is_not_finite_and_positive) {
+  cache_buffer cache(element_type::fp8_e4m3, 1, 1, 2, 2);
+  const std::vector<float> k{1, 2};
+  const std::vector<int64_t> slots{0};
+  for (float bad : {0.0f, -1.0f, std::nanf(""), INFINITY}) {
+    cache.set_scales(bad, 1.0f);
+    expect_invalid([&] { write_kv(cache.view(), k.data(), 1, k.data(), 1, slots.data(), 1); },
+                   "k_scale");
+    cache.set_scales(1.0f, bad);
+    expect_invalid([&] { write_kv(cache.view(), k.data(), 1, k.data(), 1, slots.data(), 1); },
+                   "v_scale");
+  }
+}
+
 TEST(kv_write, mla_writes_the_latent_alone) {
   cache_buffer cache(element_type::f32, 1, 1, 2, 6);
   const std::vector<float> latent{1, 2, 3, 4, 5, 6};

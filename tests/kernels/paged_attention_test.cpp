@@ -22,6 +22,7 @@ struct attention_case {
   bool sinks = false;
   bool causal = true;
   element_type type = element_type::f32;
+  float k_scale = 1.0f, v_scale = 1.0f; // FP8
   cache_layout layout = cache_layout::bhnc;
   int32_t block_size = 4;
   // Per request: (tokens already cached by an earlier step, tokens in this step).
@@ -55,12 +56,15 @@ void run_case(const attention_case& c) {
     const int32_t seq = c.reqs[r].first + c.reqs[r].second;
     seqs[r].tokens.assign(static_cast<size_t>(seq), 0);
     rows[r] = random_floats(static_cast<size_t>(seq) * c.hkv * content, rng, -2.0f, 2.0f);
-    for (float& x : rows[r])
-      x = round_to(c.type, x);
+    for (size_t i = 0; i < rows[r].size(); ++i) {
+      const bool is_k = c.mla || static_cast<int32_t>(i % static_cast<size_t>(content)) < c.d;
+      rows[r][i] = round_to(c.type, rows[r][i], is_k ? c.k_scale : c.v_scale);
+    }
     blocks_needed += (seq + c.block_size - 1) / c.block_size;
   }
   block_pool pool(blocks_needed + 5, 99);
   cache_buffer cache(c.type, blocks_needed + 5, c.hkv, c.block_size, content, c.layout, 3);
+  cache.set_scales(c.k_scale, c.v_scale);
 
   // K [T, hkv, d] and V [T, hkv, dv] of a batch, gathered from the raw rows.
   auto write = [&](const step_batch& b, const std::vector<size_t>& req_of_token) {
@@ -191,6 +195,28 @@ TEST(paged_attention, f16_cache_in_bnhc_layout) {
   c.type = element_type::f16;
   c.layout = cache_layout::bnhc;
   c.hkv = 2;
+  run_case(c);
+}
+
+TEST(paged_attention, fp8_cache_reads_codes_times_their_scales) {
+  attention_case c;
+  c.type = element_type::fp8_e4m3;
+  c.k_scale = 0.02f; // K and V of [-2, 2] spread over the codes, not all near 448 or 0
+  c.v_scale = 0.0125f;
+  c.hkv = 2;
+  run_case(c);
+}
+
+TEST(paged_attention, fp8_mla_latent_takes_the_key_scale) {
+  attention_case c;
+  c.type = element_type::fp8_e4m3;
+  c.k_scale = 0.05f;
+  c.v_scale = 1000.0f; // never used: a wrong choice would show
+  c.mla = true;
+  c.hq = 4;
+  c.hkv = 1;
+  c.d = 24;
+  c.dv = 16;
   run_case(c);
 }
 

@@ -56,6 +56,11 @@ public:
   cache_buffer& operator=(const cache_buffer&) = delete;
 
   const kv_view& view() const { return view_; }
+  /// The per-tensor scales of an FP8 cache.
+  void set_scales(float k_scale, float v_scale) {
+    view_.k_scale = k_scale;
+    view_.v_scale = v_scale;
+  }
   bool same_bytes(const cache_buffer& other) const {
     return storage_.size() == other.storage_.size()
            && std::memcmp(storage_.data(), other.storage_.data(), storage_.size() * 4) == 0;

@@ -16,7 +16,7 @@ public:
   static constexpr int32_t block_size = 16;
 
   /// Room for `max_tokens` tokens in each of `max_seqs` sequences, cached as `cache_type` (f32,
-  /// or bf16 as a rank's cache).
+  /// or bf16 as a rank's cache, or fp8_e4m3 with scales of 1).
   decoder_runner(const kernels::decoder& d, int32_t max_seqs, int32_t max_tokens,
                  kernels::element_type cache_type = kernels::element_type::f32)
       : d_(d), blocks_per_seq_((max_tokens + block_size - 1) / block_size),

@@ -5,6 +5,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "kvactor/kernels/fp8.h"
+
 namespace kvactor::kernels {
 
 /// Storage types of the cache: raw bits, converted through the functions below only.
@@ -13,6 +15,10 @@ struct bf16_t {
 };
 struct f16_t {
   uint16_t bits;
+};
+/// FP8 E4M3 code (fp8.h); stored values carry a per-tensor scale applied outside.
+struct fp8_t {
+  uint8_t bits;
 };
 
 inline float bf16_to_float(uint16_t bits) {
@@ -73,6 +79,9 @@ inline float to_float(bf16_t x) {
 inline float to_float(f16_t x) {
   return f16_to_float(x.bits);
 }
+inline float to_float(fp8_t x) {
+  return fp8_e4m3_to_float(x.bits);
+}
 
 /// from_float<T>(f): f rounded into storage type T.
 template <class T>
@@ -88,6 +97,10 @@ inline bf16_t from_float<bf16_t>(float f) {
 template <>
 inline f16_t from_float<f16_t>(float f) {
   return {float_to_f16(f)};
+}
+template <>
+inline fp8_t from_float<fp8_t>(float f) {
+  return {float_to_fp8_e4m3(f)};
 }
 
 } // namespace kvactor::kernels

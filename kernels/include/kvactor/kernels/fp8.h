@@ -3,14 +3,20 @@
 // The host reference for the FP8 KV cache (issue 16): the GPU kernels must give these codes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 namespace kvactor::kernels {
 
 inline constexpr float fp8_e4m3_max = 448.0f;
 
+/// The value of every code, indexed by the code (NaN for 0x7F / 0xFF).
+extern const std::array<float, 256> fp8_e4m3_values;
+
 /// The value of code v (NaN for 0x7F / 0xFF).
-float fp8_e4m3_to_float(uint8_t v);
+inline float fp8_e4m3_to_float(uint8_t v) {
+  return fp8_e4m3_values[v];
+}
 
 /// The nearest code to x, ties to the even code (round to nearest even), saturating to +-448 as
 /// vLLM's quantisation clamps before it casts; NaN gives 0x7F, -0.0 gives 0x80.

@@ -11,7 +11,8 @@ namespace kvactor::kernels {
 /// (block s / block_size, head h, token s % block_size), for every head h of the view:
 ///   content[0, head_size)                       = k[t, h, :]
 ///   content[head_size, head_size + head_size_v) = v[t, h, :]    (when v != nullptr)
-/// rounding to the view's element type (nearest even). Slot -1 marks a padding token: skipped.
+/// rounding to the view's element type (nearest even; FP8 stores k / k_scale and v / v_scale,
+/// saturated to +-448). Slot -1 marks a padding token: skipped.
 /// MLA writes its latent as `k` with v == nullptr and head_size_v == 0.
 ///
 ///   k            // [num_tokens, num_heads, head_size]

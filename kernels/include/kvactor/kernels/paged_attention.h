@@ -44,6 +44,8 @@ struct attention_params {
 ///   block_table     // [num_reqs, width] kernel block ids
 ///   out             // [num_tokens, num_q_heads, v_size]
 ///
+/// K and V are the stored elements times key_scale / value_scale of the view (FP8; MLA's V, a
+/// prefix of the latent, takes k_scale).
 /// Rows of q/out at or past query_start_loc[num_reqs] are padding: not read, not written. Only
 /// block ids holding a visible key are read (and checked), so entries a sliding window has
 /// released may hold anything.

@@ -14,12 +14,14 @@ namespace kvactor::kernels {
 /// (block s / block_size, head h, token s % block_size), for every head h of the view:
 ///   content[0, head_size)                       = k[t, h, :]
 ///   content[head_size, head_size + head_size_v) = v[t, h, :]    (when v != nullptr)
-/// The inputs already have the cache's element type, so the copy is exact (the bits of
-/// write_kv fed with the same values). Slot -1 marks a padding token: skipped. MLA writes its
-/// latent as `k` with v == nullptr and head_size_v == 0. Uses 16-byte accesses whenever the
-/// pointers, strides and sizes are multiples of 8 elements, 2-byte accesses otherwise.
+/// The inputs of a bf16 or f16 cache have its element type, so the copy is exact (the bits of
+/// write_kv fed with the same values); an FP8 cache takes bf16 or f16 inputs and stores the codes
+/// write_kv stores for their values (k / k_scale, v / v_scale, nearest even, saturated at 448).
+/// Slot -1 marks a padding token: skipped. MLA writes its latent as `k` with v == nullptr and
+/// head_size_v == 0. Uses 16-byte loads whenever the pointers, strides and sizes are multiples
+/// of 8 elements, one element at a time otherwise.
 ///
-///   view         // device cache; type bf16 or f16
+///   view         // device cache; type bf16, f16 or fp8_e4m3
 ///   k            // [num_tokens, num_heads, head_size]   device, element type `type`
 ///   v            // [num_tokens, num_heads, head_size_v] device, or nullptr
 ///   slot_mapping // [num_tokens] device

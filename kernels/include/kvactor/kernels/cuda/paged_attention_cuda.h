@@ -1,9 +1,11 @@
 // CUDA paged attention over a mixed batch (prefill chunks and decodes together), computing what
-// paged_attention (paged_attention.h) computes, with q/out in the cache's element type and float
-// accumulation.
+// paged_attention (paged_attention.h) computes, with q/out in the cache's element type (bf16 for
+// an FP8 cache) and float accumulation.
 //
-// Supported: caches of bf16 or f16; kernel block sizes 16, 32, 64; head_size 64, 96, 128 or 256
-// with v_size == head_size and V anywhere in the entry (v_offset a multiple of 8); and MLA:
+// Supported: caches of bf16, f16 or fp8_e4m3 (dequantised to bf16 in shared memory, exactly;
+// strides then multiples of 16 elements); kernel block sizes 16, 32, 64; head_size 64, 96, 128
+// or 256 with v_size == head_size and V anywhere in the entry (v_offset a multiple of 8, of 16
+// with FP8); and MLA (bf16 or f16 caches):
 // head_size 576 (512 latent + 64 rope), v_offset 0, v_size 512, one KV head. Every feature of
 // attention_params: GQA/MQA, causal or not, sliding window, chunked local, softcap, sinks.
 //
