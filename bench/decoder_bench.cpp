@@ -227,6 +227,7 @@ void time_decode(kernels::decoder_cuda& d, int32_t batch, int32_t context, int32
   step.token_ids = d_ids.get();
   step.positions = d_pos.get();
   step.num_tokens = batch;
+  step.max_query_len = 1; // decodes only: no prefill launch
   step.layers.assign(views.size(),
                      {d_qsl.get(), d_lens.get(), d_table.get(), d_slots.get(), width, batch});
   auto must = [](const kernels::cuda_status& st) {

@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
     s.token_ids = d_ids;
     s.positions = d_pos;
     s.num_tokens = b;
+    s.max_query_len = 1; // decodes only: no prefill launch
     s.layers.assign(layers, device_layer_batch{d_qsl, d_seq, d_table, d_slots, width, b});
     return s;
   };

@@ -307,8 +307,11 @@ private:
     step.token_ids = reinterpret_cast<const int32_t*>(dev + p.ids_at) + ub.token_start;
     step.positions = reinterpret_cast<const int32_t*>(dev + p.pos_at) + ub.token_start;
     step.num_tokens = ub.token_end - ub.token_start;
+    bool known = true; // max_query_len: every layer's metadata must know it
     for (const auto& name : names_) {
       const auto* m = ub.layers->find(name)->second.get();
+      known = known && m->common.max_query_len > 0;
+      step.max_query_len = std::max(step.max_query_len, m->common.max_query_len);
       const auto& at = p.placed[u].at(m);
       step.layers.push_back({reinterpret_cast<const int32_t*>(dev + at.qsl),
                              reinterpret_cast<const int32_t*>(dev + at.seq_lens),
@@ -316,6 +319,7 @@ private:
                              reinterpret_cast<const int64_t*>(dev + at.slots),
                              m->common.block_table_width, m->common.num_reqs});
     }
+    if (!known) step.max_query_len = 0;
     return step;
   }
 

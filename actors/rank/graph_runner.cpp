@@ -185,11 +185,12 @@ status graph_runner::stage(const step_batch& b, const std::vector<const backend_
   return ok();
 }
 
-kernels::device_step graph_runner::step_for(int32_t tokens, int32_t reqs) const {
+kernels::device_step graph_runner::step_for(int32_t tokens, int32_t reqs, bool decodes_only) const {
   kernels::device_step s;
   s.token_ids = ids_;
   s.positions = positions_;
   s.num_tokens = tokens;
+  s.max_query_len = decodes_only ? 1 : 0;
   for (int32_t g : layer_group_) {
     const auto& b = groups_[static_cast<size_t>(g)];
     s.layers.push_back({b.qsl, b.seq_lens, b.table, b.slots, limits_.max_width, reqs});
@@ -223,8 +224,8 @@ status graph_runner::capture(const batch_descriptor& graph) {
                                   graph.num_tokens, s.message()));
   };
   if (full) {
-    auto g = kernels::stack_graph::capture(*stack_, step_for(graph.num_tokens, graph.num_reqs),
-                                           views_, hidden_);
+    auto g = kernels::stack_graph::capture(
+        *stack_, step_for(graph.num_tokens, graph.num_reqs, true), views_, hidden_);
     if (!g.status) return failed(g.status);
     full_[graph.num_reqs] = std::move(g.graph);
   } else {
@@ -252,7 +253,8 @@ status graph_runner::replay(const batch_descriptor& graph, int32_t reqs) {
 }
 
 status graph_runner::forward_eager(const batch_descriptor& graph, int32_t reqs) {
-  if (auto st = stack_->forward(step_for(graph.num_tokens, reqs), views_, {}, hidden_); !st)
+  const bool full = graph.mode == cudagraph_mode::full;
+  if (auto st = stack_->forward(step_for(graph.num_tokens, reqs, full), views_, {}, hidden_); !st)
     return make_error(errc::io_error, st.message());
   return ok();
 }

@@ -63,7 +63,8 @@ public:
 
 private:
   graph_runner() = default;
-  kernels::device_step step_for(int32_t tokens, int32_t reqs) const;
+  /// decodes_only: one token per request (FULL graphs), so attention skips its prefill launch.
+  kernels::device_step step_for(int32_t tokens, int32_t reqs, bool decodes_only = false) const;
 
   kernels::cuda_stack* stack_ = nullptr;
   std::vector<kernels::kv_view> views_;

@@ -6,11 +6,16 @@
 // At the end the 4 warps' (max, sum, O) are merged in shared memory; the CTA writes the final
 // rows, or, with several splits, its partial result for the merge kernel. Each CTA lets the next
 // kernel (merge or prefill, launched with PDL) be scheduled as soon as it starts.
-// An FP8 cache lands in byte-wide staging rows; the warp converts each sub-tile to bf16 in a
-// tile of its own (exact: every E4M3 value is a bf16 value) and runs the same MMAs on it; the
-// scales are applied to the scores (k_scale) and the output (v_scale).
+// An FP8 cache lands in byte-wide staging rows and the MMAs run in f16 (every E4M3 value is an
+// f16 value; P in [0, 1] too; q is converted once): K goes from staging straight into B
+// fragments (ldmatrix of byte pairs, then a conversion per pair; the dims of a 16-dim block are
+// permuted, the same way in Q's fragments, which a dot product does not see); V is converted into
+// a 16-bit tile for ldmatrix.trans. The scales apply to the scores (k_scale) and the output
+// (v_scale).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "attention_args.h"
 #include "device_utils.cuh"
@@ -33,25 +38,54 @@ struct decode_config {
   static constexpr int chunks = D * int{sizeof(C)} / 16;    // 16-byte chunks per cache row
   // Q, then per warp and stage: K, V; with FP8, per warp: K, V converted to 16 bits.
   static constexpr size_t stage_bytes = size_t{warps} * stages * 2 * stage_tile;
-  static constexpr size_t smem_bytes =
-      2 * size_t{tile} + stage_bytes + (fp8 ? size_t{warps} * 2 * 2 * tile : 0);
+  // FP8: Q in f16 for the permuted fragments, rows of D + 16 (conflict-free 8-byte loads).
+  static constexpr int qh_row = D + 16;
+  static constexpr size_t fp8_bytes = 2 * size_t{16} * qh_row + size_t{warps} * 2 * tile;
+  static constexpr size_t smem_bytes = 2 * size_t{tile} + stage_bytes + (fp8 ? fp8_bytes : 0);
   // The warps' merge reuses the stages: O [warps][16][D + 4], max [warps][16], sum [warps][16].
   static constexpr int red_row = D + 4;
   static_assert(4 * (warps * 16 * red_row + 2 * warps * 16) <= stage_bytes);
 };
 
-// This warp's K and V sub-tile of 16 FP8 rows in staging -> 16-bit rows of `row` elements.
-template <int D, class C, class T>
-__device__ __forceinline__ void convert_subtile(const unsigned char* ks8, T* ks, int lane) {
+// This warp's V sub-tile of 16 FP8 rows in staging -> f16 rows of `row` elements.
+template <int D, class C>
+__device__ __forceinline__ void convert_v_subtile(const unsigned char* vs8, __half* vs, int lane) {
   using cfg = decode_config<D, C>;
 #pragma unroll
-  for (int i = 0; i < 2 * 16 * cfg::chunks / 32; ++i) {
+  for (int i = 0; i < 16 * cfg::chunks / 32; ++i) {
     const int c = lane + 32 * i;
-    const int kv = c / (16 * cfg::chunks), rr = c / cfg::chunks % 16, col = c % cfg::chunks;
-    const uint4 in = *reinterpret_cast<const uint4*>(ks8 + kv * cfg::stage_tile
-                                                     + rr * cfg::stage_row + col * 16);
-    uint4* const dst = reinterpret_cast<uint4*>(ks + kv * cfg::tile + rr * cfg::row + col * 16);
-    fp8x16_to_bf16(in, dst[0], dst[1]);
+    const int rr = c / cfg::chunks, col = c % cfg::chunks;
+    const uint4 in = *reinterpret_cast<const uint4*>(vs8 + rr * cfg::stage_row + col * 16);
+    uint4* const dst = reinterpret_cast<uint4*>(vs + rr * cfg::row + col * 16);
+    fp8x16_to_f16(in, dst[0], dst[1]);
+  }
+}
+
+// S += Q K^T over one 16-key FP8 sub-tile in staging (rows of stage_row bytes). ldmatrix hands
+// lane (g, t4) bytes 4 t4 .. 4 t4 + 3 of key g in a 16-dim block: converted, dims 4t4, 4t4+1 are
+// its b0 and 4t4+2, 4t4+3 its b1, so the MMA's k index 2t4 (+1) is dim 4t4 (+1) and 2t4 + 8 (+1)
+// is dim 4t4 + 2 (+3); Q's a0..a3 are read with the same map (one 8-byte load per row).
+template <int D, class C>
+__device__ __forceinline__ void qk_fp8(float (&s)[2][4], const __half* qh, const unsigned char* ks8,
+                                       int lane) {
+  using cfg = decode_config<D, C>;
+  using ops = mma_ops<__half>;
+  const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk += 2) {
+    // matrices: (keys 0-7, block kk), (keys 8-15, kk), (0-7, kk + 1), (8-15, kk + 1)
+    uint32_t kr[4];
+    ldmatrix_x4(kr, ks8 + (((lane >> 3) & 1) * 8 + (lane & 7)) * cfg::stage_row
+                        + (kk + (lane >> 4)) * 16);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __half* const q0 = qh + g * cfg::qh_row + (kk + h) * 16 + 4 * t4;
+      const uint2 lo = *reinterpret_cast<const uint2*>(q0);
+      const uint2 hi = *reinterpret_cast<const uint2*>(q0 + 8 * cfg::qh_row);
+      const uint32_t qa[4] = {lo.x, hi.x, lo.y, hi.y};
+      ops::mma(s[0], qa, fp8x2_to_f16x2(kr[2 * h]), fp8x2_to_f16x2(kr[2 * h] >> 16));
+      ops::mma(s[1], qa, fp8x2_to_f16x2(kr[2 * h + 1]), fp8x2_to_f16x2(kr[2 * h + 1] >> 16));
+    }
   }
 }
 
@@ -59,7 +93,9 @@ template <class T, class C, int D>
 __global__ void __launch_bounds__(decode_config<D, C>::threads)
     decode_attention_kernel(const attention_args a) {
   using cfg = decode_config<D, C>;
-  using ops = mma_ops<T>;
+  using mma_t = std::conditional_t<cfg::fp8, __half, T>; // FP8: f16 MMAs
+  using ops = mma_ops<mma_t>;
+  using out_ops = mma_ops<T>;
   constexpr int row = cfg::row;
   constexpr int chunks = D / 8;                  // 16-byte chunks per 16-bit row
   constexpr int c_chunks = cfg::chunks;          // 16-byte chunks per cache row
@@ -157,7 +193,8 @@ __global__ void __launch_bounds__(decode_config<D, C>::threads)
   // Sub-tile n of this warp is my_begin + warp + 4 n.
   const int n_tiles = my_end - my_begin - warp > 0 ? (my_end - my_begin - warp + 3) / 4 : 0;
   unsigned char* const my_stages = stage_s + warp * cfg::stages * 2 * cfg::stage_tile;
-  T* const my_converted = reinterpret_cast<T*>(stage_s + cfg::stage_bytes) + warp * 2 * cfg::tile;
+  __half* const qh_s = reinterpret_cast<__half*>(stage_s + cfg::stage_bytes); // FP8 only
+  __half* const my_v16 = qh_s + 16 * cfg::qh_row + warp * cfg::tile;          // FP8 only
   const C* const cache = static_cast<const C*>(a.cache);
   const C* const head_base = cache + kvh * a.stride_head;
 
@@ -194,31 +231,41 @@ __global__ void __launch_bounds__(decode_config<D, C>::threads)
   // Q (and sub-tile 0) landed; every warp reads all of Q.
   cp_async_wait<cfg::stages - 2>();
   __syncthreads();
+  if constexpr (cfg::fp8) { // Q in f16 for the f16 MMAs
+    for (int c = static_cast<int>(threadIdx.x); c < 16 * D / 2; c += cfg::threads) {
+      const int rr = c / (D / 2), col = 2 * (c % (D / 2));
+      const float2 x = out_ops::unpack(*reinterpret_cast<const uint32_t*>(q_s + rr * row + col));
+      *reinterpret_cast<__half2*>(qh_s + rr * cfg::qh_row + col) = __float22half2_rn(x);
+    }
+    __syncthreads();
+  }
 
   for (int n = 0; n < n_tiles; ++n) {
     issue(n + cfg::stages - 1);
     cp_async_wait<cfg::stages - 1>();
     __syncwarp();
-    const T* ks = reinterpret_cast<const T*>(my_stages + (n % cfg::stages) * 2 * cfg::stage_tile);
-    if constexpr (cfg::fp8) {
-      convert_subtile<D, C>(my_stages + (n % cfg::stages) * 2 * cfg::stage_tile, my_converted,
-                            lane);
-      __syncwarp();
-      ks = my_converted;
-    }
-    const T* const vs = ks + (cfg::fp8 ? cfg::tile : cfg::stage_tile / 2);
+    const unsigned char* const stage = my_stages + (n % cfg::stages) * 2 * cfg::stage_tile;
+    const mma_t* vs = reinterpret_cast<const mma_t*>(stage + cfg::stage_tile);
     const int key0 = (my_begin + warp + 4 * n) * 16;
 
     // S = Q K^T: 16 rows x 16 keys, as two n8 tiles.
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    if constexpr (cfg::fp8) {
+      qk_fp8<D, C>(s, qh_s, stage, lane);
+      convert_v_subtile<D, C>(stage + cfg::stage_tile, my_v16, lane);
+      __syncwarp();
+      vs = my_v16;
+    } else {
+      const T* const ks = reinterpret_cast<const T*>(stage);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t qa[4], kb[4];
-      ldmatrix_x4(qa, q_s + (lane & 15) * row + kk * 16 + (lane >> 4) * 8);
-      ldmatrix_x4(kb,
-                  ks + ((lane & 7) + ((lane >> 4) << 3)) * row + kk * 16 + ((lane >> 3) & 1) * 8);
-      ops::mma(s[0], qa, kb[0], kb[1]);
-      ops::mma(s[1], qa, kb[2], kb[3]);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[4], kb[4];
+        ldmatrix_x4(qa, q_s + (lane & 15) * row + kk * 16 + (lane >> 4) * 8);
+        ldmatrix_x4(kb,
+                    ks + ((lane & 7) + ((lane >> 4) << 3)) * row + kk * 16 + ((lane >> 3) & 1) * 8);
+        ops::mma(s[0], qa, kb[0], kb[1]);
+        ops::mma(s[1], qa, kb[2], kb[3]);
+      }
     }
 
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -325,10 +372,10 @@ __global__ void __launch_bounds__(decode_config<D, C>::threads)
       float acc_scale = 1.0f;
       const float inv = finish_row(a, h, mx, sum, &acc_scale) * acc_scale;
       uint4 packed;
-      packed.x = ops::pack(acc[0] * inv, acc[1] * inv);
-      packed.y = ops::pack(acc[2] * inv, acc[3] * inv);
-      packed.z = ops::pack(acc[4] * inv, acc[5] * inv);
-      packed.w = ops::pack(acc[6] * inv, acc[7] * inv);
+      packed.x = out_ops::pack(acc[0] * inv, acc[1] * inv);
+      packed.y = out_ops::pack(acc[2] * inv, acc[3] * inv);
+      packed.z = out_ops::pack(acc[4] * inv, acc[5] * inv);
+      packed.w = out_ops::pack(acc[6] * inv, acc[7] * inv);
       *reinterpret_cast<uint4*>(static_cast<T*>(a.out) + out_row * D + col) = packed;
     } else {
       const int64_t prow = (static_cast<int64_t>(r) * gridDim.y + blockIdx.y) * decode_rows + rr;

@@ -181,7 +181,7 @@ cuda_status run_attention(decoder_cuda::impl& s, const device_step& step,
     return st;
   return paged_attention_cuda(s.attention(l), kv[l], s.q, b.query_start_loc, b.seq_lens,
                               b.block_table, b.width, b.num_reqs, n, s.attn, s.attention_ws,
-                              s.opt.stream);
+                              s.opt.stream, step.max_query_len);
 }
 
 cuda_status run_layers(decoder_cuda::impl& s, const device_step& step,

@@ -204,18 +204,24 @@ __device__ __forceinline__ float finish_row(const attention_args& a, int32_t h, 
   return l > 0.0f ? a.out_scale / l : 0.0f;
 }
 
+/// Two FP8 E4M3 codes (the low 16 bits; element 0 the low byte) -> f16x2 of the same values
+/// (exact: every E4M3 value is an f16 value).
+__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t two) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  uint32_t u;
+  __builtin_memcpy(&u, &h, 4);
+  return u;
+}
+
 /// 16 FP8 E4M3 codes (one 16-byte chunk, element 0 in the lowest byte) -> the same 16 values as
-/// bf16, exactly (3 mantissa bits and exponents down to 2^-9 fit bf16).
-__device__ __forceinline__ void fp8x16_to_bf16(const uint4 in, uint4& lo, uint4& hi) {
+/// f16.
+__device__ __forceinline__ void fp8x16_to_f16(const uint4 in, uint4& lo, uint4& hi) {
   const uint32_t w[4] = {in.x, in.y, in.z, in.w};
   uint32_t r[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const auto pair = static_cast<__nv_fp8x2_storage_t>(w[i / 2] >> (16 * (i % 2)));
-    const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
-    const __nv_bfloat162 b = __float22bfloat162_rn(f);
-    __builtin_memcpy(&r[i], &b, 4);
-  }
+  for (int i = 0; i < 8; ++i)
+    r[i] = fp8x2_to_f16x2(w[i / 2] >> (16 * (i % 2)));
   lo = make_uint4(r[0], r[1], r[2], r[3]);
   hi = make_uint4(r[4], r[5], r[6], r[7]);
 }

@@ -178,7 +178,7 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
                                  const int32_t* query_start_loc, const int32_t* seq_lens,
                                  const int32_t* block_table, int32_t width, int32_t num_reqs,
                                  int32_t num_tokens, void* out, cuda_workspace workspace,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, int32_t max_query_len) {
   if (cuda_status s =
           check_paged_attention_cuda(params, view, q, query_start_loc, seq_lens, block_table, width,
                                      num_reqs, num_tokens, out, workspace);
@@ -264,6 +264,9 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   if (pl.num_splits > 1) {
     if (cuda_status s = cuda_detail::launch_merge_splits(a, bf16, true, stream); !s) return s;
   }
+  // A bound that makes every request a decode: no prefill CTA would find work (each costs a
+  // launch of ~3 us in a decode step).
+  if (max_query_len > 0 && cuda_detail::is_decode_request(max_query_len, a.group)) return {};
   // Prefill tiles: request r's are query_start_loc[r] / 64 + r + i (see prefill_attention.cu).
   const dim3 prefill_grid(static_cast<unsigned>(num_tokens / cuda_detail::prefill_tile + num_reqs),
                           static_cast<unsigned>(params.num_q_heads));

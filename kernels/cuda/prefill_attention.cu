@@ -5,11 +5,14 @@
 // tiles of BN keys are double-buffered through cp.async; each warp owns 16 query rows and runs
 // S = Q K^T and O += P V on the tensor cores with an online softmax. Only the key tiles that some
 // row sees are loaded (causal, window and chunk skipping); a warp skips the tiles none of its
-// rows sees, and masks only the tiles its rows see in part. An FP8 cache lands in byte-wide
-// staging tiles that the CTA converts to bf16 (exactly) before the MMAs; the scales are applied
-// to the scores (k_scale) and the output (v_scale).
+// rows sees, and masks only the tiles its rows see in part. With an FP8 cache the MMAs run in
+// f16: Q is converted once in place, each K/V tile lands in byte-wide staging and is converted
+// (exactly: every E4M3 value is an f16 value); the scales apply to the scores (k_scale) and the
+// output (v_scale).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "attention_args.h"
 #include "device_utils.cuh"
@@ -38,7 +41,9 @@ struct prefill_config {
 template <class T, class C, int D>
 __device__ __forceinline__ void prefill_attention_body(const attention_args& a) {
   using cfg = prefill_config<D, C>;
-  using ops = mma_ops<T>;
+  using mma_t = std::conditional_t<cfg::fp8, __half, T>; // FP8: f16 MMAs
+  using ops = mma_ops<mma_t>;
+  using out_ops = mma_ops<T>;
   constexpr int row = cfg::row, bm = cfg::bm, bn = cfg::bn, load_row = cfg::load_row;
   constexpr int chunks = D / 8; // 16-byte chunks of a 16-bit row
   constexpr int c_chunks = cfg::chunks;
@@ -48,8 +53,8 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
   T* const q_s = reinterpret_cast<T*>(smem_raw);
   C* const k_s = reinterpret_cast<C*>(q_s + bm * row); // [2][bn][load_row]
   C* const v_s = k_s + 2 * bn * load_row;
-  T* const k_conv = reinterpret_cast<T*>(v_s + 2 * bn * load_row); // FP8: [bn][row]
-  T* const v_conv = k_conv + bn * row;
+  __half* const k_conv = reinterpret_cast<__half*>(v_s + 2 * bn * load_row); // FP8: [bn][row]
+  __half* const v_conv = k_conv + bn * row;
 
   // Which request and tile: the largest r with query_start_loc[r] / bm + r <= x.
   const int x = static_cast<int>(blockIdx.x);
@@ -152,9 +157,17 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    const T* ks = reinterpret_cast<const T*>(k_s + (it & 1) * bn * load_row);
-    const T* vs = reinterpret_cast<const T*>(v_s + (it & 1) * bn * load_row);
+    const mma_t* ks = reinterpret_cast<const mma_t*>(k_s + (it & 1) * bn * load_row);
+    const mma_t* vs = reinterpret_cast<const mma_t*>(v_s + (it & 1) * bn * load_row);
     if constexpr (cfg::fp8) { // the whole CTA converts this tile; the MMAs read the 16-bit copy
+      if (it == 0) {          // Q landed with the first tile: to f16, in place
+        for (int c = tid; c < bm * D / 2; c += cfg::threads) {
+          uint32_t* const x =
+              reinterpret_cast<uint32_t*>(q_s + c / (D / 2) * row + 2 * (c % (D / 2)));
+          const __half2 h = __float22half2_rn(out_ops::unpack(*x));
+          __builtin_memcpy(x, &h, 4);
+        }
+      }
       const unsigned char* const k8 = reinterpret_cast<const unsigned char*>(ks);
       const unsigned char* const v8 = reinterpret_cast<const unsigned char*>(vs);
 #pragma unroll
@@ -163,7 +176,7 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
         const int kv = c / (bn * c_chunks), rr = c / c_chunks % bn, col = c % c_chunks;
         const uint4 in = *reinterpret_cast<const uint4*>((kv ? v8 : k8) + rr * load_row + col * 16);
         uint4* const dst = reinterpret_cast<uint4*>((kv ? v_conv : k_conv) + rr * row + col * 16);
-        fp8x16_to_bf16(in, dst[0], dst[1]);
+        fp8x16_to_f16(in, dst[0], dst[1]);
       }
       __syncthreads();
       ks = k_conv;
@@ -262,7 +275,7 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
     T* const dst = out + (static_cast<int64_t>(q_begin + q0 + rr) * a.num_q_heads + h) * D;
 #pragma unroll
     for (int nt = 0; nt < D / 8; ++nt) {
-      const uint32_t v = ops::pack(o[nt][2 * i] * inv, o[nt][2 * i + 1] * inv);
+      const uint32_t v = out_ops::pack(o[nt][2 * i] * inv, o[nt][2 * i + 1] * inv);
       *reinterpret_cast<uint32_t*>(dst + nt * 8 + 2 * t4) = v;
     }
   }

@@ -157,7 +157,7 @@ attention_outcome run_attention_case(const attention_case& c) {
   device_array<unsigned char> ws(c.workspace ? res.workspace_bytes : 0);
   const cuda_status st = paged_attention_cuda(
       params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width, num_reqs,
-      b.num_tokens, out.get(), cuda_workspace{ws.get(), ws.size()}, nullptr);
+      b.num_tokens, out.get(), cuda_workspace{ws.get(), ws.size()}, nullptr, c.max_query_len);
   EXPECT_TRUE(st.ok()) << st.message();
   const cudaError_t sync = cudaDeviceSynchronize();
   EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);

@@ -23,9 +23,10 @@ struct attention_case {
   bool bnhc = false; // [block, token, head, content] layout instead of [block, head, token, ...]
   // Per request: (tokens cached by earlier steps, tokens of this step).
   std::vector<std::pair<int32_t, int32_t>> reqs{{40, 1}, {0, 20}};
-  int32_t padding = 0;   // query rows past the batch: must stay untouched
-  bool workspace = true; // give the launcher what paged_attention_workspace_bytes asks for
-  float q_range = 2.0f;  // q uniform in [-q_range, q_range), K/V in [-1, 1)
+  int32_t padding = 0;       // query rows past the batch: must stay untouched
+  bool workspace = true;     // give the launcher what paged_attention_workspace_bytes asks for
+  int32_t max_query_len = 0; // passed to the launcher (0: unknown)
+  float q_range = 2.0f;      // q uniform in [-q_range, q_range), K/V in [-1, 1)
   uint32_t seed = 1;
 };
 

@@ -82,17 +82,21 @@ class decoder_cuda_runner {
 public:
   static constexpr int32_t block_size = 16;
 
-  /// Room for `max_tokens` tokens in each of `max_seqs` sequences.
-  decoder_cuda_runner(decoder_cuda& d, int32_t max_seqs, int32_t max_tokens)
+  /// Room for `max_tokens` tokens in each of `max_seqs` sequences, cached as bf16 or, with
+  /// `cache_type` fp8_e4m3, as FP8 codes with scales of 1.
+  decoder_cuda_runner(decoder_cuda& d, int32_t max_seqs, int32_t max_tokens,
+                      element_type cache_type = element_type::bf16)
       : d_(d), blocks_per_seq_((max_tokens + block_size - 1) / block_size),
         lens_(static_cast<size_t>(max_seqs), 0) {
     const auto& s = d.spec();
     const int64_t content = 2 * s.head_dim;
     const int64_t blocks = static_cast<int64_t>(blocks_per_seq_) * max_seqs;
+    const int64_t elements = blocks * s.num_kv_heads * block_size * content;
     for (size_t l = 0; l < s.layers.size(); ++l) {
-      caches_.push_back(std::make_unique<device_vec<uint16_t>>(
-          static_cast<size_t>(blocks * s.num_kv_heads * block_size * content)));
-      views_.push_back(test::paged_kv_view(caches_.back()->get(), element_type::bf16, blocks,
+      // 16-bit units: an FP8 cache takes half as many
+      caches_.push_back(std::make_unique<device_vec<uint16_t>>(static_cast<size_t>(
+          cache_type == element_type::fp8_e4m3 ? (elements + 1) / 2 : elements)));
+      views_.push_back(test::paged_kv_view(caches_.back()->get(), cache_type, blocks,
                                            s.num_kv_heads, block_size, content));
     }
     hidden_ = std::make_unique<device_vec<float>>(static_cast<size_t>(max_tokens) * max_seqs

@@ -51,6 +51,20 @@ TEST(PagedAttentionCuda, DecodeMqaSplitsThe32HeadGroupAcrossCtas) {
   expect_matches(c);
 }
 
+// A bound on the query lengths that makes every request a decode skips the prefill launch; the
+// decode kernel alone then writes every row (an unwritten row would stay NaN).
+TEST(PagedAttentionCuda, DecodeOnlyBatchesWithAMaxQueryLenSkipThePrefillLaunch) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.reqs = {{0, 1}, {700, 1}, {129, 1}, {2047, 1}};
+  c.padding = 2;
+  c.max_query_len = 1;
+  expect_matches(c);
+  c.reqs = {{5, 3}, {300, 2}, {0, 1}, {64, 3}}; // 3 tokens x group 4 = 12 rows: decode kernel
+  c.max_query_len = 3;
+  expect_matches(c);
+}
+
 TEST(PagedAttentionCuda, MixedBatchOfDecodesAndPrefillChunksMatchesReference) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   attention_case c;

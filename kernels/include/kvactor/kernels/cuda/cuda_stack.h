@@ -34,6 +34,9 @@ struct device_step {
   const int32_t* positions = nullptr;     // [num_tokens] device
   int32_t num_tokens = 0;                 // host
   std::vector<device_layer_batch> layers; // [num_layers]
+  // host: the most query tokens of one request, or 0 when unknown. When every request is a
+  // decode (1, or few enough tokens for the decode kernel) attention skips its prefill launch.
+  int32_t max_query_len = 0;
 };
 
 /// The rows to sample and how: params[i] and keys[i] (the position the draw is keyed by) for

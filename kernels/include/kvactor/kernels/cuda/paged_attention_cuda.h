@@ -55,6 +55,8 @@ size_t paged_attention_workspace_bytes(const attention_params& params, const kv_
 ///   params.sinks    // [num_q_heads] device floats, or nullptr
 ///   workspace       // device; any size: the launcher splits less when it is smaller than
 ///                   // paged_attention_workspace_bytes (never when it is empty)
+///   max_query_len   // host: a bound on every request's query_len, or 0 (unknown); when it
+///                   // makes every request a decode, the prefill kernel is not launched
 ///
 /// Rows of q/out at or past query_start_loc[num_reqs] (<= num_tokens) are neither read nor
 /// written. Returns a failed status (cudaErrorInvalidValue, naming the argument and its value)
@@ -66,7 +68,7 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
                                  const int32_t* query_start_loc, const int32_t* seq_lens,
                                  const int32_t* block_table, int32_t width, int32_t num_reqs,
                                  int32_t num_tokens, void* out, cuda_workspace workspace,
-                                 cudaStream_t stream);
+                                 cudaStream_t stream, int32_t max_query_len = 0);
 
 /// Runs exactly the host argument checks of paged_attention_cuda and nothing else (no CUDA call).
 cuda_status check_paged_attention_cuda(const attention_params& params, const kv_view& view,
