@@ -277,6 +277,9 @@ case_result run_case(const bench_case& c, const run_options& o, l2_flusher& flus
   res.workspace_bytes =
       kernels::paged_attention_workspace_bytes(params, view, b.width, num_reqs, num_tokens);
   const device_buffer<unsigned char> workspace(res.workspace_bytes);
+  // Zeroed once: the split counters at its start stay zero between calls.
+  if (workspace.bytes() > 0)
+    check_cuda(cudaMemset(workspace.get(), 0, workspace.bytes()), "cudaMemset (workspace)");
   const device_buffer<unsigned long long> nonfinite(1);
   res.device_bytes = cache.bytes() + q.bytes() + out.bytes() + qsl.bytes() + seq_lens.bytes()
                      + table.bytes() + workspace.bytes() + nonfinite.bytes();

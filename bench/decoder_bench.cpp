@@ -12,6 +12,7 @@
 //     bytes it must read over the device-to-device copy ceiling measured here.
 //
 //   kvactor_decoder_bench --model DIR [--batches 1,8,32,128] [--context 512] [--replays 20]
+//                         [--fp8-kv]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -189,23 +190,25 @@ void compare(kernels::decoder_cuda& d, const nlohmann::json& want) {
 }
 
 // One decode step of `batch` requests with `context` cached tokens each, as a CUDA graph, timed.
+// The KV cache is bf16, or FP8 E4M3 (scales 1) with fp8.
 void time_decode(kernels::decoder_cuda& d, int32_t batch, int32_t context, int32_t replays,
-                 double ceiling_tbs, const nlohmann::json* peer, l2_flusher& flush) {
+                 double ceiling_tbs, const nlohmann::json* peer, l2_flusher& flush, bool fp8) {
   const auto& s = d.spec();
   constexpr int32_t block = 16;
   const int32_t width = (context + 1 + block - 1) / block;
   const int64_t content = 2 * s.head_dim;
   const int64_t blocks = int64_t{batch} * width;
+  const int64_t kv_elem_bytes = fp8 ? 1 : 2;
+  const auto cache_bytes =
+      static_cast<size_t>(blocks * s.num_kv_heads * block * content * kv_elem_bytes);
   std::vector<std::unique_ptr<device_vec<uint16_t>>> caches;
   std::vector<kernels::kv_view> views;
   for (size_t l = 0; l < s.layers.size(); ++l) {
-    caches.push_back(std::make_unique<device_vec<uint16_t>>(
-        static_cast<size_t>(blocks * s.num_kv_heads * block * content)));
-    check_cuda(cudaMemset(caches.back()->get(), 0,
-                          static_cast<size_t>(blocks * s.num_kv_heads * block * content) * 2),
-               "cudaMemset (KV)");
-    views.push_back(test::paged_kv_view(caches.back()->get(), kernels::element_type::bf16, blocks,
-                                        s.num_kv_heads, block, content));
+    caches.push_back(std::make_unique<device_vec<uint16_t>>(cache_bytes / 2));
+    check_cuda(cudaMemset(caches.back()->get(), 0, cache_bytes), "cudaMemset (KV)");
+    views.push_back(test::paged_kv_view(
+        caches.back()->get(), fp8 ? kernels::element_type::fp8_e4m3 : kernels::element_type::bf16,
+        blocks, s.num_kv_heads, block, content));
   }
   std::vector<int32_t> ids(static_cast<size_t>(batch), 7), pos(static_cast<size_t>(batch), context),
       qsl, lens(static_cast<size_t>(batch), context + 1), table, rows;
@@ -251,7 +254,7 @@ void time_decode(kernels::decoder_cuda& d, int32_t batch, int32_t context, int32
   const double weight_bytes = static_cast<double>(d.weights_bytes() - (tied ? 0 : emb.bytes()));
   const double kv_bytes = static_cast<double>(batch) * (context + 1)
                           * static_cast<double>(s.layers.size()) * s.num_kv_heads * s.head_dim * 2
-                          * 2;
+                          * static_cast<double>(kv_elem_bytes);
   const double roofline_us = (weight_bytes + kv_bytes) / (ceiling_tbs * 1e12) * 1e6;
   std::string peer_text;
   if (peer != nullptr && peer->contains(std::to_string(batch))) {
@@ -259,12 +262,12 @@ void time_decode(kernels::decoder_cuda& d, int32_t batch, int32_t context, int32
     peer_text =
         fmt::format("; transformers eager {:.2f} ms ({:.1f}x kvactor)", ms, ms * 1e3 / t.median_us);
   }
-  fmt::print("decode: batch {:3d}, context {}: {:8.1f} us (p10 {:.1f}, p90 {:.1f}); reads {:.2f} "
+  fmt::print("decode{}: batch {:3d}, context {}: {:8.1f} us (p10 {:.1f}, p90 {:.1f}); reads {:.2f} "
              "GB weights + {:.2f} GB KV; roofline {:.1f} us; {:.0f}% of roofline; {:.0f} "
              "tokens/s{}\n",
-             batch, context, t.median_us, t.p10_us, t.p90_us, weight_bytes / 1e9, kv_bytes / 1e9,
-             roofline_us, 100.0 * roofline_us / t.median_us, batch / (t.median_us * 1e-6),
-             peer_text);
+             fp8 ? " (fp8 KV cache)" : "", batch, context, t.median_us, t.p10_us, t.p90_us,
+             weight_bytes / 1e9, kv_bytes / 1e9, roofline_us, 100.0 * roofline_us / t.median_us,
+             batch / (t.median_us * 1e-6), peer_text);
 }
 
 struct options {
@@ -272,6 +275,7 @@ struct options {
   bool print_rope = false;
   bool cpu = false;
   bool fused = false;
+  bool fp8 = false;
   bool profile = false;
   std::string batches = "1,8,32,128";
   int32_t context = 512;
@@ -322,7 +326,7 @@ void profile_steps(const options& o, const std::vector<int32_t>& batches, int32_
   auto r = load(o.model, max_tokens, o.fused);
   l2_flusher flush(size_t{1} << 20, flush_mode::write);
   for (int32_t b : batches)
-    time_decode(*r.decoder->decoder, b, o.context, 0, 1.0, nullptr, flush);
+    time_decode(*r.decoder->decoder, b, o.context, 0, 1.0, nullptr, flush, o.fp8);
 }
 
 void run(const options& o) {
@@ -364,7 +368,7 @@ void run(const options& o) {
   fmt::print("copy ceiling: {:.2f} TB/s (2 GiB device-to-device, read + write)\n", c.tbs);
   const nlohmann::json* peer = want.contains("decode_step_ms") ? &want["decode_step_ms"] : nullptr;
   for (int32_t b : batches)
-    time_decode(d, b, o.context, o.replays, c.tbs, peer, flush);
+    time_decode(d, b, o.context, o.replays, c.tbs, peer, flush, o.fp8);
 }
 
 } // namespace
@@ -379,6 +383,7 @@ int main(int argc, char** argv) {
   app.add_option("--context", o.context, "cached tokens per request in the decode steps");
   app.add_option("--replays", o.replays, "timed graph replays per batch (median)");
   app.add_flag("--fused", o.fused, "single-token steps fuse the gate/up projection and activation");
+  app.add_flag("--fp8-kv", o.fp8, "an FP8 E4M3 KV cache (scales 1) instead of bf16");
   app.add_flag("--profile", o.profile,
                "load, then one eager decode step per batch size and exit (run under ncu)");
   app.add_flag("--cpu", o.cpu, "compare the CPU decoder with transformers too (small models)");

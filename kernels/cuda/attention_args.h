@@ -59,7 +59,14 @@ struct attention_args {
   int32_t row_chunks; // decode: CTAs along the rows of one KV head (ceil(group / 16))
   float* partial_out; // [partial rows, num_splits, v_size] sum of p v
   float* partial_ml;  // [partial rows, num_splits, 2]: max (log2 units), sum of p
+  // decode with splits: arrivals per row group (r * num_kv_heads * row_chunks + y), zero
+  // between calls; the last split CTA of a group merges the group's rows and resets it.
+  int32_t* split_counters;
 };
+
+/// Bytes at the start of a workspace that hold the decode kernel's split counters: a fixed
+/// region, so that counters zeroed once stay where every later call looks for them.
+constexpr size_t split_counter_bytes = 16384;
 
 // One launch function per kernel; each dispatches on the element type (bf16, else f16) and the
 // head size, which the host side has checked. With pdl, the kernel is launched as a programmatic
@@ -73,10 +80,9 @@ cuda_status launch_prefill_attention(const attention_args& a, bool bf16, bool fp
                                      bool pdl, cudaStream_t stream);
 /// grid: (num_tokens, ceil(num_q_heads / 16), num_splits).
 cuda_status launch_mla_decode(const attention_args& a, bool bf16, dim3 grid, cudaStream_t stream);
-/// Combines the split partial results: of the decode kernel's rows (by_request), else of the MLA
-/// kernel's. Launched with pdl; waits for its predecessor before reading.
-cuda_status launch_merge_splits(const attention_args& a, bool bf16, bool by_request,
-                                cudaStream_t stream);
+/// Combines the MLA kernel's split partial results. Launched with pdl; waits for its predecessor
+/// before reading.
+cuda_status launch_merge_splits(const attention_args& a, bool bf16, cudaStream_t stream);
 
 /// MLA kernel CTAs resident on one multiprocessor (by their shared memory), for planning.
 int32_t mla_ctas_per_sm();

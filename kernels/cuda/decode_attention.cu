@@ -4,7 +4,9 @@
 // own cp.async pipeline (STAGES sub-tiles in flight, 16-byte copies into padded shared rows),
 // and runs S = Q K^T and O += P V on the tensor cores (mma.sync m16n8k16) with an online softmax.
 // At the end the 4 warps' (max, sum, O) are merged in shared memory; the CTA writes the final
-// rows, or, with several splits, its partial result for the merge kernel. Each CTA lets the next
+// rows, or, with several splits, its partial result, and the last split CTA of a row group to
+// finish (a counter in the workspace) merges the group's partials and writes the rows: no merge
+// launch. Each CTA lets the next
 // kernel (merge or prefill, launched with PDL) be scheduled as soon as it starts.
 // An FP8 cache lands in byte-wide staging rows and the MMAs run in f16 (every E4M3 value is an
 // f16 value; P in [0, 1] too; q is converted once): K goes from staging straight into B
@@ -20,6 +22,7 @@
 #include "attention_args.h"
 #include "device_utils.cuh"
 #include "launch_utils.cuh"
+#include "split_merge.cuh"
 
 namespace kvactor::kernels::cuda_detail {
 namespace {
@@ -86,6 +89,33 @@ __device__ __forceinline__ void qk_fp8(float (&s)[2][4], const __half* qh, const
       ops::mma(s[0], qa, fp8x2_to_f16x2(kr[2 * h]), fp8x2_to_f16x2(kr[2 * h] >> 16));
       ops::mma(s[1], qa, fp8x2_to_f16x2(kr[2 * h + 1]), fp8x2_to_f16x2(kr[2 * h + 1] >> 16));
     }
+  }
+}
+
+// Split CTAs: counts this CTA's arrival in its row group (every split of the group arrives, with
+// or without keys) and, in the last one, merges the group's `rows` rows. The partials are
+// fenced before the count and read from L2 after it.
+template <class T>
+__device__ __forceinline__ void merge_if_last(const attention_args& a, int r, int rows, int row0,
+                                              int q_begin, int kvh) {
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  const int64_t group_row = static_cast<int64_t>(r) * gridDim.y + blockIdx.y;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(a.split_counters + group_row, 1) == a.num_splits - 1;
+    if (last) a.split_counters[group_row] = 0; // every split has arrived: ready for the next call
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int per_row = a.v_size / 4;
+  for (int c = static_cast<int>(threadIdx.x); c < rows * per_row; c += blockDim.x) {
+    const int rr = c / per_row, col = 4 * (c % per_row);
+    const int gr = row0 + rr;
+    const int h = kvh * a.group + gr % a.group;
+    store4<T>(a, (static_cast<int64_t>(q_begin) + gr / a.group) * a.num_q_heads + h, col,
+              merge_row(a, group_row * decode_rows + rr, h, col));
   }
 }
 
@@ -389,6 +419,7 @@ __global__ void __launch_bounds__(decode_config<D, C>::threads)
       }
     }
   }
+  if (a.num_splits > 1) merge_if_last<T>(a, r, rows, row0, q_begin, kvh);
 }
 
 // For launch_per_head_size.

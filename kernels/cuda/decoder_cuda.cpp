@@ -153,6 +153,8 @@ cuda_status make_activations(decoder_cuda::impl& s) {
         take(rows * sizeof(int32_t), s.rows), take(rows * sizeof(int32_t), s.tokens)})
     if (!st) return st;
   if (cuda_status st = alloc(s.opt.attention_workspace_bytes); !st) return st;
+  // Zeroed once: the split counters at its start stay zero between calls.
+  KVACTOR_CUDA_CALL(cudaMemset(ptr, 0, s.opt.attention_workspace_bytes));
   s.attention_ws = {ptr, s.opt.attention_workspace_bytes};
   if (cuda_status st = alloc(cublas_workspace_bytes); !st) return st;
   // cublasSetStream resets the workspace: the stream first.

@@ -81,7 +81,10 @@ plan make_plan(const attention_params& p, const kv_view& view, int32_t width, in
     // multiprocessor's full share of bandwidth, and fewer splits make a cheaper merge (measured
     // on an H200: batch 1 x 4096 keys, 8 KV heads, is fastest with 16 splits, not 32).
     const int64_t base = int64_t{num_reqs} * p.num_kv_heads * pl.row_chunks;
-    pl.num_splits = choose_splits(base, max_keys, decode_min_split_keys, sms);
+    // A split counter per row group (r, CTA row): as many as the fixed region holds.
+    const auto counters = static_cast<int64_t>(cuda_detail::split_counter_bytes / sizeof(int32_t));
+    pl.num_splits =
+        base <= counters ? choose_splits(base, max_keys, decode_min_split_keys, sms) : 1;
   }
   // Partial rows: MLA's are (token, q head); the decode kernel's are 16 per CTA row chunk.
   pl.partial_rows = is_mla(p) ? static_cast<size_t>(num_tokens) * p.num_q_heads
@@ -171,7 +174,9 @@ size_t paged_attention_workspace_bytes(const attention_params& params, const kv_
                                        int32_t width, int32_t num_reqs, int32_t num_tokens) {
   if (width <= 0 || num_reqs <= 0 || num_tokens <= 0 || !check_params(params, view).ok()) return 0;
   const plan pl = make_plan(params, view, width, num_reqs, num_tokens);
-  return pl.num_splits > 1 ? pl.bytes_per_split * static_cast<size_t>(pl.num_splits) : 0;
+  return pl.num_splits > 1 ? cuda_detail::split_counter_bytes
+                                 + pl.bytes_per_split * static_cast<size_t>(pl.num_splits)
+                           : 0;
 }
 
 cuda_status paged_attention_cuda(const attention_params& params, const kv_view& view, const void* q,
@@ -189,7 +194,10 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   plan pl = make_plan(params, view, width, num_reqs, num_tokens);
   // A smaller workspace means fewer splits; none without one.
   if (pl.num_splits > 1 && pl.bytes_per_split > 0) {
-    const size_t fit = workspace.bytes / pl.bytes_per_split;
+    const size_t room = workspace.bytes > cuda_detail::split_counter_bytes
+                            ? workspace.bytes - cuda_detail::split_counter_bytes
+                            : 0;
+    const size_t fit = room / pl.bytes_per_split;
     pl.num_splits = static_cast<int32_t>(std::min<size_t>(static_cast<size_t>(pl.num_splits), fit));
     if (pl.num_splits < 2) pl.num_splits = 1;
   }
@@ -234,18 +242,20 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
     a.split_subtiles = static_cast<int32_t>((subtiles + pl.num_splits - 1) / pl.num_splits);
   }
   if (pl.num_splits > 1) {
-    a.partial_out = static_cast<float*>(workspace.data);
+    a.split_counters = static_cast<int32_t*>(workspace.data);
+    a.partial_out = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace.data)
+                                             + cuda_detail::split_counter_bytes);
     a.partial_ml =
         a.partial_out
         + pl.partial_rows * static_cast<size_t>(pl.num_splits) * static_cast<size_t>(params.v_size);
   }
 
-  // Launch order (NOTE(pdl)): the split kernel first, a programmatic dependent that waits for the
-  // stream's earlier work (the KV write) before it lets the next kernel be scheduled; then the
-  // merge, a programmatic dependent that waits for it; then the prefill kernel, a programmatic
-  // dependent too, which computes its disjoint rows at once (everything before the split kernel
-  // has completed by then) and waits for its predecessor before exiting. So the last kernel's
-  // completion is the call's.
+  // Launch order (NOTE(pdl)): the decode kernel first, a programmatic dependent that waits for
+  // the stream's earlier work (the KV write) before it lets the next kernel be scheduled (its
+  // split CTAs merge among themselves); then the prefill kernel, a programmatic dependent too,
+  // which computes its disjoint rows at once (everything before the decode kernel has completed
+  // by then) and waits for its predecessor before exiting. So the last kernel's completion is
+  // the call's. MLA: its kernel, then the merge kernel when split.
   const bool fp8 = view.type == element_type::fp8_e4m3;
   const bool bf16 = view.type == element_type::bf16 || fp8; // q and out: bf16 with FP8
   const auto splits = static_cast<unsigned>(pl.num_splits);
@@ -253,7 +263,7 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
     const dim3 grid(static_cast<unsigned>(num_tokens),
                     static_cast<unsigned>((params.num_q_heads + 15) / 16), splits);
     if (cuda_status s = cuda_detail::launch_mla_decode(a, bf16, grid, stream); !s) return s;
-    if (pl.num_splits > 1) return cuda_detail::launch_merge_splits(a, bf16, false, stream);
+    if (pl.num_splits > 1) return cuda_detail::launch_merge_splits(a, bf16, stream);
     return {};
   }
   const dim3 decode_grid(static_cast<unsigned>(num_reqs),
@@ -261,9 +271,6 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   if (cuda_status s = cuda_detail::launch_decode_attention(a, bf16, fp8, decode_grid, true, stream);
       !s)
     return s;
-  if (pl.num_splits > 1) {
-    if (cuda_status s = cuda_detail::launch_merge_splits(a, bf16, true, stream); !s) return s;
-  }
   // A bound that makes every request a decode: no prefill CTA would find work (each costs a
   // launch of ~3 us in a decode step).
   if (max_query_len > 0 && cuda_detail::is_decode_request(max_query_len, a.group)) return {};

@@ -155,14 +155,24 @@ attention_outcome run_attention_case(const attention_case& c) {
   res.workspace_bytes =
       paged_attention_workspace_bytes(params, view, b.width, num_reqs, b.num_tokens);
   device_array<unsigned char> ws(c.workspace ? res.workspace_bytes : 0);
-  const cuda_status st = paged_attention_cuda(
-      params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width, num_reqs,
-      b.num_tokens, out.get(), cuda_workspace{ws.get(), ws.size()}, nullptr, c.max_query_len);
-  EXPECT_TRUE(st.ok()) << st.message();
-  const cudaError_t sync = cudaDeviceSynchronize();
-  EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
-  if (!st.ok() || sync != cudaSuccess) return res;
-  const std::vector<uint16_t> got = out.download();
+  ws.fill_bytes(0); // zeroed once, as paged_attention_cuda asks
+  // Twice on the same workspace: the split counters must be back at zero after a call, and the
+  // second call must give the first one's bits.
+  std::vector<uint16_t> runs[2];
+  for (auto& got : runs) {
+    out.fill_bytes(0xff);
+    const cuda_status st = paged_attention_cuda(
+        params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width, num_reqs,
+        b.num_tokens, out.get(), cuda_workspace{ws.get(), ws.size()}, nullptr, c.max_query_len);
+    EXPECT_TRUE(st.ok()) << st.message();
+    const cudaError_t sync = cudaDeviceSynchronize();
+    EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
+    if (!st.ok() || sync != cudaSuccess) return res;
+    got = out.download();
+  }
+  const std::vector<uint16_t>& got = runs[1];
+  for (size_t i = 0; i < got.size(); ++i)
+    res.repeat_differs += got[i] != runs[0][i];
 
   double err = 0.0, norm = 0.0;
   for (size_t i = 0; i < static_cast<size_t>(b.batch_tokens) * row; ++i) {

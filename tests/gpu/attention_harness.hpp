@@ -34,6 +34,7 @@ struct attention_outcome {
   double rel_l2 = 0.0;             // || gpu - reference || / || reference || over the batch rows
   int64_t nan_values = 0;          // NaN or infinity among the batch rows (unwritten rows are NaN)
   int64_t padding_overwritten = 0; // elements of padding rows that changed
+  int64_t repeat_differs = 0;      // elements a second call on the same workspace changed
   size_t workspace_bytes = 0;      // what paged_attention_workspace_bytes asked for
 };
 

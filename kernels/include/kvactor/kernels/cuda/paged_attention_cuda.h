@@ -26,7 +26,8 @@
 
 namespace kvactor::kernels {
 
-/// Device scratch memory for split-KV partial results; 16-byte aligned.
+/// Device scratch memory for split-KV partial results; 16-byte aligned. Zero it once when it is
+/// allocated (cudaMemset): its first 16 KiB hold counters that every call leaves at zero.
 struct cuda_workspace {
   void* data = nullptr;
   size_t bytes = 0;
@@ -42,8 +43,9 @@ size_t paged_attention_workspace_bytes(const attention_params& params, const kv_
 /// A request with query_len == 1, or query_len * (num_q_heads / num_kv_heads) <= 16, runs on the
 /// decode kernel (one CTA per request, KV head and KV split, all q heads of the GQA group
 /// together); every other request on the prefill kernel (64-query tiles, tensor cores). MLA
-/// runs every token on its own kernel. Up to three launches on `stream` (split kernel, merge when
-/// split, prefill), the later ones as programmatic dependent launches; the call is stream-ordered
+/// runs every token on its own kernel. Up to two launches on `stream` (decode kernel, whose split
+/// CTAs merge among themselves, then prefill; MLA: its kernel, then a merge when split), the
+/// later one as a programmatic dependent launch; the call is stream-ordered
 /// like one kernel: it starts after the stream's earlier work and its last launch completes only
 /// after all of its work. Capturable into a CUDA graph.
 ///
