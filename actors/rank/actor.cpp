@@ -1,5 +1,6 @@
 #include "actors/rank/actor.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <limits>
@@ -202,6 +203,12 @@ caf::error bind_kv(rank_state& st, const kv_allocation& alloc, int64_t num_block
   auto binding = bind_layers(st.model, st.kv.groups, alloc.views, st.kv.allocator->base());
   if (!binding) return to_caf_error(binding.err());
   st.kv.layer_group = binding->layer_group;
+  const auto& views = binding->views;
+  if (st.config.rank == 0 && std::any_of(views.begin(), views.end(), [](const kernels::kv_view& v) {
+        return v.type == kernels::element_type::fp8_e4m3;
+      }))
+    spdlog::warn("rank 0: FP8 KV cache with k_scale = v_scale = 1 (vLLM's default when the "
+                 "checkpoint has none); values beyond +-448 saturate");
   if (auto bound = st.executor->bind(std::move(binding->views), std::move(binding->layer_names),
                                      st.config.max_num_batched_tokens);
       !bound)

@@ -72,8 +72,10 @@ cuda_status reduce(const reducer& all_reduce, float* buf, int32_t n, int32_t hid
   return all_reduce(buf, static_cast<size_t>(n) * static_cast<size_t>(hidden));
 }
 
-// Layer l's attention inputs from the normed stream in s.xn: projection, then q/k/v prepared.
-cuda_status attention_inputs(decoder_cuda::impl& s, const device_step& step, size_t l) {
+// Layer l's attention inputs from the normed stream in s.xn: projection, then q/k/v prepared;
+// with `kv` (the layer's cache), K and V are also written into it (the KV write fused).
+cuda_status attention_inputs(decoder_cuda::impl& s, const device_step& step, size_t l,
+                             const kv_view* kv) {
   const int32_t n = step.num_tokens;
   if (auto st = gemm(s, s.at(l, T::qkv), s.xn, s.qkv, n); !st) return st;
   cuda_detail::qkv_prepare_args a{};
@@ -93,6 +95,18 @@ cuda_status attention_inputs(decoder_cuda::impl& s, const device_step& step, siz
   a.rot_dim = s.rot_dim[l];
   a.eps = s.spec.rms_eps;
   a.one_plus = s.spec.norm_one_plus_weight;
+  if (kv != nullptr) {
+    a.store.cache = kv->base;
+    a.store.fp8 = kv->type == element_type::fp8_e4m3;
+    a.store.k_scale = key_scale(*kv);
+    a.store.v_scale = value_scale(*kv);
+    a.store.stride_block = kv->stride_block;
+    a.store.stride_head = kv->stride_head;
+    a.store.stride_token = kv->stride_token;
+    a.store.capacity = kv->capacity_tokens();
+    a.store.block_size = kv->block_size;
+    a.store.slot_mapping = step.layers[l].slot_mapping;
+  }
   return cuda_detail::launch_qkv_prepare(a, s.opt.stream);
 }
 
@@ -144,9 +158,11 @@ cuda_status finish_layer(decoder_cuda::impl& s, size_t l, int32_t n, const reduc
   return residual(s, x, n, s.o, sandwich ? s.vec(l, T::post_ffn_norm) : nullptr, next_norm);
 }
 
-// Piece k of the step (k in [0, L]): the dense work between two attention ops.
+// Piece k of the step (k in [0, L]): the dense work between two attention ops. With `kv` (the
+// whole forward), layer k's q/k/v preparation also writes its KV cache; pieces captured on their
+// own leave that to the attention op.
 cuda_status run_piece(decoder_cuda::impl& s, const device_step& step, size_t k,
-                      const reducer& all_reduce, float* hidden) {
+                      const reducer& all_reduce, float* hidden, const std::vector<kv_view>* kv) {
   const int32_t n = step.num_tokens;
   const size_t num_layers = s.layers.size();
   const float* next_norm = k < num_layers ? s.vec(k, T::input_norm) : nullptr;
@@ -168,17 +184,21 @@ cuda_status run_piece(decoder_cuda::impl& s, const device_step& step, size_t k,
   } else if (auto st = finish_layer(s, k - 1, n, all_reduce, hidden, next_norm); !st) {
     return st;
   }
-  return k < num_layers ? attention_inputs(s, step, k) : cuda_status{};
+  return k < num_layers ? attention_inputs(s, step, k, kv != nullptr ? &(*kv)[k] : nullptr)
+                        : cuda_status{};
 }
 
+// Layer l's attention; its KV write first unless the q/k/v preparation did it (kv_written).
 cuda_status run_attention(decoder_cuda::impl& s, const device_step& step,
-                          const std::vector<kv_view>& kv, size_t l) {
+                          const std::vector<kv_view>& kv, size_t l, bool kv_written) {
   const int32_t n = step.num_tokens, d = s.spec.head_dim;
   const device_layer_batch& b = step.layers[l];
-  if (auto st =
-          kv_write_cuda(kv[l], s.k, s.v, element_type::bf16, d, d, b.slot_mapping, n, s.opt.stream);
-      !st)
-    return st;
+  if (!kv_written) {
+    if (auto st = kv_write_cuda(kv[l], s.k, s.v, element_type::bf16, d, d, b.slot_mapping, n,
+                                s.opt.stream);
+        !st)
+      return st;
+  }
   return paged_attention_cuda(s.attention(l), kv[l], s.q, b.query_start_loc, b.seq_lens,
                               b.block_table, b.width, b.num_reqs, n, s.attn, s.attention_ws,
                               s.opt.stream, step.max_query_len);
@@ -187,10 +207,10 @@ cuda_status run_attention(decoder_cuda::impl& s, const device_step& step,
 cuda_status run_layers(decoder_cuda::impl& s, const device_step& step,
                        const std::vector<kv_view>& kv, const reducer& all_reduce, float* hidden) {
   for (size_t l = 0; l < s.layers.size(); ++l) {
-    if (auto st = run_piece(s, step, l, all_reduce, hidden); !st) return st;
-    if (auto st = run_attention(s, step, kv, l); !st) return st;
+    if (auto st = run_piece(s, step, l, all_reduce, hidden, &kv); !st) return st;
+    if (auto st = run_attention(s, step, kv, l, true); !st) return st;
   }
-  return run_piece(s, step, s.layers.size(), all_reduce, hidden);
+  return run_piece(s, step, s.layers.size(), all_reduce, hidden, &kv);
 }
 
 // The logits of the n device `rows` of hidden into s.logits (soft-capped).
@@ -271,7 +291,7 @@ cuda_status decoder_cuda::forward_piece(const device_step& step, size_t piece, f
   KVACTOR_CUDA_CHECK_ARG(impl_->opt.tp_size == 1, forward_prefix, "forward_piece: tp_size ",
                          impl_->opt.tp_size, " (pieces run tp_size 1)");
   if (step.num_tokens == 0) return {};
-  return run_piece(*impl_, step, piece, {}, hidden);
+  return run_piece(*impl_, step, piece, {}, hidden, nullptr);
 }
 
 cuda_status decoder_cuda::forward_attention(const device_step& step, const std::vector<kv_view>& kv,
@@ -279,7 +299,7 @@ cuda_status decoder_cuda::forward_attention(const device_step& step, const std::
   KVACTOR_CUDA_CHECK_ARG(layer < impl_->layers.size(), forward_prefix, "layer: ", layer,
                          " outside [0, ", impl_->layers.size(), ")");
   if (step.num_tokens == 0) return {};
-  return run_attention(*impl_, step, kv, layer);
+  return run_attention(*impl_, step, kv, layer, false);
 }
 
 cuda_status decoder_cuda::greedy_async(const float* hidden, const int32_t* rows, int32_t n,

@@ -4,6 +4,7 @@
 // rows that are independent of each other, so these kernels give a row the same result in any batch
 // (the GEMMs of larger steps, cuBLAS, do not promise that: see decoder_cuda.h).
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -182,6 +183,24 @@ __global__ void __launch_bounds__(norm_threads)
 constexpr int prep_warps = 4;
 constexpr int max_head_dim = 256;
 
+// Stores element e of KV head kvh of token t (its bf16 value) into the cache, when the store is
+// on and the token has a slot: K's half of the entry, or V's after head_dim elements.
+__device__ __forceinline__ void store_kv(const qkv_prepare_args& a, int64_t t, int kvh, bool is_v,
+                                         int e, __nv_bfloat16 value) {
+  const kv_store& k = a.store;
+  if (k.cache == nullptr) return;
+  const int64_t slot = k.slot_mapping[t];
+  if (slot < 0 || slot >= k.capacity) return;
+  const int64_t at = slot / k.block_size * k.stride_block + kvh * k.stride_head
+                     + slot % k.block_size * k.stride_token + (is_v ? a.head_dim : 0) + e;
+  if (k.fp8) // the code of the bf16 value, as the KV write quantises it
+    static_cast<unsigned char*>(k.cache)[at] =
+        __nv_cvt_float_to_fp8(__fdiv_rn(__bfloat162float(value), is_v ? k.v_scale : k.k_scale),
+                              __NV_SATFINITE, __NV_E4M3);
+  else
+    static_cast<__nv_bfloat16*>(k.cache)[at] = value;
+}
+
 __global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_prepare_args a) {
   pdl_start();
   __shared__ float row[prep_warps][max_head_dim];
@@ -204,10 +223,13 @@ __global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_
     }
     const float* const w = is_q ? a.q_norm : a.k_norm;
     if (!is_q && !is_k) { // v: bias and round
-      __nv_bfloat16* const out =
-          static_cast<__nv_bfloat16*>(a.v) + (t * a.kv_heads + (h - a.q_heads - a.kv_heads)) * d;
-      for (int j = 0; j < per_lane; ++j)
-        out[lane + 32 * j] = __float2bfloat16_rn(v[j]);
+      const int kvh = h - a.q_heads - a.kv_heads;
+      __nv_bfloat16* const out = static_cast<__nv_bfloat16*>(a.v) + (t * a.kv_heads + kvh) * d;
+      for (int j = 0; j < per_lane; ++j) {
+        const __nv_bfloat16 y = __float2bfloat16_rn(v[j]);
+        out[lane + 32 * j] = y;
+        store_kv(a, t, kvh, true, lane + 32 * j, y);
+      }
       continue;
     }
     if (w != nullptr) {
@@ -230,7 +252,9 @@ __global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_
         sincosf(pos * a.inv_freq[i], &sn, &cs);
         y = e < half ? v[j] * cs - buf[e + half] * sn : v[j] * cs + buf[e - half] * sn;
       }
-      out[e] = __float2bfloat16_rn(y);
+      const __nv_bfloat16 yb = __float2bfloat16_rn(y);
+      out[e] = yb;
+      if (is_k) store_kv(a, t, h - a.q_heads, false, e, yb);
     }
     __syncwarp(); // buf is rewritten by the next head
   }

@@ -35,9 +35,23 @@ struct residual_norm_args {
 };
 cuda_status launch_residual_norm(const residual_norm_args& a, cudaStream_t stream);
 
+/// Where qkv_prepare also stores K and V: the layer's paged cache, as kv_write_cuda would (bf16
+/// bits, or the FP8 codes of the bf16 values over the scales); cache == nullptr: not stored.
+struct kv_store {
+  void* cache = nullptr;
+  bool fp8 = false;
+  float k_scale = 1.0f, v_scale = 1.0f;
+  int64_t stride_block = 0, stride_head = 0, stride_token = 0; // elements
+  int64_t capacity = 0;                                        // num_blocks * block_size
+  int32_t block_size = 0;
+  const int64_t* slot_mapping = nullptr; // [num_tokens]; -1 (padding) and slots past the cache
+                                         // are skipped
+};
+
 /// From the fused projection's float output to the attention's bf16 inputs, per token:
 ///   q, k, v = qkv[t] split (+ bias); q, k: per-head RMS norm (qk_norm weights), then RoPE
-///   (rotate-half on the first rot_dim dims of each head, angle position * inv_freq[i], in float).
+///   (rotate-half on the first rot_dim dims of each head, angle position * inv_freq[i], in float);
+///   with `store`, K and V also go into the cache at the token's slot (the KV write fused).
 struct qkv_prepare_args {
   const float* qkv;    // [num_tokens, (q_heads + 2 kv_heads) * head_dim] float
   const float* bias;   // [(q_heads + 2 kv_heads) * head_dim] or nullptr
@@ -51,6 +65,7 @@ struct qkv_prepare_args {
   int32_t num_tokens, q_heads, kv_heads, head_dim, rot_dim;
   float eps;
   bool one_plus; // qk norms as 1 + w
+  kv_store store;
 };
 cuda_status launch_qkv_prepare(const qkv_prepare_args& a, cudaStream_t stream);
 
