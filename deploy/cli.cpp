@@ -19,17 +19,36 @@
 #include "deploy/replay_command.hpp"
 #include "deploy/run_command.hpp"
 #include "deploy/trace_command.hpp"
+#include "deploy/version.hpp"
+#include "deploy/vllm_flags.hpp"
 
 namespace kvactor {
 
 namespace {
 
+// vLLM's flags of one subcommand, and the options they must agree with.
+struct vllm_options {
+  vllm_flags flags;
+  CLI::Option* cudagraph_mode = nullptr;
+  CLI::Option* cudagraph_capture_sizes = nullptr;
+};
+
+// vLLM's spellings: --kv-cache-memory-bytes is registered with --kv-cache-memory; -tp is
+// rewritten before parsing (spell_vllm_short_flags).
+void add_vllm_flags(CLI::App& cmd, vllm_options& v) {
+  cmd.add_flag("--enforce-eager", v.flags.enforce_eager,
+               "vLLM's flag: no CUDA graphs (= --cudagraph-mode none)");
+  cmd.add_option("--compilation-config", v.flags.compilation_config,
+                 "vLLM's flag: JSON; its cudagraph_mode and cudagraph_capture_sizes are used");
+}
+
 // The flags plan and run share: the model, its split, its budget and its graphs.
-void add_model_flags(CLI::App& cmd, plan_flags& f, bool model_required) {
+void add_model_flags(CLI::App& cmd, plan_flags& f, bool model_required, vllm_options& v) {
   auto* model =
       cmd.add_option("--model", f.model, "config.json path, or a shipped name (e.g. llama-3.1-8b)");
   if (model_required) model->required();
-  cmd.add_option("--tensor-parallel-size,--tp", f.tensor_parallel_size, "ranks that split heads");
+  cmd.add_option("--tensor-parallel-size,--tp", f.tensor_parallel_size,
+                 "ranks that split heads (also -tp)");
   cmd.add_option("--dtype", f.dtype, "auto|bfloat16|float16|float32 (model dtype)");
   cmd.add_option("--kv-cache-dtype", f.kv_cache_dtype, "auto|fp8");
   cmd.add_option("--block-size", f.block_size, "tokens per KV cache block");
@@ -39,7 +58,7 @@ void add_model_flags(CLI::App& cmd, plan_flags& f, bool model_required) {
   cmd.add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per step");
   cmd.add_option("--num-speculative-tokens", f.num_speculative_tokens,
                  "draft tokens per decode step (decode query length is 1 + this)");
-  cmd.add_option("--kv-cache-memory", f.kv_cache_memory,
+  cmd.add_option("--kv-cache-memory,--kv-cache-memory-bytes", f.kv_cache_memory,
                  "KV cache bytes per rank (20GiB, 21474836480; or one value per rank: a,b,...)");
   cmd.add_option("--gpu-memory", f.gpu_memory,
                  "device memory per rank (instead of "
@@ -51,16 +70,18 @@ void add_model_flags(CLI::App& cmd, plan_flags& f, bool model_required) {
                  "budget");
   cmd.add_option("--num-gpu-blocks-override", f.num_gpu_blocks_override,
                  "use exactly this many blocks");
-  cmd.add_option("--cudagraph-mode", f.cudagraph_mode,
-                 "none|piecewise|full|full_decode_only|full_and_piecewise");
-  cmd.add_option("--cudagraph-capture-sizes", f.cudagraph_capture_sizes,
-                 "comma-separated token counts (default: the ladder from --max-num-seqs)");
+  v.cudagraph_mode = cmd.add_option("--cudagraph-mode", f.cudagraph_mode,
+                                    "none|piecewise|full|full_decode_only|full_and_piecewise");
+  v.cudagraph_capture_sizes =
+      cmd.add_option("--cudagraph-capture-sizes", f.cudagraph_capture_sizes,
+                     "comma-separated token counts (default: the ladder from --max-num-seqs)");
+  add_vllm_flags(cmd, v);
   cmd.add_option("--device", f.device, "cuda|cpu (plan: cuda; run: auto)");
   cmd.add_option("--attention-backend", f.attention_backend, "auto|reference|paged|mla");
 }
 
-void add_plan_flags(CLI::App& cmd, plan_flags& f) {
-  add_model_flags(cmd, f, true);
+void add_plan_flags(CLI::App& cmd, plan_flags& f, vllm_options& v) {
+  add_model_flags(cmd, f, true, v);
   cmd.add_option("--kv-cache-layout", f.kv_cache_layout,
                  "LBHNC (HND)|LBNHC (NHD)|LHBNC|BLHNC|BLNHC|BHLNC");
   cmd.add_flag("--disable-hybrid-kv-cache-manager", f.disable_hybrid_kv_cache_manager,
@@ -70,9 +91,9 @@ void add_plan_flags(CLI::App& cmd, plan_flags& f) {
   cmd.add_flag("--json", f.json, "print one JSON object (schema kvactor.plan/1)");
 }
 
-void add_run_flags(CLI::App& cmd, run_flags& f) {
+void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   f.plan.device = "auto";
-  add_model_flags(cmd, f.plan, false);
+  add_model_flags(cmd, f.plan, false, v);
   cmd.add_option("--ubatches", f.ubatches, "microbatches per step: 1 or 2");
   cmd.add_option("--requests", f.requests, "requests in the synthetic workload");
   cmd.add_option("--prompt-len", f.prompt_len, "prompt tokens: N or MIN:MAX");
@@ -127,6 +148,7 @@ void add_replay_flags(CLI::App& cmd, replay_flags& f) {
   cmd.add_option("file", f.file, "the trace file (run --record)")->required();
   cmd.add_option("--until-step", f.until_step, "stop after this step (seq)");
   cmd.add_flag("--verify", f.verify, "check every reply against the recording");
+  cmd.add_flag("--json", f.json, "print one JSON object (schema kvactor.replay/1)");
   cmd.add_option("--actor", f.actor,
                  "replay one actor alone, the others stubbed from the trace: driver, "
                  "rank[N] or cudagraph@rank[N]");
@@ -189,6 +211,7 @@ struct cli_flags {
   node_flags node;
   inject_flags inject;
   generate_flags generate;
+  vllm_options plan_vllm, run_vllm;
 };
 
 // The subcommands, to tell after parsing which one was given.
@@ -207,10 +230,10 @@ subcommands add_subcommands(CLI::App& app, cli_flags& f) {
   subcommands cmd{};
   cmd.plan = app.add_subcommand(
       "plan", "what the KV cache of a model needs on these GPUs: groups, blocks, graphs");
-  add_plan_flags(*cmd.plan, f.plan);
+  add_plan_flags(*cmd.plan, f.plan, f.plan_vllm);
   cmd.run = app.add_subcommand(
       "run", "local single-node mode (the default): serve a synthetic workload with the actors");
-  add_run_flags(*cmd.run, f.run);
+  add_run_flags(*cmd.run, f.run, f.run_vllm);
   cmd.generate = app.add_subcommand(
       "generate", "continue one prompt with a real model (a Hugging Face directory)");
   add_generate_flags(*cmd.generate, f.generate);
@@ -250,6 +273,9 @@ std::optional<int> parse(CLI::App& app, int argc, const char* const* argv, std::
   } catch (const CLI::CallForAllHelp&) {
     out << app.help("", CLI::AppFormatMode::All);
     return exit_ok;
+  } catch (const CLI::CallForVersion& e) {
+    out << e.what();
+    return exit_ok;
   } catch (const CLI::ParseError& e) {
     std::string msg = e.what();
     fmt::print(err, "kvactor: error: {}\n", msg);
@@ -274,6 +300,23 @@ std::optional<int> set_log_level(const std::string& log_level, std::ostream& err
   return std::nullopt;
 }
 
+// vLLM's flags of the subcommand into its plan flags; a warning for each compilation-config key
+// kvactor does not use, an error (exit_bad_input) for what cannot be honoured.
+std::optional<int> apply_vllm(vllm_options& v, plan_flags& f, bool json, std::ostream& out,
+                              std::ostream& err) {
+  v.flags.cudagraph_mode_given = v.cudagraph_mode->count() > 0;
+  v.flags.cudagraph_capture_sizes_given = v.cudagraph_capture_sizes->count() > 0;
+  auto ignored = apply_vllm_flags(v.flags, f);
+  if (!ignored) {
+    fmt::print(err, "kvactor: error: {}\n", ignored.err().message);
+    if (json) out << nlohmann::json{{"error", ignored.err().message}}.dump() << '\n';
+    return exit_bad_input;
+  }
+  for (const auto& key : *ignored)
+    spdlog::warn("--compilation-config: '{}' is vLLM's and has no use here; ignored", key);
+  return std::nullopt;
+}
+
 int dispatch(const subcommands& cmd, const cli_flags& f, std::ostream& out, std::ostream& err) {
   if (*cmd.plan) return run_plan(f.plan, out, err);
   if (*cmd.show) return run_trace_show(f.show, out, err);
@@ -292,9 +335,18 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   cli_flags f;
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error|critical|off")
       ->capture_default_str();
+  app.set_version_flag("--version", version_text(), "print the version of kvactor and its parts");
   const auto cmd = add_subcommands(app, f);
-  if (auto code = parse(app, argc, argv, out, err)) return *code;
+  const std::vector<std::string> args = spell_vllm_short_flags(argc, argv);
+  std::vector<const char*> spelled;
+  for (const auto& a : args)
+    spelled.push_back(a.c_str());
+  if (auto code = parse(app, argc, spelled.data(), out, err)) return *code;
   if (auto code = set_log_level(f.log_level, err)) return *code;
+  if (*cmd.plan)
+    if (auto code = apply_vllm(f.plan_vllm, f.plan, f.plan.json, out, err)) return *code;
+  if (!*cmd.plan && !*cmd.show && !*cmd.replay && !*cmd.inject && !*cmd.generate && !*cmd.node)
+    if (auto code = apply_vllm(f.run_vllm, f.run.plan, false, out, err)) return *code;
   return dispatch(cmd, f, out, err);
 }
 

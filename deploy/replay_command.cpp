@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
 
 #include "actors/cudagraph/actor.hpp"
 #include "actors/rank/actor.hpp"
@@ -63,11 +64,31 @@ struct replay_context {
   std::ostream& err;
   int bad(const std::string& message) const {
     fmt::print(err, "kvactor replay: error: {}\n", message);
+    if (flags.json) out << nlohmann::json{{"error", message}}.dump() << '\n';
     return exit_bad_input;
   }
   int diverged(uint64_t seq, uint64_t record, const std::string& what) const {
-    fmt::print(out, "divergence at step {} (trace record {}), {}\n", seq, record, what);
+    if (flags.json)
+      out << nlohmann::json{{"schema", "kvactor.replay/1"},
+                            {"verified", false},
+                            {"divergence", {{"step", seq}, {"record", record}, {"what", what}}}}
+                 .dump()
+          << '\n';
+    else
+      fmt::print(out, "divergence at step {} (trace record {}), {}\n", seq, record, what);
     return exit_failure;
+  }
+  // The end of a replay that did not diverge: what was replayed, and whether it was compared.
+  int done(nlohmann::json what, const std::string& line) const {
+    if (!flags.json) {
+      fmt::print(out, "{}\n", line);
+      return exit_ok;
+    }
+    what["schema"] = "kvactor.replay/1";
+    what["verified"] = flags.verify;
+    what["divergence"] = nullptr;
+    out << what.dump() << '\n';
+    return exit_ok;
   }
 };
 
@@ -242,11 +263,11 @@ int replay_ranks(const replay_context& cx, const recorded_run& run, std::vector<
     }
     if (auto code = verify_step(g, s, seq, answers)) return *code;
   }
-  fmt::print(cx.out, "replayed {} step(s) on {} rank(s){}\n", replayed, g.world(),
-             cx.flags.verify ? ": every reply and every builder and graph message matches the "
-                               "recording"
-                             : "");
-  return exit_ok;
+  return cx.done({{"steps", replayed}, {"ranks", g.world()}},
+                 fmt::format("replayed {} step(s) on {} rank(s){}", replayed, g.world(),
+                             cx.flags.verify ? ": every reply and every builder and graph message "
+                                               "matches the recording"
+                                             : ""));
 }
 
 // The graph manager alone: its plan from the recorded request, the captures the rank reported,
@@ -314,9 +335,9 @@ int replay_cudagraph(const replay_context& cx, const recorded_rank& rank, int in
           return cx.diverged(step.plan.seq, r.index, fmt::format("{}: {}", name, d));
     }
   }
-  fmt::print(cx.out, "replayed {}: its plan and {} dispatch(es){}\n", name, dispatches,
-             cx.flags.verify ? " match the recording" : "");
-  return exit_ok;
+  return cx.done({{"actor", name}, {"dispatches", dispatches}},
+                 fmt::format("replayed {}: its plan and {} dispatch(es){}", name, dispatches,
+                             cx.flags.verify ? " match the recording" : ""));
 }
 
 } // namespace

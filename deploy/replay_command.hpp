@@ -22,6 +22,7 @@ struct replay_flags {
   std::optional<uint64_t> until_step;
   std::string actor; // empty: all ranks
   bool verify = false;
+  bool json = false; // one object (schema kvactor.replay/1) instead of the line
 };
 
 int run_replay(const replay_flags& flags, std::ostream& out, std::ostream& err);

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
 
 #include "actors/driver/actor.hpp"
 #include "actors/runtime_config.hpp"
@@ -112,15 +113,22 @@ rank_actor::behavior_type stub_rank(rank_actor::stateful_pointer<stub_state> sel
   };
 }
 
+// An error line on `err` (and {"error": ...} on `out` with --json); `code` returned.
+int report_error(const replay_flags& flags, const std::string& message, int code, std::ostream& out,
+                 std::ostream& err) {
+  fmt::print(err, "kvactor replay: error: {}\n", message);
+  if (flags.json) out << nlohmann::json{{"error", message}}.dump() << '\n';
+  return code;
+}
+
 } // namespace
 
 int replay_driver(const replay_flags& flags, const recorded_run& run, std::ostream& out,
                   std::ostream& err) {
-  if (!run.summary) {
-    fmt::print(err, "kvactor replay: error: {}: no run_summary: the recorded run did not finish\n",
-               flags.file);
-    return exit_bad_input;
-  }
+  if (!run.summary)
+    return report_error(
+        flags, fmt::format("{}: no run_summary: the recorded run did not finish", flags.file),
+        exit_bad_input, out, err);
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
@@ -160,16 +168,35 @@ int replay_driver(const replay_flags& flags, const recorded_run& run, std::ostre
       if (auto d = diff_messages(*run.summary, summary); !d.empty())
         what = "end of run, driver -> client: " + d;
     if (!what.empty()) {
-      fmt::print(out, "divergence at {}{}\n", what, note);
+      if (flags.json)
+        out << nlohmann::json{{"schema", "kvactor.replay/1"},
+                              {"actor", "driver"},
+                              {"verified", false},
+                              {"divergence", {{"what", what + note}}}}
+                   .dump()
+            << '\n';
+      else
+        fmt::print(out, "divergence at {}{}\n", what, note);
       return exit_failure;
     }
   } else if (!failure.empty()) {
-    fmt::print(err, "kvactor replay: error: {}\n", failure);
-    return exit_failure;
+    return report_error(flags, failure, exit_failure, out, err);
   }
   size_t steps = 0;
   for (const auto& r : run.ranks)
     steps += r.steps.size();
+  if (flags.json) {
+    out << nlohmann::json{{"schema", "kvactor.replay/1"},
+                          {"actor", "driver"},
+                          {"stubbed_ranks", run.ranks.size()},
+                          {"step_plans", steps},
+                          {"digest", summary.output_digest},
+                          {"verified", flags.verify},
+                          {"divergence", nullptr}}
+               .dump()
+        << '\n';
+    return exit_ok;
+  }
   fmt::print(out, "replayed the driver against {} stubbed rank(s): {} step plan(s){}, digest {}\n",
              run.ranks.size(), steps,
              flags.verify ? " and the run summary match the recording" : "", summary.output_digest);

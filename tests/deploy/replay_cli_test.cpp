@@ -52,6 +52,12 @@ TEST(ReplayActor, DriverAloneReproducesEveryStepPlanAndTheSummary) {
   EXPECT_NE(r.out.find("replayed the driver against 1 stubbed rank(s)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("match the recording"), std::string::npos) << r.out;
+  auto j = run_cli({"replay", path, "--actor", "driver", "--verify", "--json"});
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(j.json()["actor"], "driver");
+  EXPECT_EQ(j.json()["stubbed_ranks"], 1);
+  EXPECT_EQ(j.json()["verified"], true);
+  EXPECT_EQ(j.json()["digest"].get<std::string>().size(), 16u);
 }
 
 TEST(ReplayActor, DriverAloneReportsTheFirstStepPlanThatDiffers) {

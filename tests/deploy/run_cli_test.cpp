@@ -294,6 +294,25 @@ TEST(RunCliTrace, ReplayVerifiesARecordedRunAndCatchesATamperedStep) {
   EXPECT_NE(caught.out.find("divergence at step 3"), std::string::npos) << caught.out;
   EXPECT_NE(caught.out.find("step_done.sampled"), std::string::npos) << caught.out;
   EXPECT_EQ(run_cli({"replay", ::testing::TempDir() + "missing.kvtrace"}).code, 2);
+  // The same three outcomes as JSON (schema kvactor.replay/1).
+  auto same_json = run_cli({"replay", path, "--verify", "--json"});
+  ASSERT_EQ(same_json.code, 0) << same_json.err;
+  const auto ok = same_json.json();
+  EXPECT_EQ(ok["schema"], "kvactor.replay/1");
+  EXPECT_EQ(ok["verified"], true);
+  EXPECT_GT(ok["steps"].get<int>(), 3);
+  EXPECT_EQ(ok["ranks"], 1);
+  EXPECT_TRUE(ok["divergence"].is_null());
+  auto caught_json = run_cli({"replay", tampered, "--verify", "--json"});
+  EXPECT_EQ(caught_json.code, 1);
+  const auto diverged = caught_json.json();
+  EXPECT_EQ(diverged["verified"], false);
+  EXPECT_EQ(diverged["divergence"]["step"], 3);
+  EXPECT_NE(diverged["divergence"]["what"].get<std::string>().find("step_done.sampled"),
+            std::string::npos);
+  auto missing = run_cli({"replay", ::testing::TempDir() + "missing.kvtrace", "--json"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.json()["error"].get<std::string>().find("cannot open"), std::string::npos);
 }
 
 TEST(RunCliDevice, CudaWithoutAGpuIsAClearErrorAndAutoFallsBackToTheCpu) {

@@ -1,0 +1,125 @@
+// vLLM's spellings of kvactor's flags: -tp, --kv-cache-memory-bytes, --enforce-eager and
+// --compilation-config; and --version.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli_support.hpp"
+#include "deploy/vllm_flags.hpp"
+
+namespace kvactor::test {
+namespace {
+
+std::vector<std::string> llama_plan(std::vector<std::string> extra) {
+  std::vector<std::string> args{"plan", "--model", "llama-3.1-8b", "--kv-cache-memory", "20GiB"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back("--json");
+  return args;
+}
+
+TEST(VllmFlags, TpIsSpelledAsTensorParallelSizeAndNothingElseChanges) {
+  const char* argv[] = {"kvactor", "plan", "-tp", "4", "-tp=2", "--tp", "3", "-t"};
+  const auto args = spell_vllm_short_flags(8, argv);
+  EXPECT_EQ(args, (std::vector<std::string>{"kvactor", "plan", "--tensor-parallel-size", "4",
+                                            "--tensor-parallel-size=2", "--tp", "3", "-t"}));
+}
+
+TEST(VllmFlags, TheCompilationConfigSetsTheGraphModeAndSizesAndReturnsTheKeysItIgnores) {
+  plan_flags f;
+  vllm_flags v;
+  v.compilation_config =
+      R"({"level": 3, "cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [4, 1, 2]})";
+  auto ignored = apply_vllm_flags(v, f);
+  ASSERT_TRUE(ignored) << ignored.err().message;
+  EXPECT_EQ(*ignored, std::vector<std::string>{"level"});
+  EXPECT_EQ(f.cudagraph_mode, "full_decode_only");
+  EXPECT_EQ(f.cudagraph_capture_sizes, "4,1,2");
+}
+
+TEST(VllmFlags, EnforceEagerTurnsGraphsOffUnlessAGraphModeIsAskedForToo) {
+  plan_flags f;
+  vllm_flags v;
+  v.enforce_eager = true;
+  ASSERT_TRUE(apply_vllm_flags(v, f));
+  EXPECT_EQ(f.cudagraph_mode, "none");
+
+  plan_flags g;
+  g.cudagraph_mode = "full";
+  v.cudagraph_mode_given = true;
+  auto clash = apply_vllm_flags(v, g);
+  ASSERT_FALSE(clash);
+  EXPECT_NE(clash.err().message.find("--enforce-eager"), std::string::npos);
+  EXPECT_NE(clash.err().message.find("'full'"), std::string::npos);
+}
+
+TEST(VllmFlags, BadCompilationConfigsAreErrorsNamingTheKeyAndValue) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"{not json", "is not JSON"},
+      {"[1, 2]", "is not a JSON object"},
+      {R"({"cudagraph_mode": 2})", "cudagraph_mode: 2 is not a string"},
+      {R"({"cudagraph_mode": "SOMETIMES"})", "cudagraph_mode: unknown value 'SOMETIMES'"},
+      {R"({"cudagraph_capture_sizes": "1,2"})", "cudagraph_capture_sizes: \"1,2\" is not a list"},
+      {R"({"cudagraph_capture_sizes": [1, 2.5]})", "cudagraph_capture_sizes: 2.5 is not an"},
+  };
+  for (const auto& [config, needle] : cases) {
+    plan_flags f;
+    vllm_flags v;
+    v.compilation_config = config;
+    auto r = apply_vllm_flags(v, f);
+    ASSERT_FALSE(r) << config;
+    EXPECT_NE(r.err().message.find("--compilation-config"), std::string::npos) << config;
+    EXPECT_NE(r.err().message.find(needle), std::string::npos) << r.err().message;
+  }
+}
+
+TEST(VllmFlags, ACompilationConfigThatDisagreesWithKvactorsFlagIsAnError) {
+  plan_flags f;
+  f.cudagraph_mode = "piecewise";
+  vllm_flags v;
+  v.cudagraph_mode_given = true;
+  v.compilation_config = R"({"cudagraph_mode": "FULL"})";
+  auto r = apply_vllm_flags(v, f);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().message.find("disagrees with --cudagraph-mode piecewise"), std::string::npos)
+      << r.err().message;
+}
+
+TEST(VllmFlagsCli, AVllmCommandLinePlansLikeKvactorsOwnFlags) {
+  auto vllm = run_cli({"plan", "--model", "llama-3.1-8b", "-tp", "2", "--kv-cache-memory-bytes",
+                       "21474836480", "--enforce-eager", "--json"});
+  auto ours = run_cli({"plan", "--model", "llama-3.1-8b", "--tensor-parallel-size", "2",
+                       "--kv-cache-memory", "20GiB", "--cudagraph-mode", "none", "--json"});
+  ASSERT_EQ(vllm.code, 0) << vllm.err;
+  ASSERT_EQ(ours.code, 0) << ours.err;
+  EXPECT_EQ(vllm.json(), ours.json());
+  EXPECT_EQ(vllm.json()["cudagraph"]["mode"], "none");
+  EXPECT_EQ(vllm.json()["tensor_parallel_size"], 2);
+}
+
+TEST(VllmFlagsCli, TheCompilationConfigReachesThePlanAndItsErrorsAreExitTwo) {
+  auto r = run_cli(
+      llama_plan({"--compilation-config",
+                  R"({"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": [8, 2]})"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.json()["cudagraph"]["mode"], "piecewise");
+  EXPECT_EQ(r.json()["cudagraph"]["capture_sizes"], (std::vector<int>{2, 8}));
+  auto bad = run_cli(llama_plan({"--compilation-config", "{oops"}));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--compilation-config"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.json()["error"].get<std::string>().find("is not JSON"), std::string::npos);
+  auto eager =
+      run_cli({"run", "--enforce-eager", "--requests", "2", "--output-len", "2", "--no-progress"});
+  EXPECT_EQ(eager.code, 0) << eager.err;
+}
+
+TEST(VllmFlagsCli, VersionNamesKvactorItsCommitAndItsParts) {
+  auto r = run_cli({"--version"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("kvactor 0.1.0 (commit ", 0), 0u) << r.out;
+  for (const char* part : {"CAF 0.17.", "CUDA ", "NCCL ", "g++ "})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " in " << r.out;
+}
+
+} // namespace
+} // namespace kvactor::test
