@@ -3,7 +3,10 @@
 #include <caf/config.hpp>
 #include <fmt/format.h>
 
-// Set by deploy/CMakeLists.txt on this file alone: a new commit reconfigures only it.
+// commit.h: written at every build by cmake/write_commit.cmake (KVACTOR_COMMIT); the rest set by
+// deploy/CMakeLists.txt on this file alone.
+#include "commit.h"
+
 #ifndef KVACTOR_VERSION
 #define KVACTOR_VERSION "unknown"
 #endif
