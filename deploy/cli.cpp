@@ -103,6 +103,11 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   cmd.add_option("--summary-json", f.summary_json, "write the summary (kvactor.run/1) here");
   cmd.add_option("--record", f.record, "record every actor message of the run into this trace");
   cmd.add_flag("!--no-progress", f.progress, "no progress line on the terminal");
+  cmd.add_option("--stats-interval", f.stats_interval_s,
+                 "seconds between vLLM's stats lines at info level (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_flag_callback(
+      "--disable-log-stats", [&f] { f.stats_interval_s = 0; }, "vLLM's flag: no stats lines");
   cmd.add_option("--inject-port", f.inject_port,
                  "listen for `kvactor inject` on 127.0.0.1:PORT (0: any free port)");
   cmd.add_option("--max-message-bytes", f.max_message_bytes,

@@ -114,7 +114,9 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   const auto recorder = *rec ? (*rec)->recorder : nullptr;
 
   driver_setup setup{nodes.ranks, run->configs, 1,
-                     progress_printer(flags.progress && isatty(STDERR_FILENO) == 1, err), recorder};
+                     progress_callbacks(flags.progress && isatty(STDERR_FILENO) == 1,
+                                        flags.stats_interval_s, run->device, err),
+                     recorder};
   setup.bootstrap_communicator = true; // sockets between CPU nodes, NCCL between GPU nodes
   setup.collective_timeout = *timeout;
   setup.rank_locations = nodes.locations;

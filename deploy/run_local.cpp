@@ -81,7 +81,8 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   group.recorder = s.recorder;
   const auto ranks = spawn_rank_group(sys, group);
   driver_setup setup{ranks, s.run.configs, 1,
-                     progress_printer(s.flags.progress && isatty(STDERR_FILENO) == 1, err),
+                     progress_callbacks(s.flags.progress && isatty(STDERR_FILENO) == 1,
+                                        s.flags.stats_interval_s, s.run.device, err),
                      s.recorder};
   setup.bootstrap_communicator = s.tp.nccl;
   setup.collective_timeout = s.tp.collective_timeout;

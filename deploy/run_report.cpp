@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <spdlog/spdlog.h>
 
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
@@ -40,6 +41,40 @@ std::function<void(const run_progress&)> progress_printer(bool show, std::ostrea
                pr.elapsed_s > 0 ? static_cast<double>(pr.generated_tokens) / pr.elapsed_s : 0.0);
     if (done) fmt::print(err, "\n");
     err.flush();
+  };
+}
+
+std::string stats_line(const run_progress& before, const run_progress& now, double dt,
+                       device_kind device) {
+  const double prompt =
+      dt > 0
+          ? static_cast<double>(std::max<int64_t>(0, now.prompt_tokens - before.prompt_tokens)) / dt
+          : 0.0;
+  const double generated =
+      dt > 0 ? static_cast<double>(now.generated_tokens - before.generated_tokens) / dt : 0.0;
+  const double usage = now.kv_blocks_total > 0 ? 100.0 * static_cast<double>(now.kv_blocks_used)
+                                                     / static_cast<double>(now.kv_blocks_total)
+                                               : 0.0;
+  return fmt::format("Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} "
+                     "tokens/s, Running: {} reqs, Waiting: {} reqs, {}KV cache usage: {:.1f}%",
+                     prompt, generated, now.running, now.waiting,
+                     device == device_kind::cuda ? "GPU " : "", usage);
+}
+
+std::function<void(const run_progress&)> progress_callbacks(bool show_progress,
+                                                            double stats_interval_s,
+                                                            device_kind device, std::ostream& err) {
+  auto printer = progress_printer(show_progress, err);
+  if (stats_interval_s <= 0) return printer;
+  auto last = std::make_shared<run_progress>();
+  return [printer, last, stats_interval_s, device](const run_progress& pr) {
+    if (printer) printer(pr);
+    const double dt = pr.elapsed_s - last->elapsed_s;
+    const bool done = pr.finished + pr.failed >= pr.total;
+    const bool logged_done = last->total > 0 && last->finished + last->failed >= last->total;
+    if ((dt < stats_interval_s && !done) || logged_done) return;
+    spdlog::info("{}", stats_line(*last, pr, dt, device));
+    *last = pr;
   };
 }
 

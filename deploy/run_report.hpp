@@ -32,6 +32,19 @@ expected<std::unique_ptr<recording>> open_recording(const std::string& path,
 /// nothing when `show` is false.
 std::function<void(const run_progress&)> progress_printer(bool show, std::ostream& err);
 
+/// vLLM's periodic stats line over the interval from `before` to `now` (dt seconds): "Avg prompt
+/// throughput: 1234.5 tokens/s, Avg generation throughput: 67.8 tokens/s, Running: 3 reqs,
+/// Waiting: 0 reqs, GPU KV cache usage: 1.2%" ("KV cache usage" on a CPU).
+std::string stats_line(const run_progress& before, const run_progress& now, double dt,
+                       device_kind device);
+
+/// What the driver reports after each step: the progress line (show_progress, on a terminal),
+/// and the stats line at info level every stats_interval_s seconds (0: never) and when the
+/// last request ends, on any output. Empty when neither is wanted.
+std::function<void(const run_progress&)> progress_callbacks(bool show_progress,
+                                                            double stats_interval_s,
+                                                            device_kind device, std::ostream& err);
+
 /// "kvactor run: MODEL on DEVICE (N rank(s), U ubatch(es)), B blocks of KV cache, R requests".
 void print_run_header(const run_configuration& run, const std::vector<rank_ready>& ready,
                       std::ostream& out);

@@ -76,8 +76,15 @@ void report(driver_state& st) {
   p.finished = st.sched->num_finished();
   p.failed = st.sched->num_failed();
   p.total = static_cast<int64_t>(st.pending.size());
-  for (auto id : st.sched->request_order())
-    p.generated_tokens += static_cast<int64_t>(st.sched->find(id)->output.size());
+  for (auto id : st.sched->request_order()) {
+    const request_state* r = st.sched->find(id);
+    p.generated_tokens += static_cast<int64_t>(r->output.size());
+    p.prompt_tokens += std::min<int64_t>(r->num_computed_tokens, std::ssize(r->prompt));
+  }
+  p.running = st.sched->num_running();
+  p.waiting = st.sched->num_waiting();
+  p.kv_blocks_used = st.sched->pool().num_used();
+  p.kv_blocks_total = st.num_blocks - 1;
   p.elapsed_s = elapsed_s(st);
   st.setup.on_progress(p);
 }

@@ -32,6 +32,9 @@ struct run_progress {
   int64_t failed = 0;
   int64_t total = 0;
   int64_t generated_tokens = 0;
+  int64_t prompt_tokens = 0; // prompt tokens in the cache so far (a preemption takes them back)
+  int32_t running = 0, waiting = 0;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0; // the null block not counted
   double elapsed_s = 0.0;
 };
 

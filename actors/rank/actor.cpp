@@ -213,6 +213,12 @@ caf::error bind_kv(rank_state& st, const kv_allocation& alloc, int64_t num_block
                                      st.config.max_num_batched_tokens);
       !bound)
     return to_caf_error(bound.err());
+  if (st.config.rank == 0) {
+    const auto req = kv_plan_request_for(st.config, st.model);
+    for (const auto& line : kv_capacity_lines(st.kv.allocator->config(), req.limits,
+                                              req.available_bytes, st.config.device))
+      spdlog::info("{}", line);
+  }
   st.kv.geometry =
       group_geometries(st.kv.allocator->config().groups, st.kv.backends.kernel_block_sizes);
   st.steps.requests = step_state(st.kv.geometry, num_blocks, st.config.max_model_len,

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "actors/kv_cache/planner.hpp"
+
 namespace kvactor {
 
 namespace {
@@ -63,6 +65,31 @@ kv_plan_request kv_plan_request_for(const rank_config& cfg, const model_layout& 
   req.available_bytes = cfg.kv_cache_memory;
   req.num_gpu_blocks_override = cfg.num_gpu_blocks_override;
   return req;
+}
+
+namespace {
+
+// 163840 -> "163,840", as vLLM prints token counts.
+std::string with_commas(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+} // namespace
+
+std::vector<std::string> kv_capacity_lines(const kv_cache_config& cfg, const memory_limits& lim,
+                                           int64_t available_bytes, device_kind device) {
+  const kv_cache_capacity cap = kv_capacity(cfg, lim);
+  return {fmt::format("Available KV cache memory: {:.2f} GiB",
+                      static_cast<double>(available_bytes) / static_cast<double>(int64_t{1} << 30)),
+          fmt::format("{} KV cache size: {} tokens", device == device_kind::cuda ? "GPU" : "CPU",
+                      with_commas(cap.tokens)),
+          fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x",
+                      with_commas(lim.max_model_len), cap.max_concurrency)};
 }
 
 namespace {

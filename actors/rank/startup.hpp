@@ -25,6 +25,12 @@ status check_communicator(const rank_config& cfg, int32_t comm_rank, int32_t com
 /// max_position_embeddings.
 kv_plan_request kv_plan_request_for(const rank_config& cfg, const model_layout& model);
 
+/// vLLM's start-up lines about the KV cache, which rank 0 logs at info level once it is
+/// allocated: "Available KV cache memory: 20.00 GiB", "GPU KV cache size: 163,840 tokens" (CPU
+/// on a CPU rank) and "Maximum concurrency for 8,192 tokens per request: 20.00x" (kv_capacity).
+std::vector<std::string> kv_capacity_lines(const kv_cache_config& cfg, const memory_limits& lim,
+                                           int64_t available_bytes, device_kind device);
+
 /// How the stack's layers meet the allocated KV cache.
 struct kv_binding {
   std::vector<kernels::kv_view> views;  // [stack layers]; a layer without a view stays empty
