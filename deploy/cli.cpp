@@ -14,6 +14,7 @@
 
 #include "deploy/generate_command.hpp"
 #include "deploy/inject_command.hpp"
+#include "deploy/log_format.hpp"
 #include "deploy/node_command.hpp"
 #include "deploy/plan_command.hpp"
 #include "deploy/replay_command.hpp"
@@ -209,6 +210,7 @@ void add_inject_flags(CLI::App& cmd, inject_flags& f) {
 // What every subcommand parses into.
 struct cli_flags {
   std::string log_level = "warn";
+  std::string log_format = "text";
   plan_flags plan;
   run_flags run;
   trace_show_flags show;
@@ -290,8 +292,14 @@ std::optional<int> parse(CLI::App& app, int argc, const char* const* argv, std::
   return std::nullopt;
 }
 
-// Sets up the "kvactor" logger at --log-level: an unknown level is bad input.
-std::optional<int> set_log_level(const std::string& log_level, std::ostream& err) {
+// Sets up the "kvactor" logger at --log-level, in --log-format: an unknown value is bad input.
+std::optional<int> set_log_level(const std::string& log_level, const std::string& log_format,
+                                 std::ostream& err) {
+  if (log_format != "text" && log_format != "json") {
+    fmt::print(err, "kvactor: error: --log-format: unknown value '{}' (expected text or json)\n",
+               log_format);
+    return exit_bad_input;
+  }
   auto level = spdlog::level::from_str(log_level);
   if (level == spdlog::level::off && log_level != "off") {
     fmt::print(err,
@@ -301,6 +309,10 @@ std::optional<int> set_log_level(const std::string& log_level, std::ostream& err
     return exit_bad_input;
   }
   if (!spdlog::get("kvactor")) spdlog::set_default_logger(spdlog::stderr_color_mt("kvactor"));
+  if (log_format == "json")
+    spdlog::default_logger()->set_formatter(json_log_formatter());
+  else
+    spdlog::default_logger()->set_pattern("%+"); // spdlog's default text
   spdlog::set_level(level);
   return std::nullopt;
 }
@@ -340,6 +352,9 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   cli_flags f;
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error|critical|off")
       ->capture_default_str();
+  app.add_option("--log-format", f.log_format,
+                 "text|json (one JSON object per line, with request_id where a line names one)")
+      ->capture_default_str();
   app.set_version_flag("--version", version_text(), "print the version of kvactor and its parts");
   const auto cmd = add_subcommands(app, f);
   const std::vector<std::string> args = spell_vllm_short_flags(argc, argv);
@@ -347,7 +362,7 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   for (const auto& a : args)
     spelled.push_back(a.c_str());
   if (auto code = parse(app, argc, spelled.data(), out, err)) return *code;
-  if (auto code = set_log_level(f.log_level, err)) return *code;
+  if (auto code = set_log_level(f.log_level, f.log_format, err)) return *code;
   if (*cmd.plan)
     if (auto code = apply_vllm(f.plan_vllm, f.plan, f.plan.json, out, err)) return *code;
   if (!*cmd.plan && !*cmd.show && !*cmd.replay && !*cmd.inject && !*cmd.generate && !*cmd.node)

@@ -2,6 +2,7 @@
 // cache lines at start-up (the plan's figures) and the periodic stats line.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli_support.hpp"
+#include "deploy/log_format.hpp"
 #include "deploy/run_report.hpp"
 
 namespace kvactor::test {
@@ -98,6 +100,45 @@ TEST(RunLogs, DisableLogStatsKeepsTheStatsLineOut) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(log.text().find("Avg prompt throughput"), std::string::npos) << log.text();
   EXPECT_NE(log.text().find("KV cache size"), std::string::npos) << log.text();
+}
+
+TEST(RunLogs, AJsonLogLineCarriesTimeLevelMessageAndTheRequestItNames) {
+  const auto t = std::chrono::system_clock::time_point{} + std::chrono::milliseconds(1764824513885);
+  const auto line =
+      json_log_line(t, "warning", "kvactor", "driver: request 42 failed at admission: \"x\"\n");
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["time"], "2025-12-04T05:01:53.885Z");
+  EXPECT_EQ(j["level"], "warning");
+  EXPECT_EQ(j["logger"], "kvactor");
+  EXPECT_EQ(j["message"], "driver: request 42 failed at admission: \"x\"\n");
+  EXPECT_EQ(j["request_id"], 42);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << "one line per record";
+  EXPECT_FALSE(nlohmann::json::parse(json_log_line(t, "info", "kvactor", "rank 0: weights"))
+                   .contains("request_id"));
+  // Bytes that are not UTF-8 are replaced, not thrown.
+  EXPECT_NO_THROW(nlohmann::json::parse(json_log_line(t, "info", "kvactor", "bad \xff byte")));
+}
+
+TEST(RunLogs, LogFormatJsonWritesOneParsableObjectPerLine) {
+  captured_log log;
+  auto r = run_cli(
+      {"--log-format", "json", "--log-level", "info", "run", "--no-progress", "--requests", "4"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(log.text());
+  int parsed = 0;
+  bool capacity = false;
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    EXPECT_EQ(j["level"], "info") << line;
+    capacity = capacity || j["message"].get<std::string>().starts_with("CPU KV cache size");
+    ++parsed;
+  }
+  EXPECT_GT(parsed, 5);
+  EXPECT_TRUE(capacity) << log.text();
+  auto bad = run_cli({"--log-format", "xml", "run"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--log-format: unknown value 'xml'"), std::string::npos) << bad.err;
 }
 
 } // namespace
