@@ -109,6 +109,10 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag_callback(
       "--disable-log-stats", [&f] { f.stats_interval_s = 0; }, "vLLM's flag: no stats lines");
+  cmd.add_option("--metrics-port", f.metrics_port,
+                 "serve Prometheus /metrics and /health on this port (0: any free one)");
+  cmd.add_option("--metrics-host", f.metrics_host, "the address --metrics-port listens on")
+      ->capture_default_str();
   cmd.add_option("--inject-port", f.inject_port,
                  "listen for `kvactor inject` on 127.0.0.1:PORT (0: any free port)");
   cmd.add_option("--max-message-bytes", f.max_message_bytes,

@@ -26,6 +26,8 @@ struct run_flags {
   std::string record;                      // trace file (kvactor run --record FILE)
   bool progress = true;                    // on a terminal
   double stats_interval_s = 10.0;          // vLLM's stats line at info level; 0: never
+  std::optional<uint16_t> metrics_port;    // serve /metrics and /health (0: any free port)
+  std::string metrics_host = "127.0.0.1";  // where --metrics-port listens
   std::optional<uint16_t> inject_port;     // listen for kvactor inject on 127.0.0.1 (0: any port)
   std::string max_message_bytes = "64MiB"; // the largest message a peer may send us
   tp_flags tp;                             // --communicator, --collective-timeout, --debug-stall

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -85,7 +86,14 @@ void report(driver_state& st) {
   p.waiting = st.sched->num_waiting();
   p.kv_blocks_used = st.sched->pool().num_used();
   p.kv_blocks_total = st.num_blocks - 1;
+  p.preemptions = st.sched->num_preemptions();
+  p.graph_replays = st.graph_replays;
+  p.eager_steps = st.eager_steps;
   p.elapsed_s = elapsed_s(st);
+  p.step_s = std::exchange(st.events.step_s, {});
+  p.ttft_s = std::exchange(st.events.ttft_s, {});
+  p.tpot_s = std::exchange(st.events.tpot_s, {});
+  p.e2e_s = std::exchange(st.events.e2e_s, {});
   st.setup.on_progress(p);
 }
 
@@ -162,10 +170,24 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0);
 void count_step(driver_state& st, const step_done& done, clock_type::time_point t0) {
   ++st.steps;
   st.step_ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+  if (st.setup.on_progress) st.events.step_s.push_back(st.step_ms.back() / 1e3);
   if (done.executed.mode == cudagraph_mode::none)
     ++st.eager_steps;
   else
     ++st.graph_replays;
+}
+
+// The latency events of the step's sampled tokens, for the next progress report: a first
+// token's TTFT, and a finished request's TPOT and end-to-end latency.
+void note_latencies(driver_state& st, const step_done& done) {
+  for (const auto& s : done.sampled) {
+    const request_timing t = st.latencies.timing(s.request_id);
+    if (t.tokens == 1) st.events.ttft_s.push_back(t.ttft_s);
+    const request_state* r = st.sched->find(s.request_id);
+    if (r == nullptr || r->st != request_state::status::finished) continue;
+    if (t.tokens > 1) st.events.tpot_s.push_back(t.tpot_s);
+    st.events.e2e_s.push_back(t.e2e_s);
+  }
 }
 
 // Every rank executed the step: its tokens go to the scheduler. A reply the scheduler refuses (a
@@ -187,6 +209,7 @@ void apply_step(driver_state& st, const step_plan& plan, const step_verdict& v,
   const double now = elapsed_s(st);
   for (const auto& s : v.done->sampled)
     st.latencies.token(s.request_id, now);
+  if (st.setup.on_progress) note_latencies(st, *v.done);
   count_step(st, *v.done, t0);
 }
 

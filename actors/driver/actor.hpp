@@ -35,7 +35,12 @@ struct run_progress {
   int64_t prompt_tokens = 0; // prompt tokens in the cache so far (a preemption takes them back)
   int32_t running = 0, waiting = 0;
   int64_t kv_blocks_used = 0, kv_blocks_total = 0; // the null block not counted
+  int64_t preemptions = 0;
+  int64_t graph_replays = 0, eager_steps = 0;
   double elapsed_s = 0.0;
+  // Since the previous report: the steps' durations, each first token's TTFT, and the TPOT
+  // (requests of two tokens or more) and end-to-end latency of each request that finished.
+  std::vector<double> step_s, ttft_s, tpot_s, e2e_s;
 };
 
 struct driver_setup {
@@ -70,6 +75,7 @@ struct driver_state {
   std::chrono::steady_clock::time_point started;
   std::vector<double> step_ms;
   request_latencies latencies;
+  run_progress events; // latency and step events not yet reported (with on_progress only)
   int64_t steps = 0;
   int64_t graph_replays = 0;
   int64_t eager_steps = 0;

@@ -30,6 +30,18 @@ void request_latencies::token(uint64_t id, double t_s) {
   ++r.tokens;
 }
 
+request_timing request_latencies::timing(uint64_t id) const {
+  request_timing t;
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second.tokens == 0) return t;
+  const auto& r = it->second;
+  t.ttft_s = r.first - r.arrival;
+  t.e2e_s = r.last - r.arrival;
+  if (r.tokens > 1) t.tpot_s = (r.last - r.first) / static_cast<double>(r.tokens - 1);
+  t.tokens = r.tokens;
+  return t;
+}
+
 latency_summary request_latencies::summarize() const {
   std::vector<double> ttft, tpot, e2e;
   for (const auto& [id, r] : requests_) {

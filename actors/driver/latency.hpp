@@ -14,6 +14,12 @@ struct latency_summary {
   double e2e_ms_p50 = 0, e2e_ms_p99 = 0;
 };
 
+/// One request's latencies in seconds (tpot_s 0 with fewer than two tokens).
+struct request_timing {
+  double ttft_s = 0, tpot_s = 0, e2e_s = 0;
+  int64_t tokens = 0;
+};
+
 class request_latencies {
 public:
   /// The request arrived at `t_s` seconds (its scheduled arrival, so queueing counts).
@@ -22,6 +28,8 @@ public:
   void token(uint64_t id, double t_s);
   /// Percentiles over the requests that got at least one token (nearest rank).
   latency_summary summarize() const;
+  /// The request's latencies so far; tokens 0 when it has none (or is unknown).
+  request_timing timing(uint64_t id) const;
 
 private:
   struct times {
