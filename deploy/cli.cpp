@@ -175,6 +175,10 @@ void add_node_flags(CLI::App& cmd, node_flags& f) {
   cmd.add_option("--max-message-bytes", f.max_message_bytes,
                  "the largest message a driver may send this node (64MiB); a larger one is "
                  "refused and its connection closed");
+  cmd.add_option("--metrics-port", f.metrics_port,
+                 "serve Prometheus /metrics and /health on this port (0: any free one)");
+  cmd.add_option("--metrics-host", f.metrics_host, "the address --metrics-port listens on")
+      ->capture_default_str();
   cmd.add_option("--debug-build-id", f.debug_build_id, "testing: claim another build")
       ->group("Testing");
 }

@@ -8,13 +8,20 @@ namespace kvactor {
 expected<std::unique_ptr<metrics_server>>
 metrics_server::start(std::shared_ptr<run_metrics> metrics, const std::string& host,
                       uint16_t port) {
+  return start([metrics] { return metrics->prometheus_text(); },
+               [metrics] { return metrics->health(); }, host, port);
+}
+
+expected<std::unique_ptr<metrics_server>>
+metrics_server::start(std::function<std::string()> metrics, std::function<health_report()> health,
+                      const std::string& host, uint16_t port) {
   std::unique_ptr<metrics_server> s(new metrics_server());
   s->http_ = std::make_unique<httplib::Server>();
   s->http_->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics->prometheus_text(), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  s->http_->Get("/health", [metrics](const httplib::Request&, httplib::Response& res) {
-    const health_report h = metrics->health();
+  s->http_->Get("/health", [health](const httplib::Request&, httplib::Response& res) {
+    const health_report h = health();
     res.status = h.http_status();
     res.set_content(h.text() + "\n", "text/plain; charset=utf-8");
   });

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "deploy/cli.hpp"
 #include "deploy/cluster.hpp"
 #include "deploy/lists.hpp"
+#include "deploy/metrics_server.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/codec.hpp"
 #include "messages/register.hpp"
@@ -156,6 +158,27 @@ void wait_for_signal(const sigset_t& stop) {
   spdlog::info("node: signal {}: stopping", sig);
 }
 
+// The node's health for --metrics-port: starting until it listens, then ready until a signal.
+struct node_health {
+  std::atomic<int> state{static_cast<int>(health_state::starting)};
+  int32_t slots = 0;
+  std::string device;
+  health_report report() const {
+    const auto s = static_cast<health_state>(state.load());
+    if (s == health_state::finished) return {s, "stopping"};
+    return {s, s == health_state::starting ? "not listening yet" : ""};
+  }
+  std::string metrics() const {
+    const bool ready = static_cast<health_state>(state.load()) == health_state::ready;
+    return fmt::format("# HELP kvactor:ready 1 while the node serves drivers (/health 200).\n"
+                       "# TYPE kvactor:ready gauge\nkvactor:ready {}\n"
+                       "# HELP kvactor:node_rank_slots Rank slots this node offers.\n"
+                       "# TYPE kvactor:node_rank_slots gauge\n"
+                       "kvactor:node_rank_slots{{device=\"{}\"}} {}\n",
+                       ready ? 1 : 0, device, slots);
+  }
+};
+
 void shut_down(const node_actor& n) {
   caf::anon_send(n, atom::release_v);
   caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
@@ -172,6 +195,19 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   if (!at) return bad(at.err().message);
   auto setup = set_up_node(flags, at->host);
   if (!setup) return bad(setup.err().message);
+  auto health = std::make_shared<node_health>();
+  health->slots = setup->info.slots;
+  health->device = std::string{to_string(setup->info.device)};
+  std::unique_ptr<metrics_server> metrics;
+  if (flags.metrics_port) {
+    auto server = metrics_server::start([health] { return health->metrics(); },
+                                        [health] { return health->report(); }, flags.metrics_host,
+                                        *flags.metrics_port);
+    if (!server) return bad(server.err().message);
+    metrics = std::move(*server);
+    spdlog::info("node: metrics on http://{}:{}/metrics and /health", flags.metrics_host,
+                 metrics->port());
+  }
   const sigset_t stop = block_stop_signals();
   caf::actor_system_config cfg;
   configure_node_system(cfg, *setup, at->tls);
@@ -186,7 +222,9 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
     return bad(fmt::format("--listen {}: cannot listen: {}", flags.listen, bound.err().message));
   }
   print_listening(out, *at, *bound, *setup);
+  health->state = static_cast<int>(health_state::ready);
   wait_for_signal(stop);
+  health->state = static_cast<int>(health_state::finished);
   shut_down(n);
   return exit_ok;
 }

@@ -16,6 +16,8 @@ struct node_flags {
   std::string tls_cert, tls_key, tls_ca;
   std::string max_message_bytes = "64MiB"; // the largest message a peer may send us
   std::string debug_build_id;              // testing: claim another build
+  std::optional<uint16_t> metrics_port;    // serve /metrics and /health (0: any free port)
+  std::string metrics_host = "127.0.0.1";  // where --metrics-port listens
 };
 
 int run_node(const node_flags& flags, std::ostream& out, std::ostream& err);

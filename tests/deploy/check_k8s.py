@@ -184,9 +184,16 @@ def main():
     if port not in port_names.values():
         problem(sts_file, f"--listen port {port} is not a containerPort "
                           f"({sorted(port_names.values())})")
-    probe = ((node.get("readinessProbe") or {}).get("tcpSocket") or {}).get("port")
-    if port_names.get(probe, str(probe)) != port:
-        problem(sts_file, f"the readiness probe checks port {probe}, not the listening port {port}")
+    metrics_port = flag(node_args, "--metrics-port") or ""
+    if metrics_port not in port_names.values():
+        problem(sts_file, f"--metrics-port '{metrics_port}' is not a containerPort "
+                          f"({sorted(port_names.values())})")
+    for kind in ("readinessProbe", "livenessProbe"):
+        http = (node.get(kind) or {}).get("httpGet") or {}
+        probe = http.get("port")
+        if http.get("path") != "/health" or port_names.get(probe, str(probe)) != metrics_port:
+            problem(sts_file, f"the {kind} asks {http.get('path')} on port {probe}, not /health "
+                              f"on the --metrics-port {metrics_port}")
     svc_ports = [str(port_names.get(p.get("targetPort"), p.get("targetPort", p.get("port"))))
                  for p in svc["spec"].get("ports") or []]
     if port not in svc_ports:

@@ -188,4 +188,27 @@ echo "cluster_local: rebuild: $(grep -o 'group rebuilt in [0-9.]* s; re-running 
 # 6. A node stops cleanly on SIGTERM.
 kill -TERM "$pid_b"
 wait_for 10 gone "$pid_b" || fail "a node ignored SIGTERM (still running 10 s later)"
+
+# 7. --metrics-port: /health answers 200 "ready" once the node listens, /metrics its slots.
+http_get() { # HOST PORT PATH: the whole response
+  exec 3<>"/dev/tcp/$1/$2"
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$3" "$1" >&3
+  cat <&3
+  exec 3<&-
+}
+start_node "$dir/metrics.log" --cpu-ranks 3 --metrics-port 0 --log-level info
+pid_m=$node_pid
+mport=$(grep -oE 'metrics on http://127\.0\.0\.1:[0-9]+' "$dir/metrics.log" | grep -oE '[0-9]+$')
+[[ -n $mport ]] || { cat "$dir/metrics.log"; fail "the node did not log its metrics address"; }
+health=$(http_get 127.0.0.1 "$mport" /health)
+if ! grep -q '^HTTP/1.[01] 200' <<<"$health" || ! grep -q '^ready' <<<"$health"; then
+  fail "/health of a listening node: $health"
+fi
+metrics=$(http_get 127.0.0.1 "$mport" /metrics)
+if ! grep -q '^kvactor:ready 1' <<<"$metrics" ||
+  ! grep -q '^kvactor:node_rank_slots{device="cpu"} 3' <<<"$metrics"; then
+  fail "/metrics of a listening node: $metrics"
+fi
+kill -TERM "$pid_m"
+wait_for 10 gone "$pid_m" || fail "a node with --metrics-port ignored SIGTERM"
 echo "cluster_local: ok"
