@@ -154,6 +154,13 @@ void add_trace_show_flags(CLI::App& cmd, trace_show_flags& f) {
   cmd.add_flag("--json", f.json, "one JSON array of records");
 }
 
+void add_trace_export_flags(CLI::App& cmd, trace_export_flags& f) {
+  cmd.add_option("file", f.file, "the trace file")->required();
+  cmd.add_option("--format", f.format, "chrome (trace-event JSON: Perfetto, chrome://tracing)")
+      ->capture_default_str();
+  cmd.add_option("--out", f.out, "write here instead of standard output");
+}
+
 void add_replay_flags(CLI::App& cmd, replay_flags& f) {
   cmd.add_option("file", f.file, "the trace file (run --record)")->required();
   cmd.add_option("--until-step", f.until_step, "stop after this step (seq)");
@@ -222,6 +229,7 @@ struct cli_flags {
   plan_flags plan;
   run_flags run;
   trace_show_flags show;
+  trace_export_flags export_trace;
   replay_flags replay;
   node_flags node;
   inject_flags inject;
@@ -234,6 +242,7 @@ struct subcommands {
   CLI::App* plan;
   CLI::App* run;
   CLI::App* show;
+  CLI::App* export_trace;
   CLI::App* replay;
   CLI::App* node;
   CLI::App* inject;
@@ -256,6 +265,8 @@ subcommands add_subcommands(CLI::App& app, cli_flags& f) {
   trace->require_subcommand(1);
   cmd.show = trace->add_subcommand("show", "a readable timeline of a trace");
   add_trace_show_flags(*cmd.show, f.show);
+  cmd.export_trace = trace->add_subcommand("export", "a trace in a format other tools open");
+  add_trace_export_flags(*cmd.export_trace, f.export_trace);
   cmd.replay = app.add_subcommand("replay", "re-deliver a recorded run to fresh ranks");
   add_replay_flags(*cmd.replay, f.replay);
   cmd.node = app.add_subcommand(
@@ -345,6 +356,7 @@ std::optional<int> apply_vllm(vllm_options& v, plan_flags& f, bool json, std::os
 int dispatch(const subcommands& cmd, const cli_flags& f, std::ostream& out, std::ostream& err) {
   if (*cmd.plan) return run_plan(f.plan, out, err);
   if (*cmd.show) return run_trace_show(f.show, out, err);
+  if (*cmd.export_trace) return run_trace_export(f.export_trace, out, err);
   if (*cmd.replay) return run_replay(f.replay, out, err);
   if (*cmd.inject) return run_inject(f.inject, out, err);
   if (*cmd.generate) return run_generate(f.generate, out, err);
@@ -373,7 +385,8 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (auto code = set_log_level(f.log_level, f.log_format, err)) return *code;
   if (*cmd.plan)
     if (auto code = apply_vllm(f.plan_vllm, f.plan, f.plan.json, out, err)) return *code;
-  if (!*cmd.plan && !*cmd.show && !*cmd.replay && !*cmd.inject && !*cmd.generate && !*cmd.node)
+  if (!*cmd.plan && !*cmd.show && !*cmd.export_trace && !*cmd.replay && !*cmd.inject
+      && !*cmd.generate && !*cmd.node)
     if (auto code = apply_vllm(f.run_vllm, f.run.plan, false, out, err)) return *code;
   return dispatch(cmd, f, out, err);
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deploy/cli.hpp"
+#include "deploy/trace_export.hpp"
 #include "messages/codec.hpp"
 #include "messages/cudagraph.hpp"
 #include "messages/request.hpp"
@@ -206,6 +207,10 @@ std::string describe_record(const trace_record& r) {
   return describe(r).text;
 }
 
+std::optional<uint64_t> record_step(const trace_record& r) {
+  return describe(r).seq;
+}
+
 int run_trace_show(const trace_show_flags& flags, std::ostream& out, std::ostream& err) {
   std::ifstream in(flags.file, std::ios::binary);
   if (!in) {
@@ -237,6 +242,27 @@ int run_trace_show(const trace_show_flags& flags, std::ostream& out, std::ostrea
                r.timestamp_ns / 1e6, r.sender, r.receiver, type, d.text);
   }
   if (flags.json) out << json.dump(2) << '\n';
+  return exit_ok;
+}
+
+int run_trace_export(const trace_export_flags& flags, std::ostream& out, std::ostream& err) {
+  auto bad = [&](const std::string& why) {
+    fmt::print(err, "kvactor trace: error: {}\n", why);
+    return exit_bad_input;
+  };
+  if (flags.format != "chrome")
+    return bad(fmt::format("--format: unknown value '{}' (expected chrome)", flags.format));
+  std::ifstream in(flags.file, std::ios::binary);
+  if (!in) return bad(fmt::format("{}: cannot open the file", flags.file));
+  auto records = trace_reader(in).read_all();
+  if (!records) return bad(fmt::format("{}: {}", flags.file, records.err().message));
+  const std::string text = chrome_trace(*records).dump() + "\n";
+  if (flags.out.empty()) {
+    out << text;
+    return exit_ok;
+  }
+  std::ofstream file(flags.out, std::ios::binary | std::ios::trunc);
+  if (!(file << text)) return bad(fmt::format("--out: cannot write '{}'", flags.out));
   return exit_ok;
 }
 
