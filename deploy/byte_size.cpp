@@ -41,24 +41,34 @@ expected<int64_t> parse_byte_size(std::string_view text, std::string_view flag) 
     return bad(flag, text, "is not a number of bytes (expected e.g. 21474836480 or 20GiB)");
   if (value < 0) return bad(flag, text, "is negative");
   double scale = 0;
+  // Case does not matter (20gib, 20GIB); K, Ki and KiB are binary, KB decimal.
   static constexpr std::pair<std::string_view, double> units[] = {{"", 1},
-                                                                  {"B", 1},
-                                                                  {"K", 1024.0},
-                                                                  {"KiB", 1024.0},
-                                                                  {"KB", 1e3},
-                                                                  {"M", 1048576.0},
-                                                                  {"MiB", 1048576.0},
-                                                                  {"MB", 1e6},
-                                                                  {"G", 1073741824.0},
-                                                                  {"GiB", 1073741824.0},
-                                                                  {"GB", 1e9},
-                                                                  {"T", 1099511627776.0},
-                                                                  {"TiB", 1099511627776.0},
-                                                                  {"TB", 1e12}};
+                                                                  {"b", 1},
+                                                                  {"k", 1024.0},
+                                                                  {"ki", 1024.0},
+                                                                  {"kib", 1024.0},
+                                                                  {"kb", 1e3},
+                                                                  {"m", 1048576.0},
+                                                                  {"mi", 1048576.0},
+                                                                  {"mib", 1048576.0},
+                                                                  {"mb", 1e6},
+                                                                  {"g", 1073741824.0},
+                                                                  {"gi", 1073741824.0},
+                                                                  {"gib", 1073741824.0},
+                                                                  {"gb", 1e9},
+                                                                  {"t", 1099511627776.0},
+                                                                  {"ti", 1099511627776.0},
+                                                                  {"tib", 1099511627776.0},
+                                                                  {"tb", 1e12}};
+  std::string folded(unit);
+  for (char& c : folded)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const auto& [name, factor] : units)
-    if (unit == name) scale = factor;
+    if (folded == name) scale = factor;
   if (scale == 0)
-    return bad(flag, text, "has an unknown unit (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)");
+    return bad(flag, text,
+               "has an unknown unit (use B; K, KiB, M, MiB, G, GiB, T or TiB for powers of "
+               "1024; KB, MB, GB or TB for powers of 1000)");
   double bytes = std::floor(value * scale);
   if (bytes > 9.0e18) return bad(flag, text, "is too large");
   return static_cast<int64_t>(bytes);

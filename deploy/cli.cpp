@@ -1,6 +1,7 @@
 // All CLI11 wiring lives in this one file (CLI11 is a heavy header).
 #include "deploy/cli.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "deploy/trace_command.hpp"
 #include "deploy/version.hpp"
 #include "deploy/vllm_flags.hpp"
+#include "messages/suggest.hpp"
 
 namespace kvactor {
 
@@ -103,7 +105,8 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   cmd.add_option("--seed", f.seed, "seed of the workload and the weights");
   cmd.add_option("--summary-json", f.summary_json, "write the summary (kvactor.run/1) here");
   cmd.add_option("--record", f.record, "record every actor message of the run into this trace");
-  cmd.add_flag("!--no-progress", f.progress, "no progress line on the terminal");
+  cmd.add_flag_callback(
+      "--no-progress", [&f] { f.progress = false; }, "no progress line on the terminal");
   cmd.add_option("--stats-interval", f.stats_interval_s,
                  "seconds between vLLM's stats lines at info level (0: none)")
       ->check(CLI::NonNegativeNumber);
@@ -288,6 +291,38 @@ bool wants_json(int argc, const char* const* argv) {
   return false;
 }
 
+// The subcommand the arguments name (the deepest, as in `trace show`), else the app itself.
+const CLI::App* subcommand_named(const CLI::App& app, int argc, const char* const* argv) {
+  const CLI::App* at = &app;
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] == '-') continue;
+    for (const CLI::App* sub : at->get_subcommands([](const CLI::App*) { return true; }))
+      if (sub->get_name() == argv[i]) {
+        at = sub;
+        break;
+      }
+  }
+  return at;
+}
+
+// " (did you mean --X?)" for the first --flag of argv that neither the subcommand nor the app
+// knows, when one of theirs is close; "" otherwise.
+std::string unknown_flag_hint(const CLI::App& app, const CLI::App& sub, int argc,
+                              const char* const* argv) {
+  std::vector<std::string> known;
+  for (const CLI::App* a : {&app, &sub})
+    for (const CLI::Option* o : a->get_options())
+      for (const auto& name : o->get_lnames())
+        known.push_back("--" + name);
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (!arg.starts_with("--")) continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(known.begin(), known.end(), arg) == known.end()) return did_you_mean(arg, known);
+  }
+  return "";
+}
+
 // Help and parse errors end the command here: their exit code, or nothing to go on.
 std::optional<int> parse(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
                          std::ostream& err) {
@@ -303,8 +338,12 @@ std::optional<int> parse(CLI::App& app, int argc, const char* const* argv, std::
     out << e.what();
     return exit_ok;
   } catch (const CLI::ParseError& e) {
-    std::string msg = e.what();
-    fmt::print(err, "kvactor: error: {}\n", msg);
+    const CLI::App* sub = subcommand_named(app, argc, argv);
+    std::string who = "kvactor";
+    for (const CLI::App* a = sub; a != &app; a = a->get_parent())
+      who.insert(7, " " + a->get_name());
+    const std::string msg = e.what() + unknown_flag_hint(app, *sub, argc, argv);
+    fmt::print(err, "{}: error: {}; `{} --help` lists the flags\n", who, msg, who);
     if (wants_json(argc, argv)) out << nlohmann::json{{"error", msg}}.dump() << '\n';
     return exit_bad_input;
   }
@@ -368,6 +407,7 @@ int dispatch(const subcommands& cmd, const cli_flags& f, std::ostream& out, std:
 
 int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"kvactor: the attention and KV-cache layer of an LLM inference worker, as actors"};
+  app.option_defaults()->always_capture_default(); // --help shows every default
   app.require_subcommand(0, 1);
   cli_flags f;
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error|critical|off")

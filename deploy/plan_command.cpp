@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/model/loader.hpp"
 #include "actors/registry/assignment.hpp"
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
@@ -26,6 +27,8 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
     return make_error(errc::invalid_argument, "--model: required (a config.json path or a "
                                               "shipped name such as llama-3.1-8b)");
   r.model = f.model;
+  // The model first: a name that resolves nowhere is the error to report, not the budget.
+  if (auto path = resolve_model_path(f.model); !path) return path.err();
   if (f.tensor_parallel_size <= 0)
     return make_error(errc::invalid_argument,
                       fmt::format("--tensor-parallel-size: {} is not a positive number of ranks",

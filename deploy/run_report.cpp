@@ -29,17 +29,22 @@ expected<std::unique_ptr<recording>> open_recording(const std::string& path,
 std::function<void(const run_progress&)> progress_printer(bool show, std::ostream& err) {
   if (!show) return {};
   auto last = std::make_shared<std::chrono::steady_clock::time_point>();
-  return [last, &err](const run_progress& pr) {
+  auto ended = std::make_shared<bool>(false);
+  return [last, ended, &err](const run_progress& pr) {
     const auto now = std::chrono::steady_clock::now();
     const bool done = pr.finished + pr.failed >= pr.total;
-    if (!done && now - *last < std::chrono::milliseconds(100)) return;
+    if (*ended || (!done && now - *last < std::chrono::milliseconds(100))) return;
     *last = now;
+    // Generated tokens only (the summary's tok/s adds the prompt's), so the label says so.
     fmt::print(err,
-               "\r  step {:>6}  requests {:>5}/{} done ({} failed)  {:>8} tokens  {:>8.1f} "
-               "tok/s",
+               "\r  step {:>6}  requests {:>5}/{} done ({} failed)  {:>8} generated  {:>8.1f} "
+               "generated tok/s",
                pr.steps, pr.finished + pr.failed, pr.total, pr.failed, pr.generated_tokens,
                pr.elapsed_s > 0 ? static_cast<double>(pr.generated_tokens) / pr.elapsed_s : 0.0);
-    if (done) fmt::print(err, "\n");
+    if (done) {
+      fmt::print(err, "\n"); // the last line, once: later reports change nothing
+      *ended = true;
+    }
     err.flush();
   };
 }

@@ -19,7 +19,9 @@ int64_t ceil_div(int64_t a, int64_t b) {
 std::string human(int64_t bytes) {
   const double b = static_cast<double>(bytes);
   if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / 1073741824.0);
-  return fmt::format("{:.2f} MiB", b / 1048576.0);
+  if (bytes >= (int64_t{1} << 20)) return fmt::format("{:.2f} MiB", b / 1048576.0);
+  if (bytes >= 1024) return fmt::format("{:.2f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
 }
 
 // Per-layer specs of a group: the wrapper's entries, or the group spec for every layer.
@@ -177,9 +179,19 @@ status check_enough_memory(const std::vector<kv_cache_group>& groups, const laye
                                   "raise --gpu-memory-utilization",
                                   available));
   // Block 0 is the pool's permanently reserved null block.
-  const int64_t usable = available - bytes_per_block(groups);
+  const int64_t block = bytes_per_block(groups);
+  const int64_t usable = available - block;
   const int64_t needed = max_memory_usage_from_groups(groups, lim);
   if (needed <= usable) return ok();
+  if (usable <= 0)
+    return make_error(
+        errc::insufficient_memory,
+        fmt::format("kv_cache_memory: the available KV cache memory ({}, {} bytes) does not "
+                    "hold even the null block ({}, {} bytes), let alone a request of the model's "
+                    "max seq len ({}), which needs {} ({} bytes). Try increasing "
+                    "--kv-cache-memory (or --gpu-memory-utilization).",
+                    human(std::max<int64_t>(available, 0)), available, human(block), block,
+                    lim.max_model_len, human(needed), needed));
   const int64_t fits = estimate_max_model_len(specs, lim, usable);
   return make_error(
       errc::insufficient_memory,

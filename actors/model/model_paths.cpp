@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "actors/model/loader.hpp"
+#include "messages/suggest.hpp"
 
 namespace kvactor {
 
@@ -57,10 +58,11 @@ expected<std::string> resolve_model_path(std::string_view path_or_name) {
       if (is_file(candidate)) return candidate.string();
     }
   }
+  const auto shipped = shipped_model_names();
   return make_error(errc::io_error,
-                    fmt::format("model '{}': not a file, and no {} in {} (shipped models: {})",
-                                name, file, fmt::join(dirs, ", "),
-                                fmt::join(shipped_model_names(), ", ")));
+                    fmt::format("model '{}': not a file, and no {} in {}{} (shipped models: {})",
+                                name, file, fmt::join(dirs, ", "), did_you_mean(name, shipped),
+                                fmt::join(shipped, ", ")));
 }
 
 std::optional<std::string> checkpoint_directory(std::string_view model) {

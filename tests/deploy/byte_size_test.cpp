@@ -14,6 +14,16 @@ TEST(ByteSize, AcceptsIntegersAndBinaryAndDecimalSuffixes) {
   EXPECT_EQ(*parse_byte_size("50000000000", "--x"), 50000000000);
 }
 
+TEST(ByteSize, UnitsIgnoreCaseAndTakeTheShortBinaryForms) {
+  EXPECT_EQ(*parse_byte_size("20gib", "--x"), int64_t{20} << 30);
+  EXPECT_EQ(*parse_byte_size("20G", "--x"), int64_t{20} << 30);
+  EXPECT_EQ(*parse_byte_size("20Gi", "--x"), int64_t{20} << 30);
+  EXPECT_EQ(*parse_byte_size("3mb", "--x"), 3000000);
+  auto r = parse_byte_size("3 parsecs", "--x");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.err().message.find("G, GiB"), std::string::npos) << r.err().message;
+}
+
 TEST(ByteSize, RejectsGarbageNegativeAndUnknownUnitsNamingTheFlag) {
   for (auto bad : {"", "abc", "-1GiB", "3 parsecs", "1..2GiB"}) {
     auto r = parse_byte_size(bad, "--kv-cache-memory");

@@ -121,5 +121,39 @@ TEST(VllmFlagsCli, VersionNamesKvactorItsCommitAndItsParts) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " in " << r.out;
 }
 
+// The rough edges a newcomer hit (issue 18 part 6).
+TEST(CliRoughEdges, AMistypedFlagNamesTheSubcommandAndTheFlagItMeant) {
+  auto r = run_cli({"run", "--kv-cache-memroy", "20GiB"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("kvactor run: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("(did you mean --kv-cache-memory?)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("`kvactor run --help` lists the flags"), std::string::npos) << r.err;
+  auto show = run_cli({"trace", "show"});
+  EXPECT_EQ(show.err.rfind("kvactor trace show: error: ", 0), 0u) << show.err;
+}
+
+TEST(CliRoughEdges, AnUnknownModelIsTheErrorBeforeAnyBudgetAndSuggestsTheNearestName) {
+  auto r = run_cli({"plan", "--model", "llama-3.1-9b"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("model 'llama-3.1-9b'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(did you mean llama-3.1-8b?)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("budget"), std::string::npos) << r.err;
+}
+
+TEST(CliRoughEdges, ABudgetBelowOneBlockSaysSoWithoutANegativeFigure) {
+  auto r = run_cli({"plan", "--model", "llama-3.1-8b", "--kv-cache-memory", "20"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("(20 B, 20 bytes) does not hold even the null block"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("-"), r.err.find("--")) << "a negative figure: " << r.err;
+}
+
+TEST(CliRoughEdges, HelpShowsDefaultsAndNoFlagInternals) {
+  auto r = run_cli({"run", "--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.find("{false}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--requests INT=16"), std::string::npos) << r.out;
+}
+
 } // namespace
 } // namespace kvactor::test
