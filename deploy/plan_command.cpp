@@ -9,17 +9,68 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/model/hf_decoder.hpp"
+#include "actors/model/hf_decoder_plan.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/registry/assignment.hpp"
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/plan_report.hpp"
+#include "deploy/run_config.hpp"
+#include "kvactor/kernels/device_runtime.h"
 
 namespace kvactor {
 
 expected<std::vector<int32_t>> parse_capture_sizes(const std::string& text) {
   return parse_int_list(text, "--cudagraph-capture-sizes");
 }
+
+namespace {
+
+// The bytes the decoder of `f.model` needs on each GPU (weights and workspaces), as `run` counts
+// them; an error for the families kvactor cannot run.
+expected<int64_t> decoder_bytes_of(const plan_flags& f) {
+  auto path = model_config_path(f.model);
+  if (!path) return path.err();
+  auto config = read_config_json(*path);
+  if (!config) return config.err();
+  auto cfg = read_decoder_config(*config, f.tensor_parallel_size, 0);
+  if (!cfg) return cfg.err();
+  return decoder_gpu_bytes(*cfg, f.max_num_batched_tokens);
+}
+
+// No budget flag on a GPU machine: the budget `run` would take there. GPU 0's memory, less what
+// it already holds, the decoder's estimated bytes (unless --weights-memory says) and the
+// reserve. Without a GPU, or for a model whose weights kvactor cannot estimate, the error says
+// which flags to give.
+status measure_local_gpu(const plan_flags& f, plan_request& r) {
+  const std::string flags = "give --kv-cache-memory, or --gpu-memory (with "
+                            "--gpu-memory-utilization and --weights-memory), or "
+                            "--num-gpu-blocks-override";
+  std::string why;
+  auto gpu = kernels::probe_gpu(0, &why);
+  if (!gpu)
+    return make_error(errc::invalid_argument,
+                      fmt::format("budget: {}; no local GPU to measure ({})", flags, why));
+  int64_t weights = r.budget.weights_memory;
+  if (f.weights_memory.empty()) {
+    auto bytes = decoder_bytes_of(f);
+    if (!bytes)
+      return make_error(errc::invalid_argument,
+                        fmt::format("budget: {}: GPU {} answers, but the weights of {} cannot be "
+                                    "estimated ({})",
+                                    flags, gpu->ordinal, f.model, bytes.err().message));
+    weights = *bytes;
+  }
+  r.budget.gpu_memory = gpu->total_bytes;
+  r.budget.weights_memory = weights + gpu_reserve_bytes + (gpu->total_bytes - gpu->free_bytes);
+  spdlog::info("plan: GPU {} ({}): {} bytes, {} free; {} for the decoder and {} reserved",
+               gpu->ordinal, gpu->name, gpu->total_bytes, gpu->free_bytes, weights,
+               gpu_reserve_bytes);
+  return ok();
+}
+
+} // namespace
 
 expected<plan_request> to_plan_request(const plan_flags& f) {
   plan_request r;
@@ -81,6 +132,9 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
   r.layout = *layout;
   r.disable_hybrid_kv_cache_manager = f.disable_hybrid_kv_cache_manager;
   r.kv_sharing_fast_prefill = f.kv_sharing_fast_prefill;
+  if (r.budget.kv_cache_memory.empty() && r.budget.gpu_memory == 0 && r.num_gpu_blocks_override == 0
+      && r.device == device_kind::cuda)
+    if (auto measured = measure_local_gpu(f, r); !measured) return measured.err();
   return r;
 }
 

@@ -7,6 +7,7 @@
 
 #include "cli_support.hpp"
 #include "deploy/vllm_flags.hpp"
+#include "kvactor/kernels/device_runtime.h"
 
 namespace kvactor::test {
 namespace {
@@ -146,6 +147,26 @@ TEST(CliRoughEdges, ABudgetBelowOneBlockSaysSoWithoutANegativeFigure) {
   EXPECT_NE(r.err.find("(20 B, 20 bytes) does not hold even the null block"), std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("-"), r.err.find("--")) << "a negative figure: " << r.err;
+}
+
+// Without a budget flag, plan measures the local GPU as run does; with none (CI), it says which
+// flags to give and why it could not measure. (On the H200 it plans from GPU 0's memory less
+// the decoder's estimated bytes: see the closing note of issue 18.)
+TEST(CliRoughEdges, PlanWithoutABudgetMeasuresTheLocalGpuOrSaysWhyItCannot) {
+  std::string why;
+  if (kernels::probe_gpu(0, &why)) {
+    auto r = run_cli({"plan", "--model", "llama-3.1-8b", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_GT(r.json()["num_blocks"].get<int64_t>(), 0);
+    return;
+  }
+  auto r = run_cli({"plan", "--model", "llama-3.1-8b"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("budget: give --kv-cache-memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no local GPU to measure ("), std::string::npos) << r.err;
+  auto cpu = run_cli({"plan", "--model", "llama-3.1-8b", "--device", "cpu"});
+  EXPECT_EQ(cpu.code, 2);
+  EXPECT_EQ(cpu.err.find("no local GPU"), std::string::npos) << "a CPU plan measures nothing";
 }
 
 TEST(CliRoughEdges, HelpShowsDefaultsAndNoFlagInternals) {
