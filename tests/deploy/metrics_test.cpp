@@ -105,8 +105,8 @@ TEST(RunMetricsLive, AScrapeOfARunningRunParsesAndItsCountersMove) {
   const uint16_t port = free_port();
   cli_result run;
   std::thread runner([&] {
-    run = run_cli({"run", "--no-progress", "--requests", "120", "--arrival-rate", "60",
-                   "--metrics-port", std::to_string(port)});
+    run = run_cli({"run", "--device", "cpu", "--no-progress", "--requests", "120", "--arrival-rate",
+                   "60", "--metrics-port", std::to_string(port)});
   });
   httplib::Client client("127.0.0.1", port);
   client.set_connection_timeout(0, 200000);

@@ -70,8 +70,8 @@ TEST(RunLogs, TheStatsLineReadsLikeVllms) {
 
 TEST(RunLogs, ARunLogsTheKvCacheLinesOfItsPlanAndAStatsLineAtInfoLevel) {
   captured_log log;
-  auto r = run_cli({"run", "--log-level", "info", "--no-progress", "--requests", "24",
-                    "--stats-interval", "0.02", "--kv-cache-memory", "256MiB"});
+  auto r = run_cli({"run", "--device", "cpu", "--log-level", "info", "--no-progress", "--requests",
+                    "24", "--stats-interval", "0.02", "--kv-cache-memory", "256MiB"});
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string text = log.text();
   EXPECT_NE(text.find("Available KV cache memory: 0.25 GiB"), std::string::npos) << text;
@@ -95,8 +95,8 @@ TEST(RunLogs, ARunLogsTheKvCacheLinesOfItsPlanAndAStatsLineAtInfoLevel) {
 
 TEST(RunLogs, DisableLogStatsKeepsTheStatsLineOut) {
   captured_log log;
-  auto r = run_cli(
-      {"run", "--log-level", "info", "--no-progress", "--requests", "4", "--disable-log-stats"});
+  auto r = run_cli({"run", "--device", "cpu", "--log-level", "info", "--no-progress", "--requests",
+                    "4", "--disable-log-stats"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(log.text().find("Avg prompt throughput"), std::string::npos) << log.text();
   EXPECT_NE(log.text().find("KV cache size"), std::string::npos) << log.text();
@@ -121,8 +121,8 @@ TEST(RunLogs, AJsonLogLineCarriesTimeLevelMessageAndTheRequestItNames) {
 
 TEST(RunLogs, LogFormatJsonWritesOneParsableObjectPerLine) {
   captured_log log;
-  auto r = run_cli(
-      {"--log-format", "json", "--log-level", "info", "run", "--no-progress", "--requests", "4"});
+  auto r = run_cli({"--log-format", "json", "--log-level", "info", "run", "--device", "cpu",
+                    "--no-progress", "--requests", "4"});
   ASSERT_EQ(r.code, 0) << r.err;
   std::istringstream lines(log.text());
   int parsed = 0;
