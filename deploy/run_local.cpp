@@ -165,7 +165,10 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
       if (auto failed = listen_for_injection(*net, flags, gateway, err)) return failed;
     }
     print_run_header(run, ready, out);
-    if (health) health->set_health(health_state::ready);
+    if (health) {
+      health->observe_ready(ready);
+      health->set_health(health_state::ready);
+    }
     return std::nullopt;
   };
   const auto session = serve_locally(sys, serving, err);

@@ -21,6 +21,20 @@ const std::vector<double> e2e_buckets{0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    
 const std::vector<double> step_buckets{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
                                        0.05,   0.1,   0.2,   0.5,   1.0,  2.0};
 
+// A label value with \\, " and newlines escaped, as the text format asks.
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 // Prometheus' float text: integers without a fraction, +Inf spelled so.
 std::string number(double v) {
   return fmt::format("{}", v);
@@ -90,6 +104,11 @@ void run_metrics::observe(const run_progress& p) {
   last_.step_s.clear();
 }
 
+void run_metrics::observe_ready(const std::vector<rank_ready>& ready) {
+  std::lock_guard lock(mu_);
+  ready_ = ready;
+}
+
 void run_metrics::set_health(health_state state, std::string reason) {
   std::lock_guard lock(mu_);
   health_ = {state, std::move(reason)};
@@ -98,6 +117,27 @@ void run_metrics::set_health(health_state state, std::string reason) {
 health_report run_metrics::health() const {
   std::lock_guard lock(mu_);
   return health_;
+}
+
+void run_metrics::render_ready(std::string& out) const {
+  if (ready_.empty()) return;
+  header(out, "kvactor:ranks_ready", "gauge", "Ranks that reported ready.");
+  out += fmt::format("kvactor:ranks_ready {}\n", ready_.size());
+  header(out, "kvactor:rank_kv_cache_blocks", "gauge", "KV cache blocks each rank allocated.");
+  for (const auto& r : ready_)
+    out += fmt::format("kvactor:rank_kv_cache_blocks{{rank=\"{}\"}} {}\n", r.rank, r.num_blocks);
+  header(out, "kvactor:rank_startup_phase_seconds", "gauge",
+         "Each start-up phase of each rank (cudagraph capture among them).");
+  for (const auto& r : ready_)
+    for (const auto& p : r.phases)
+      out += fmt::format("kvactor:rank_startup_phase_seconds{{rank=\"{}\",phase=\"{}\"}} {}\n",
+                         r.rank, label(p.phase), number(static_cast<double>(p.duration_ns) / 1e9));
+  header(out, "kvactor:rank_startup_phase_bytes", "gauge",
+         "Device (or host) memory the rank's ledger held after each start-up phase.");
+  for (const auto& r : ready_)
+    for (const auto& p : r.phases)
+      out += fmt::format("kvactor:rank_startup_phase_bytes{{rank=\"{}\",phase=\"{}\"}} {}\n",
+                         r.rank, label(p.phase), p.memory_bytes);
 }
 
 std::string run_metrics::prometheus_text() const {
@@ -145,6 +185,7 @@ std::string run_metrics::prometheus_text() const {
   step_.render("kvactor:step_duration_seconds", out);
   sample(out, "kvactor:ready", health_.state == health_state::ready ? 1.0 : 0.0, "gauge",
          "1 while the run serves (/health answers 200).");
+  render_ready(out);
   return out;
 }
 

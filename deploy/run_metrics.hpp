@@ -43,14 +43,21 @@ public:
   run_metrics();
   /// A progress report of the driver (run_progress): gauges set, counters and histograms fed.
   void observe(const run_progress& p);
+  /// Every rank's start-up as it reported when ready: per rank and phase (load model, weights,
+  /// KV cache, cudagraph capture, ...) its seconds and the memory its ledger then held, and its
+  /// KV cache blocks.
+  void observe_ready(const std::vector<rank_ready>& ready);
   void set_health(health_state state, std::string reason = {});
   /// Every metric with its # HELP and # TYPE lines.
   std::string prometheus_text() const;
   health_report health() const;
 
 private:
+  void render_ready(std::string& out) const; // REQUIRES: mu_ held
+
   mutable std::mutex mu_;
   run_progress last_;
+  std::vector<rank_ready> ready_;
   health_report health_;
   histogram ttft_, tpot_, e2e_, step_;
 };

@@ -26,7 +26,7 @@ namespace {
 // "name{labels} value"; fails the test on any other line. Returns sample -> value.
 std::map<std::string, double> parse_exposition(const std::string& text) {
   static const std::regex sample_line(
-      R"(([a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_]+="[^"]*"\})?) ([-+0-9.eE]+|\+Inf|NaN))");
+      R"(([a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_]+="[^"]*"(,[a-zA-Z_]+="[^"]*")*\})?) ([-+0-9.eE]+|\+Inf|NaN))");
   static const std::regex comment_line(R"(# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+)");
   std::map<std::string, double> samples;
   std::istringstream lines(text);
@@ -36,7 +36,7 @@ std::map<std::string, double> parse_exposition(const std::string& text) {
     if (std::regex_match(line, m, comment_line)) continue;
     EXPECT_TRUE(std::regex_match(line, m, sample_line)) << "not exposition format: " << line;
     if (m.empty()) continue;
-    samples[m[1].str()] = std::stod(m[3].str());
+    samples[m[1].str()] = std::stod(m[4].str());
   }
   return samples;
 }
@@ -122,6 +122,11 @@ TEST(RunMetricsLive, AScrapeOfARunningRunParsesAndItsCountersMove) {
         first = tokens;
       else
         later = tokens;
+      if (tokens > 0) {
+        EXPECT_EQ(s.at("kvactor:ranks_ready"), 1);
+        EXPECT_GT(s.at("kvactor:rank_kv_cache_blocks{rank=\"0\"}"), 0);
+        EXPECT_GT(s.count("kvactor:rank_startup_phase_seconds{rank=\"0\",phase=\"weights\"}"), 0u);
+      }
       if (auto h = client.Get("/health"); h && h->status == 200 && h->body == "ready\n") ++healthy;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20)); // the next scrape, not a wait
