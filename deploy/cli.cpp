@@ -87,6 +87,10 @@ void add_plan_flags(CLI::App& cmd, plan_flags& f, vllm_options& v) {
   add_model_flags(cmd, f, true, v);
   cmd.add_option("--kv-cache-layout", f.kv_cache_layout,
                  "LBHNC (HND)|LBNHC (NHD)|LHBNC|BLHNC|BLNHC|BHLNC");
+  cmd.add_flag("--allow-chunked-local-attn-with-hybrid-kv-cache",
+               f.allow_chunked_local_attn_with_hybrid_kv_cache,
+               "hybrid groups for chunked local attention (vLLM: "
+               "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; run keeps vLLM's default)");
   cmd.add_flag("--disable-hybrid-kv-cache-manager", f.disable_hybrid_kv_cache_manager,
                "one KV cache group for hybrid models");
   cmd.add_flag("--kv-sharing-fast-prefill", f.kv_sharing_fast_prefill,

@@ -131,6 +131,7 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
   }
   r.layout = *layout;
   r.disable_hybrid_kv_cache_manager = f.disable_hybrid_kv_cache_manager;
+  r.allow_chunked_local_attn_with_hybrid_kv_cache = f.allow_chunked_local_attn_with_hybrid_kv_cache;
   r.kv_sharing_fast_prefill = f.kv_sharing_fast_prefill;
   if (r.budget.kv_cache_memory.empty() && r.budget.gpu_memory == 0 && r.num_gpu_blocks_override == 0
       && r.device == device_kind::cuda)

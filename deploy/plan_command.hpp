@@ -33,6 +33,7 @@ struct plan_flags {
   std::string attention_backend = "auto";
   std::string kv_cache_layout = "LBHNC";
   bool disable_hybrid_kv_cache_manager = false;
+  bool allow_chunked_local_attn_with_hybrid_kv_cache = false;
   bool kv_sharing_fast_prefill = false;
   bool json = false;
 };

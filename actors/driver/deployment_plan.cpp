@@ -109,6 +109,7 @@ expected<kv_plan> plan_kv_cache_per_rank(deployment_plan& plan, const spec_optio
   kopt.num_gpu_blocks_override = req.num_gpu_blocks_override;
   kopt.layout = req.layout;
   kopt.grouping.disable_hybrid = req.disable_hybrid_kv_cache_manager;
+  kopt.grouping.allow_chunked_local_hybrid = req.allow_chunked_local_attn_with_hybrid_kv_cache;
   auto kv = plan_kv_cache(specs, *available, kopt);
   if (!kv) return kv.err();
   plan.warnings = kv->warnings;

@@ -45,6 +45,7 @@ struct plan_request {
   std::vector<int32_t> cudagraph_capture_sizes; // empty = default ladder
   kv_cache_layout layout = kv_cache_layout::lbhnc;
   bool disable_hybrid_kv_cache_manager = false;
+  bool allow_chunked_local_attn_with_hybrid_kv_cache = false; // vLLM's environment switch
   bool kv_sharing_fast_prefill = false;
 };
 

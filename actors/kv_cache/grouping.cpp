@@ -112,10 +112,19 @@ expected<grouping_result> kv_cache_groups(const layer_spec_list& input,
   grouping_result out;
   layer_spec_list specs = input;
   if (specs.empty()) return out;
-  if (opt.disable_hybrid) {
+  const bool chunked = std::any_of(specs.begin(), specs.end(), [](const auto& s) {
+    return s.spec.kind == kv_cache_spec_kind::chunked_local;
+  });
+  if (opt.disable_hybrid || (chunked && !opt.allow_chunked_local_hybrid)) {
     if (!is_uniform(specs_of(specs))) {
-      out.warnings.push_back("Hybrid KV cache manager is disabled for this hybrid model: sliding "
-                             "window and chunked layers keep full-length caches");
+      out.warnings.push_back(
+          opt.disable_hybrid
+              ? "Hybrid KV cache manager is disabled for this hybrid model: sliding window and "
+                "chunked layers keep full-length caches"
+              : "Hybrid KV cache manager is disabled for chunked local attention, as vLLM does "
+                "unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: chunked layers keep "
+                "full-length caches (plan --allow-chunked-local-attn-with-hybrid-kv-cache plans "
+                "the hybrid groups)");
       specs = unify_hybrid(std::move(specs));
     }
     auto merged = merge_specs(specs_of(specs));

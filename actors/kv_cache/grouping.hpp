@@ -14,6 +14,9 @@ namespace kvactor {
 struct grouping_options {
   /// Force one group for hybrid models (vLLM's --disable-hybrid-kv-cache-manager).
   bool disable_hybrid = false;
+  /// vLLM disables the hybrid manager for models with chunked local attention (Llama 4) unless
+  /// VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; this is that switch.
+  bool allow_chunked_local_hybrid = false;
 };
 
 struct grouping_result {

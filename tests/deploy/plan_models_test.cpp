@@ -72,8 +72,8 @@ INSTANTIATE_TEST_SUITE_P(
         model_case{"gemma-3-27b-it", 8192, repeat("sliding_window", 6, {"full"}), "paged"},
         model_case{"deepseek-v3", 8192, {"mla"}, "mla"},
         model_case{"gpt-oss-20b", 8192, {"sliding_window", "full"}, "paged"},
-        model_case{"llama-4-scout-17b-16e-instruct", 8192, repeat("chunked_local", 3, {"full"}),
-                   "paged"},
+        // vLLM plans chunked local attention as full unless told otherwise (below).
+        model_case{"llama-4-scout-17b-16e-instruct", 8192, {"full"}, "paged"},
         model_case{"qwen3-next-80b-a3b", 8192, repeat("mamba", 3, {"full"}), "state"},
         model_case{"ai21-jamba-1.5-mini", 8192, repeat("mamba", 7, {"full"}), "state"},
         model_case{"whisper-large-v3", 448, {"full", "cross_attention", "encoder_only"}, "paged"},
@@ -129,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
         block_bytes_case{"gemma-2-9b-it", 8192, 21 * page(8, 256)},   // 42 layers in 2 groups
         block_bytes_case{"gemma-3-27b-it", 8192, 10 * page(16, 128)}, // groups of 10 (padded)
         block_bytes_case{"gpt-oss-20b", 8192, 12 * page(8, 64)},      // 24 layers in 2 groups
-        block_bytes_case{"llama-4-scout-17b-16e-instruct", 8192, 12 * page(8, 128)}, // 4 groups
+        block_bytes_case{"llama-4-scout-17b-16e-instruct", 8192, 48 * page(8, 128)}, // 1 group
         block_bytes_case{"deepseek-v3", 8192, 61 * 16 * (512 + 64) * 2}),            // MLA
     [](const auto& info) {
       auto n = info.param.name;
@@ -234,4 +234,30 @@ TEST(PlanHybrid, LongCatDualAttentionPlansBothModulesPerLayer) {
   EXPECT_EQ(j["groups"][0]["kind"], "mla");
   // 4 layers of two modules each: every layer index twice, in order.
   EXPECT_EQ(j["groups"][0]["layers"], nlohmann::json::parse("[0, 0, 1, 1, 2, 2, 3, 3]"));
+}
+
+// vLLM turns its hybrid KV cache manager off for chunked local attention (Llama 4) unless
+// VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: one group of full-length caches, with the
+// reason in the warnings; the flag plans the hybrid groups (3 chunked + 1 full, 12 layers each).
+TEST(PlanChunkedLocal, Llama4PlansOneFullGroupAsVllmUnlessTheHybridPlanIsAllowed) {
+  auto j = run_cli({"plan", "--model", "llama-4-scout-17b-16e-instruct", "--kv-cache-memory",
+                    "40GiB", "--max-model-len", "8192", "--json"})
+               .json();
+  ASSERT_EQ(j["groups"].size(), 1u);
+  EXPECT_EQ(j["groups"][0]["kind"], "full");
+  EXPECT_EQ(j["groups"][0]["layers"].size(), 48u);
+  bool warned = false;
+  for (const auto& w : j["warnings"])
+    warned = warned
+             || w.get<std::string>().find("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE")
+                    != std::string::npos;
+  EXPECT_TRUE(warned) << j["warnings"];
+  auto hybrid = run_cli({"plan", "--model", "llama-4-scout-17b-16e-instruct", "--kv-cache-memory",
+                         "40GiB", "--max-model-len", "8192",
+                         "--allow-chunked-local-attn-with-hybrid-kv-cache", "--json"})
+                    .json();
+  ASSERT_EQ(hybrid["groups"].size(), 4u);
+  EXPECT_EQ(hybrid["groups"][0]["kind"], "chunked_local");
+  EXPECT_EQ(hybrid["groups"][3]["kind"], "full");
+  EXPECT_EQ(hybrid["bytes_per_block"].get<int64_t>(), 12 * page(8, 128));
 }
