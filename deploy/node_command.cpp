@@ -163,6 +163,7 @@ struct node_health {
   std::atomic<int> state{static_cast<int>(health_state::starting)};
   int32_t slots = 0;
   std::string device;
+  std::shared_ptr<node_rank_counts> counts = std::make_shared<node_rank_counts>();
   health_report report() const {
     const auto s = static_cast<health_state>(state.load());
     if (s == health_state::finished) return {s, "stopping"};
@@ -174,8 +175,18 @@ struct node_health {
                        "# TYPE kvactor:ready gauge\nkvactor:ready {}\n"
                        "# HELP kvactor:node_rank_slots Rank slots this node offers.\n"
                        "# TYPE kvactor:node_rank_slots gauge\n"
-                       "kvactor:node_rank_slots{{device=\"{}\"}} {}\n",
-                       ready ? 1 : 0, device, slots);
+                       "kvactor:node_rank_slots{{device=\"{}\"}} {}\n"
+                       "# HELP kvactor:node_ranks_hosted Ranks running on this node now.\n"
+                       "# TYPE kvactor:node_ranks_hosted gauge\nkvactor:node_ranks_hosted {}\n"
+                       "# HELP kvactor:node_ranks_started_total Ranks this node spawned.\n"
+                       "# TYPE kvactor:node_ranks_started_total counter\n"
+                       "kvactor:node_ranks_started_total {}\n"
+                       "# HELP kvactor:node_ranks_stopped_total Ranks that stopped, for any "
+                       "reason.\n"
+                       "# TYPE kvactor:node_ranks_stopped_total counter\n"
+                       "kvactor:node_ranks_stopped_total {}\n",
+                       ready ? 1 : 0, device, slots, counts->hosted.load(), counts->started.load(),
+                       counts->stopped.load());
   }
 };
 
@@ -198,6 +209,7 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   auto health = std::make_shared<node_health>();
   health->slots = setup->info.slots;
   health->device = std::string{to_string(setup->info.device)};
+  setup->counts = health->counts;
   std::unique_ptr<metrics_server> metrics;
   if (flags.metrics_port) {
     auto server = metrics_server::start([health] { return health->metrics(); },

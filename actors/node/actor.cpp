@@ -18,6 +18,30 @@ void joined_communicators::abort_all(const std::string& why) {
   all.clear();
 }
 
+namespace {
+
+// The counts --metrics-port shows, after a rank started (or stopped).
+void count_ranks(node_state& st, bool started) {
+  if (!st.setup.counts) return;
+  st.setup.counts->hosted = static_cast<int32_t>(st.ranks.size());
+  ++(started ? st.setup.counts->started : st.setup.counts->stopped);
+}
+
+// A spawn request's rank and timeout, before a slot is claimed for it.
+status check_spawn(const rank_spawn& req) {
+  if (req.world < 1 || req.rank < 0 || req.rank >= req.world)
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("spawn: rank {} of world {} is not a rank of the group", req.rank, req.world));
+  if (req.collective_timeout_ms <= 0)
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("spawn: collective_timeout_ms {} is not positive", req.collective_timeout_ms));
+  return ok();
+}
+
+} // namespace
+
 node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_setup setup) {
   refuse_unexpected(self);
   auto& st = self->state;
@@ -31,6 +55,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
     spdlog::info("node: rank on slot {} stopped ({})", it->second, to_string(msg.reason));
     st.slots->free(it->second);
     st.ranks.erase(it);
+    count_ranks(st, false);
   });
   return {
       [self](atom::hello, uint32_t protocol, uint32_t schema,
@@ -51,15 +76,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
       },
       [self](atom::spawn, const rank_spawn& req) -> caf::result<caf::strong_actor_ptr> {
         auto& st = self->state;
-        if (req.world < 1 || req.rank < 0 || req.rank >= req.world)
-          return to_caf_error(
-              make_error(errc::invalid_argument,
-                         fmt::format("spawn: rank {} of world {} is not a rank of the group",
-                                     req.rank, req.world)));
-        if (req.collective_timeout_ms <= 0)
-          return to_caf_error(make_error(
-              errc::invalid_argument, fmt::format("spawn: collective_timeout_ms {} is not positive",
-                                                  req.collective_timeout_ms)));
+        if (auto ok = check_spawn(req); !ok) return to_caf_error(ok.err());
         if (auto ok = st.slots->claim(req.slot); !ok) return to_caf_error(ok.err());
         rank_runtime rt;
         rt.collective_timeout = std::chrono::milliseconds(req.collective_timeout_ms);
@@ -82,6 +99,7 @@ node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, no
                      : self->system().spawn(rank_with, rt);
         self->monitor(r);
         st.ranks[caf::actor_cast<caf::actor_addr>(r)] = req.slot;
+        count_ranks(st, true);
         spdlog::info("node: rank {} of {} on slot {}", req.rank, req.world, req.slot);
         return caf::actor_cast<caf::strong_actor_ptr>(r);
       },

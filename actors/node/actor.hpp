@@ -8,6 +8,7 @@
 // a builder.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -21,12 +22,21 @@
 
 namespace kvactor {
 
+/// What a node's ranks are doing, read from another thread (its --metrics-port).
+struct node_rank_counts {
+  std::atomic<int32_t> hosted{0};  // ranks running now
+  std::atomic<int64_t> started{0}; // ranks spawned since the node started
+  std::atomic<int64_t> stopped{0}; // ranks that stopped since, for whatever reason
+};
+
 struct node_setup {
   node_info info;            // protocol, schema, build, address, device, slots (busy is kept live)
   std::string socket_host;   // CPU ranks: where rank 0 listens for its peers (the node's host)
   std::vector<int32_t> gpus; // cuda nodes: the GPU of each slot
   /// Testing: a node that claims another build (--debug-build-id).
   std::string build_override;
+  /// Updated as ranks start and stop (may be null).
+  std::shared_ptr<node_rank_counts> counts;
 };
 
 /// The communicators of a node's ranks, filled from the ranks' threads as they join.

@@ -196,7 +196,7 @@ http_get() { # HOST PORT PATH: the whole response
   cat <&3
   exec 3<&-
 }
-start_node "$dir/metrics.log" --cpu-ranks 3 --metrics-port 0 --log-level info
+start_node "$dir/metrics.log" --cpu-ranks 2 --metrics-port 0 --log-level info
 pid_m=$node_pid
 mport=$(grep -oE 'metrics on http://127\.0\.0\.1:[0-9]+' "$dir/metrics.log" | grep -oE '[0-9]+$')
 [[ -n $mport ]] || { cat "$dir/metrics.log"; fail "the node did not log its metrics address"; }
@@ -206,9 +206,19 @@ if ! grep -q '^HTTP/1.[01] 200' <<<"$health" || ! grep -q '^ready' <<<"$health";
 fi
 metrics=$(http_get 127.0.0.1 "$mport" /metrics)
 if ! grep -q '^kvactor:ready 1' <<<"$metrics" ||
-  ! grep -q '^kvactor:node_rank_slots{device="cpu"} 3' <<<"$metrics"; then
+  ! grep -q '^kvactor:node_rank_slots{device="cpu"} 2' <<<"$metrics"; then
   fail "/metrics of a listening node: $metrics"
 fi
+# A run of 2 ranks on it: they start, and stop when the run ends (their down messages come
+# after the driver is gone, hence the wait).
+metrics_match() { http_get 127.0.0.1 "$mport" /metrics | grep -qE "$1"; }
+"$kvactor" run --nodes "$node_addr" --tensor-parallel-size 2 --requests 3 --no-progress \
+  >"$dir/metrics_run.out" 2>&1 || { cat "$dir/metrics_run.out"; fail "a run on the metrics node"; }
+metrics_match '^kvactor:node_ranks_started_total 2$' ||
+  fail "/metrics did not count the 2 ranks the run started"
+wait_for 10 metrics_match '^kvactor:node_ranks_stopped_total 2$' ||
+  fail "/metrics did not count the 2 ranks stopping within 10 s"
+metrics_match '^kvactor:node_ranks_hosted 0$' || fail "/metrics still shows ranks hosted"
 kill -TERM "$pid_m"
 wait_for 10 gone "$pid_m" || fail "a node with --metrics-port ignored SIGTERM"
 echo "cluster_local: ok"
