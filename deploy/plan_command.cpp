@@ -9,8 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/hf_decoder_plan.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/registry/assignment.hpp"
 #include "deploy/byte_size.hpp"
@@ -27,18 +25,6 @@ expected<std::vector<int32_t>> parse_capture_sizes(const std::string& text) {
 
 namespace {
 
-// The bytes the decoder of `f.model` needs on each GPU (weights and workspaces), as `run` counts
-// them; an error for the families kvactor cannot run.
-expected<int64_t> decoder_bytes_of(const plan_flags& f) {
-  auto path = model_config_path(f.model);
-  if (!path) return path.err();
-  auto config = read_config_json(*path);
-  if (!config) return config.err();
-  auto cfg = read_decoder_config(*config, f.tensor_parallel_size, 0);
-  if (!cfg) return cfg.err();
-  return decoder_gpu_bytes(*cfg, f.max_num_batched_tokens);
-}
-
 // No budget flag on a GPU machine: the budget `run` would take there. GPU 0's memory, less what
 // it already holds, the decoder's estimated bytes (unless --weights-memory says) and the
 // reserve. Without a GPU, or for a model whose weights kvactor cannot estimate, the error says
@@ -54,7 +40,7 @@ status measure_local_gpu(const plan_flags& f, plan_request& r) {
                       fmt::format("budget: {}; no local GPU to measure ({})", flags, why));
   int64_t weights = r.budget.weights_memory;
   if (f.weights_memory.empty()) {
-    auto bytes = decoder_bytes_of(f);
+    auto bytes = decoder_gpu_bytes_of(f.model, f.tensor_parallel_size, f.max_num_batched_tokens);
     if (!bytes)
       return make_error(errc::invalid_argument,
                         fmt::format("budget: {}: GPU {} answers, but the weights of {} cannot be "

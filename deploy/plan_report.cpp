@@ -14,17 +14,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Thousands separators, as vLLM's log line has them.
-std::string grouped(int64_t v) {
-  auto digits = std::to_string(v < 0 ? -v : v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return v < 0 ? "-" + out : out;
-}
-
 std::map<std::string, int32_t> layer_indices(const deployment_plan& plan) {
   std::map<std::string, int32_t> out;
   for (const auto& l : plan.ranks.front().layers)

@@ -14,30 +14,36 @@
 
 namespace kvactor {
 
+expected<hf_decoder_config> rank0_decoder_of(const std::string& model,
+                                             int32_t tensor_parallel_size) {
+  auto path = model_config_path(model);
+  if (!path) return path.err();
+  auto config = read_config_json(*path);
+  if (!config) return config.err();
+  auto cfg = read_decoder_config(*config, tensor_parallel_size, 0);
+  if (!cfg) return make_error(cfg.err().code, fmt::format("{}: {}", *path, cfg.err().message));
+  return cfg;
+}
+
+expected<int64_t> decoder_gpu_bytes_of(const std::string& model, int32_t tensor_parallel_size,
+                                       int32_t max_tokens) {
+  auto cfg = rank0_decoder_of(model, tensor_parallel_size);
+  if (!cfg) return cfg.err();
+  return decoder_gpu_bytes(*cfg, max_tokens);
+}
+
 namespace {
 
 bool runs_kernels(const run_flags& f) {
   return !f.no_kernels;
 }
 
-// The decoder rank 0 will run: its config.json (a model directory's, or the shipped config's)
-// read as a decoder at the run's tensor-parallel size. Families kvactor plans but cannot run
-// (mixture of experts, state-space layers) fail here, saying what is missing.
 expected<hf_decoder_config> rank0_decoder(const run_flags& f, const run_options& o) {
-  auto path = model_config_path(o.model);
-  if (!path) return path.err();
-  auto config = read_config_json(*path);
-  if (!config) return config.err();
-  auto cfg = read_decoder_config(*config, f.plan.tensor_parallel_size, 0);
-  if (!cfg) return make_error(cfg.err().code, fmt::format("{}: {}", *path, cfg.err().message));
-  return cfg;
+  return rank0_decoder_of(o.model, f.plan.tensor_parallel_size);
 }
 
-// The GPU bytes of the decoder the ranks will run (its exact weight bytes and its workspaces).
 expected<int64_t> executor_gpu_bytes(const run_flags& f, const run_options& o) {
-  auto cfg = rank0_decoder(f, o);
-  if (!cfg) return cfg.err();
-  return decoder_gpu_bytes(*cfg, f.plan.max_num_batched_tokens);
+  return decoder_gpu_bytes_of(o.model, f.plan.tensor_parallel_size, f.plan.max_num_batched_tokens);
 }
 
 // The model as rank 0 loads it (its length and vocabulary shape the workload).

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "actors/model/hf_decoder.hpp"
 #include "deploy/run_command.hpp"
 #include "deploy/run_options.hpp"
 #include "kvactor/kernels/device_runtime.h"
@@ -19,6 +20,15 @@ namespace kvactor {
 inline constexpr int64_t default_cpu_kv_cache = int64_t{256} << 20;
 /// CUDA context, cuBLAS workspace and allocator slack a GPU rank needs besides its ledger.
 inline constexpr int64_t gpu_reserve_bytes = int64_t{512} << 20;
+
+/// The decoder rank 0 runs for `model` (a directory or a shipped name): its config.json read as a
+/// decoder at this tensor-parallel size. Families kvactor plans but cannot run (mixture of
+/// experts, state-space layers) fail, saying what is missing.
+expected<hf_decoder_config> rank0_decoder_of(const std::string& model,
+                                             int32_t tensor_parallel_size);
+/// Its GPU bytes on each rank: its exact weight bytes and its workspaces for max_tokens.
+expected<int64_t> decoder_gpu_bytes_of(const std::string& model, int32_t tensor_parallel_size,
+                                       int32_t max_tokens);
 
 struct run_configuration {
   device_kind device = device_kind::cpu;

@@ -126,18 +126,20 @@ void run_metrics::render_ready(std::string& out) const {
   header(out, "kvactor:rank_kv_cache_blocks", "gauge", "KV cache blocks each rank allocated.");
   for (const auto& r : ready_)
     out += fmt::format("kvactor:rank_kv_cache_blocks{{rank=\"{}\"}} {}\n", r.rank, r.num_blocks);
-  header(out, "kvactor:rank_startup_phase_seconds", "gauge",
-         "Each start-up phase of each rank (cudagraph capture among them).");
-  for (const auto& r : ready_)
-    for (const auto& p : r.phases)
-      out += fmt::format("kvactor:rank_startup_phase_seconds{{rank=\"{}\",phase=\"{}\"}} {}\n",
-                         r.rank, label(p.phase), number(static_cast<double>(p.duration_ns) / 1e9));
-  header(out, "kvactor:rank_startup_phase_bytes", "gauge",
-         "Device (or host) memory the rank's ledger held after each start-up phase.");
-  for (const auto& r : ready_)
-    for (const auto& p : r.phases)
-      out += fmt::format("kvactor:rank_startup_phase_bytes{{rank=\"{}\",phase=\"{}\"}} {}\n",
-                         r.rank, label(p.phase), p.memory_bytes);
+  // Per rank and start-up phase: one family of samples for each value a phase reports.
+  auto per_phase = [&](const char* name, const char* help, auto value) {
+    header(out, name, "gauge", help);
+    for (const auto& r : ready_)
+      for (const auto& p : r.phases)
+        out += fmt::format("{}{{rank=\"{}\",phase=\"{}\"}} {}\n", name, r.rank, label(p.phase),
+                           number(value(p)));
+  };
+  per_phase("kvactor:rank_startup_phase_seconds",
+            "Each start-up phase of each rank (cudagraph capture among them).",
+            [](const phase_timing& p) { return static_cast<double>(p.duration_ns) / 1e9; });
+  per_phase("kvactor:rank_startup_phase_bytes",
+            "Device (or host) memory the rank's ledger held after each start-up phase.",
+            [](const phase_timing& p) { return static_cast<double>(p.memory_bytes); });
 }
 
 std::string run_metrics::prometheus_text() const {

@@ -160,6 +160,16 @@ kv_cache_config kv_cache_config_from_groups(const std::vector<kv_cache_group>& g
   return cfg;
 }
 
+std::string grouped(int64_t v) {
+  auto digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
 kv_cache_capacity kv_capacity(const kv_cache_config& cfg, const memory_limits& lim) {
   kv_cache_capacity cap;
   const int64_t per_req = blocks_per_request(cfg.groups, lim);

@@ -43,6 +43,9 @@ kv_cache_config kv_cache_config_from_groups(const std::vector<kv_cache_group>& g
 /// tokens = int(max_concurrency x max_model_len).
 kv_cache_capacity kv_capacity(const kv_cache_config& cfg, const memory_limits& lim);
 
+/// 163840 -> "163,840": thousands separators, as vLLM's capacity lines print counts.
+std::string grouped(int64_t v);
+
 /// Fails (insufficient_memory) when the budget, less the reserved null block, cannot hold one
 /// request of max_model_len; the message says how much is needed and the longest length that fits.
 status check_enough_memory(const std::vector<kv_cache_group>& groups, const layer_spec_list& specs,

@@ -67,29 +67,15 @@ kv_plan_request kv_plan_request_for(const rank_config& cfg, const model_layout& 
   return req;
 }
 
-namespace {
-
-// 163840 -> "163,840", as vLLM prints token counts.
-std::string with_commas(int64_t v) {
-  std::string digits = std::to_string(v < 0 ? -v : v), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return v < 0 ? "-" + out : out;
-}
-
-} // namespace
-
 std::vector<std::string> kv_capacity_lines(const kv_cache_config& cfg, const memory_limits& lim,
                                            int64_t available_bytes, device_kind device) {
   const kv_cache_capacity cap = kv_capacity(cfg, lim);
   return {fmt::format("Available KV cache memory: {:.2f} GiB",
                       static_cast<double>(available_bytes) / static_cast<double>(int64_t{1} << 30)),
           fmt::format("{} KV cache size: {} tokens", device == device_kind::cuda ? "GPU" : "CPU",
-                      with_commas(cap.tokens)),
+                      grouped(cap.tokens)),
           fmt::format("Maximum concurrency for {} tokens per request: {:.2f}x",
-                      with_commas(lim.max_model_len), cap.max_concurrency)};
+                      grouped(lim.max_model_len), cap.max_concurrency)};
 }
 
 namespace {

@@ -183,16 +183,24 @@ __global__ void __launch_bounds__(norm_threads)
 constexpr int prep_warps = 4;
 constexpr int max_head_dim = 256;
 
-// Stores element e of KV head kvh of token t (its bf16 value) into the cache, when the store is
-// on and the token has a slot: K's half of the entry, or V's after head_dim elements.
-__device__ __forceinline__ void store_kv(const qkv_prepare_args& a, int64_t t, int kvh, bool is_v,
-                                         int e, __nv_bfloat16 value) {
+// The cache element where KV head kvh of token t begins, or -1 when nothing is stored (the store
+// is off, or the token has no slot in the cache): found once per head, not per element.
+__device__ __forceinline__ int64_t kv_entry(const qkv_prepare_args& a, int64_t t, int kvh) {
   const kv_store& k = a.store;
-  if (k.cache == nullptr) return;
+  if (k.cache == nullptr) return -1;
   const int64_t slot = k.slot_mapping[t];
-  if (slot < 0 || slot >= k.capacity) return;
-  const int64_t at = slot / k.block_size * k.stride_block + kvh * k.stride_head
-                     + slot % k.block_size * k.stride_token + (is_v ? a.head_dim : 0) + e;
+  if (slot < 0 || slot >= k.capacity) return -1;
+  return slot / k.block_size * k.stride_block + kvh * k.stride_head
+         + slot % k.block_size * k.stride_token;
+}
+
+// Stores element e (its bf16 value) of K, or of V after head_dim elements, into the entry that
+// begins at `entry` (kv_entry; -1: nothing).
+__device__ __forceinline__ void store_kv(const qkv_prepare_args& a, int64_t entry, bool is_v, int e,
+                                         __nv_bfloat16 value) {
+  if (entry < 0) return;
+  const kv_store& k = a.store;
+  const int64_t at = entry + (is_v ? a.head_dim : 0) + e;
   if (k.fp8) // the code of the bf16 value, as the KV write quantises it
     static_cast<unsigned char*>(k.cache)[at] =
         __nv_cvt_float_to_fp8(__fdiv_rn(__bfloat162float(value), is_v ? k.v_scale : k.k_scale),
@@ -225,10 +233,11 @@ __global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_
     if (!is_q && !is_k) { // v: bias and round
       const int kvh = h - a.q_heads - a.kv_heads;
       __nv_bfloat16* const out = static_cast<__nv_bfloat16*>(a.v) + (t * a.kv_heads + kvh) * d;
+      const int64_t entry = kv_entry(a, t, kvh);
       for (int j = 0; j < per_lane; ++j) {
         const __nv_bfloat16 y = __float2bfloat16_rn(v[j]);
         out[lane + 32 * j] = y;
-        store_kv(a, t, kvh, true, lane + 32 * j, y);
+        store_kv(a, entry, true, lane + 32 * j, y);
       }
       continue;
     }
@@ -243,6 +252,7 @@ __global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_
     __nv_bfloat16* const out =
         is_q ? static_cast<__nv_bfloat16*>(a.q) + (t * a.q_heads + h) * d
              : static_cast<__nv_bfloat16*>(a.k) + (t * a.kv_heads + (h - a.q_heads)) * d;
+    const int64_t entry = is_k ? kv_entry(a, t, h - a.q_heads) : -1;
     for (int j = 0; j < per_lane; ++j) {
       const int e = lane + 32 * j;
       float y = v[j];
@@ -254,7 +264,7 @@ __global__ void __launch_bounds__(prep_warps * 32) qkv_prepare_kernel(const qkv_
       }
       const __nv_bfloat16 yb = __float2bfloat16_rn(y);
       out[e] = yb;
-      if (is_k) store_kv(a, t, h - a.q_heads, false, e, yb);
+      store_kv(a, entry, false, e, yb);
     }
     __syncwarp(); // buf is rewritten by the next head
   }
