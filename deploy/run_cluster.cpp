@@ -95,6 +95,8 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   configure_cluster_middleman(cfg, o.tls);
   auto auth = transport_auth_for(o.tls.enabled());
   if (!auth) return bad(err, auth.err().message);
+  auto metrics = serve_metrics(flags);
+  if (!metrics) return bad(err, metrics.err().message);
   caf::actor_system sys{cfg};
   guarded_transport net{sys, o.transport, std::move(*auth)};
   const int32_t tp = flags.plan.tensor_parallel_size;
@@ -113,10 +115,11 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   if (!rec) return bad(err, rec.err().message);
   const auto recorder = *rec ? (*rec)->recorder : nullptr;
 
-  driver_setup setup{nodes.ranks, run->configs, 1,
-                     progress_callbacks(flags.progress && isatty(STDERR_FILENO) == 1,
-                                        flags.stats_interval_s, run->device, err),
-                     recorder};
+  driver_setup setup{
+      nodes.ranks, run->configs, 1,
+      metrics->observing(progress_callbacks(flags.progress && isatty(STDERR_FILENO) == 1,
+                                            flags.stats_interval_s, run->device, err)),
+      recorder};
   setup.bootstrap_communicator = true; // sockets between CPU nodes, NCCL between GPU nodes
   setup.collective_timeout = *timeout;
   setup.rank_locations = nodes.locations;
@@ -124,6 +127,7 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   auto session = serve(sys, drv, run->workload,
                        [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
                          print_run_header(*run, ready, out);
+                         metrics->ready(ready);
                          return std::nullopt;
                        });
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
@@ -142,6 +146,7 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
     req.workload = run->workload;
     restarts = rebuild_while_lost(net, nodes, std::move(req), o, session, err);
   }
+  metrics->ended(session);
   return report_run(flags, *run, session, restarts, rec->get(), out, err);
 }
 

@@ -83,11 +83,7 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   const auto ranks = spawn_rank_group(sys, group);
   auto progress = progress_callbacks(s.flags.progress && isatty(STDERR_FILENO) == 1,
                                      s.flags.stats_interval_s, s.run.device, err);
-  if (s.metrics)
-    progress = [progress, metrics = s.metrics](const run_progress& p) {
-      if (progress) progress(p);
-      metrics->observe(p);
-    };
+  if (s.metrics) progress = s.metrics->observing(std::move(progress));
   driver_setup setup{ranks, s.run.configs, 1, std::move(progress), s.recorder};
   setup.bootstrap_communicator = s.tp.nccl;
   setup.collective_timeout = s.tp.collective_timeout;
@@ -114,19 +110,6 @@ expected<local_start> prepare_local_run(const run_flags& flags, const run_option
   return local_start{std::move(*run), *tp_setup};
 }
 
-// --metrics-port: the metrics and their server, answering /health ("not ready") from before the
-// model loads; none without the flag.
-expected<std::pair<std::shared_ptr<run_metrics>, std::unique_ptr<metrics_server>>>
-serve_metrics(const run_flags& flags) {
-  if (!flags.metrics_port)
-    return std::pair<std::shared_ptr<run_metrics>, std::unique_ptr<metrics_server>>{};
-  auto metrics = std::make_shared<run_metrics>();
-  auto server = metrics_server::start(metrics, flags.metrics_host, *flags.metrics_port);
-  if (!server) return server.err();
-  spdlog::info("metrics: http://{}:{}/metrics and /health", flags.metrics_host, (*server)->port());
-  return std::pair{metrics, std::move(*server)};
-}
-
 int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
                 std::ostream& err) {
   caf::actor_system_config cfg;
@@ -142,13 +125,12 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
   }
   auto metrics = serve_metrics(flags);
   if (!metrics) return bad(err, metrics.err().message);
-  const auto& health = metrics->first;
   caf::actor_system sys{cfg};
   std::optional<guarded_transport> net;
   if (auth) net.emplace(sys, o.transport, std::move(*auth));
   auto start = prepare_local_run(flags, o);
   if (!start) {
-    if (health) health->set_health(health_state::failed, start.err().message);
+    metrics->failed(start.err().message);
     return bad(err, start.err().message);
   }
   const auto& run = start->run;
@@ -157,7 +139,7 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
   const auto recorder = *rec ? (*rec)->recorder : nullptr;
   injector_actor gateway;
   local_serving serving{flags, run, start->tp, recorder, {}};
-  serving.metrics = health;
+  serving.metrics = &*metrics;
   serving.on_ready = [&](const driver_actor& drv, const std::vector<rank_actor>& ranks,
                          const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
     if (flags.inject_port) {
@@ -165,16 +147,11 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
       if (auto failed = listen_for_injection(*net, flags, gateway, err)) return failed;
     }
     print_run_header(run, ready, out);
-    if (health) {
-      health->observe_ready(ready);
-      health->set_health(health_state::ready);
-    }
+    metrics->ready(ready);
     return std::nullopt;
   };
   const auto session = serve_locally(sys, serving, err);
-  if (health)
-    health->set_health(session.failure ? health_state::failed : health_state::finished,
-                       session.failure ? session.failure->err.message : "");
+  metrics->ended(session);
   if (gateway) caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
   return report_run(flags, run, session, {}, rec->get(), out, err);
 }

@@ -16,8 +16,8 @@
 #include "actors/trace_recorder.hpp"
 #include "deploy/run_command.hpp"
 #include "deploy/run_config.hpp"
-#include "deploy/run_metrics.hpp"
 #include "deploy/run_options.hpp"
+#include "deploy/run_report.hpp"
 #include "deploy/run_session.hpp"
 #include "deploy/tp_flags.hpp"
 
@@ -44,7 +44,7 @@ struct local_serving {
   /// Each step's sampled tokens as the driver applies them (on the driver's thread); may be empty.
   std::function<void(const std::vector<sampled_token>&)> on_tokens = {};
   /// What --metrics-port serves, fed by the driver's progress reports; null without it.
-  std::shared_ptr<run_metrics> metrics = nullptr;
+  const served_metrics* metrics = nullptr;
 };
 
 /// Spawns the ranks and the driver in `sys`, serves the workload, stops them.

@@ -83,6 +83,44 @@ std::function<void(const run_progress&)> progress_callbacks(bool show_progress,
   };
 }
 
+std::function<void(const run_progress&)>
+served_metrics::observing(std::function<void(const run_progress&)> progress) const {
+  if (!metrics) return progress;
+  return [progress = std::move(progress), m = metrics](const run_progress& p) {
+    if (progress) progress(p);
+    m->observe(p);
+  };
+}
+
+void served_metrics::ready(const std::vector<rank_ready>& ranks) const {
+  if (!metrics) return;
+  metrics->observe_ready(ranks);
+  metrics->set_health(health_state::ready);
+}
+
+void served_metrics::failed(const std::string& why) const {
+  if (metrics) metrics->set_health(health_state::failed, why);
+}
+
+void served_metrics::ended(const session_result& s) const {
+  if (!metrics) return;
+  if (s.failure)
+    metrics->set_health(health_state::failed, s.failure->err.message);
+  else
+    metrics->set_health(health_state::finished);
+}
+
+expected<served_metrics> serve_metrics(const run_flags& flags) {
+  served_metrics out;
+  if (!flags.metrics_port) return out;
+  out.metrics = std::make_shared<run_metrics>();
+  auto server = metrics_server::start(out.metrics, flags.metrics_host, *flags.metrics_port);
+  if (!server) return server.err();
+  out.server = std::move(*server);
+  spdlog::info("metrics: http://{}:{}/metrics and /health", flags.metrics_host, out.server->port());
+  return out;
+}
+
 void print_run_header(const run_configuration& run, const std::vector<rank_ready>& ready,
                       std::ostream& out) {
   const auto& c = run.configs.front();

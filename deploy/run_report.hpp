@@ -11,6 +11,7 @@
 
 #include "actors/driver/actor.hpp"
 #include "actors/trace_recorder.hpp"
+#include "deploy/metrics_server.hpp"
 #include "deploy/run_command.hpp"
 #include "deploy/run_config.hpp"
 #include "deploy/run_session.hpp"
@@ -44,6 +45,23 @@ std::string stats_line(const run_progress& before, const run_progress& now, doub
 std::function<void(const run_progress&)> progress_callbacks(bool show_progress,
                                                             double stats_interval_s,
                                                             device_kind device, std::ostream& err);
+
+/// --metrics-port of a run, local or on a cluster: the metrics and their server, answering
+/// /health ("not ready") from before the model loads. Without the flag every call is a no-op.
+struct served_metrics {
+  std::shared_ptr<run_metrics> metrics; // null without --metrics-port
+  std::unique_ptr<metrics_server> server;
+
+  /// `progress` that also feeds the metrics.
+  std::function<void(const run_progress&)>
+  observing(std::function<void(const run_progress&)> progress) const;
+  void ready(const std::vector<rank_ready>& ranks) const;
+  void failed(const std::string& why) const;
+  void ended(const session_result& s) const; // finished, or failed with the session's reason
+};
+
+/// Starts serving when the flags ask for it; an error names the flag and the address.
+expected<served_metrics> serve_metrics(const run_flags& flags);
 
 /// "kvactor run: MODEL on DEVICE (N rank(s), U ubatch(es)), B blocks of KV cache, R requests".
 void print_run_header(const run_configuration& run, const std::vector<rank_ready>& ready,

@@ -212,8 +212,12 @@ fi
 # A run of 2 ranks on it: they start, and stop when the run ends (their down messages come
 # after the driver is gone, hence the wait).
 metrics_match() { http_get 127.0.0.1 "$mport" /metrics | grep -qE "$1"; }
+# The driver of a cluster run serves its own /metrics too.
 "$kvactor" run --nodes "$node_addr" --tensor-parallel-size 2 --requests 3 --no-progress \
-  >"$dir/metrics_run.out" 2>&1 || { cat "$dir/metrics_run.out"; fail "a run on the metrics node"; }
+  --metrics-port 0 --log-level info >"$dir/metrics_run.out" 2>&1 ||
+  { cat "$dir/metrics_run.out"; fail "a run on the metrics node"; }
+grep -qE 'metrics: http://127\.0\.0\.1:[0-9]+/metrics' "$dir/metrics_run.out" ||
+  { cat "$dir/metrics_run.out"; fail "the cluster driver did not serve --metrics-port"; }
 metrics_match '^kvactor:node_ranks_started_total 2$' ||
   fail "/metrics did not count the 2 ranks the run started"
 wait_for 10 metrics_match '^kvactor:node_ranks_stopped_total 2$' ||
