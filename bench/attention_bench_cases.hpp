@@ -40,6 +40,9 @@ struct bench_case {
   int32_t num_kv_heads = 8;
   std::vector<bench_request> reqs;
   bool fp8 = false; // an FP8 E4M3 cache (scales 1); q and out stay bf16
+  // Prefill chunks on the portable mma.sync kernel even where the Hopper one applies: the
+  // baseline that the Hopper kernel is measured against in the same run.
+  bool portable_prefill = false;
   bench_goal goal;
   std::string anchor; // the incumbent's figure in the anchors, or ""
 

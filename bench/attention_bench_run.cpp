@@ -302,7 +302,10 @@ case_result run_case(const bench_case& c, const run_options& o, l2_flusher& flus
   const graph_exec graph(stream, [&] {
     const kernels::cuda_status s = kernels::paged_attention_cuda(
         params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width, num_reqs,
-        num_tokens, out.get(), kernels::cuda_workspace{workspace.get(), workspace.bytes()}, stream);
+        num_tokens, out.get(), kernels::cuda_workspace{workspace.get(), workspace.bytes()}, stream,
+        0,
+        c.portable_prefill ? kernels::prefill_kernel::mma_sync
+                           : kernels::prefill_kernel::automatic);
     if (!s.ok()) throw std::runtime_error("paged_attention_cuda: " + s.message());
   });
   res.time = summarize(time_graph_replays(graph.get(), stream, flush, o.warmup, o.replays));

@@ -131,6 +131,8 @@ def main():
     ap.add_argument("--kvactor", help="kvactor_attention_bench --out JSON of the same call")
     ap.add_argument("--out", default="sdpa_peers.json")
     ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--cases", nargs="*", default=[],
+                    help="time only the cases whose key contains one of these")
     args = ap.parse_args()
     kv = {}
     if args.kvactor:
@@ -140,7 +142,8 @@ def main():
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     results = {}
     for key in CASES:
-        results[key] = run_case(key, flush, args.replays, fa3)
+        if not args.cases or any(c in key for c in args.cases):
+            results[key] = run_case(key, flush, args.replays, fa3)
     names = (["fa3"] if fa3 else []) + list(BACKENDS)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; L2 flush: 256 MiB memset "
           f"before each call; median of {args.replays}; FA3: "

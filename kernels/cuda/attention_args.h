@@ -13,8 +13,9 @@ namespace kvactor::kernels::cuda_detail {
 
 /// Rows of one decode CTA: a request's (query token, q head of the GQA group) pairs, 16 at most.
 constexpr int32_t decode_rows = 16;
-/// Query tokens of one prefill CTA.
+/// Query tokens of one prefill CTA: the mma.sync kernel's, and the Hopper (wgmma) kernel's.
 constexpr int32_t prefill_tile = 64;
+constexpr int32_t hopper_prefill_tile = 128;
 constexpr float log2e_host = 1.4426950408889634f;
 
 /// True when the decode kernel handles a request of query_len tokens (the prefill kernel the
@@ -78,6 +79,10 @@ cuda_status launch_decode_attention(const attention_args& a, bool bf16, bool fp8
 /// grid: (num_tokens / prefill_tile + num_reqs, num_q_heads).
 cuda_status launch_prefill_attention(const attention_args& a, bool bf16, bool fp8, dim3 grid,
                                      bool pdl, cudaStream_t stream);
+/// The wgmma kernel (sm_90a; bf16 or f16 cache, head size 64, 128 or 256).
+/// grid: (num_tokens / hopper_prefill_tile + num_reqs, num_q_heads).
+cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, dim3 grid, bool pdl,
+                                            cudaStream_t stream);
 /// grid: (num_tokens, ceil(num_q_heads / 16), num_splits).
 cuda_status launch_mla_decode(const attention_args& a, bool bf16, dim3 grid, cudaStream_t stream);
 /// Combines the MLA kernel's split partial results. Launched with pdl; waits for its predecessor

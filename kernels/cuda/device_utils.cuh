@@ -188,6 +188,56 @@ __device__ __forceinline__ float online_rescale(float& m, float tile_max, float*
   return base;
 }
 
+/// A thread's two accumulator rows (row i: keys [lo[i], hi[i]] visible) and their online-softmax
+/// state: running max m (log2 units) and sum l.
+struct softmax_rows {
+  int lo[2], hi[2];
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+};
+
+/// One tile of raw scores q . k in the m16n8 accumulator layout (mma.sync's, and each warp's part
+/// of wgmma's): at(j, e) is row (e >> 1) of the thread's two, key k_start + 8 j + 2 t4 + (e & 1),
+/// for j < J. Scales and caps the scores, masks keys a row does not see (only when need_mask),
+/// updates the rows' max and sum, and leaves p = 2^(score - max) in place. Returns through alpha
+/// the factors for the rows' earlier accumulators.
+template <int J, class At>
+__device__ __forceinline__ void online_softmax_tile(const attention_args& a, At&& at, int k_start,
+                                                    int t4, bool need_mask, softmax_rows& rows,
+                                                    float (&alpha)[2]) {
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e >> 1;
+      float v = score_log2(a, at(j, e));
+      if (need_mask) {
+        const int key = k_start + j * 8 + 2 * t4 + (e & 1);
+        if (key < rows.lo[i] || key > rows.hi[i]) v = -INFINITY;
+      }
+      at(j, e) = v;
+      tile_max[i] = fmaxf(tile_max[i], v);
+    }
+  }
+  float base[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+    base[i] = online_rescale(rows.m[i], quad_max(tile_max[i]), &alpha[i]);
+  float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      at(j, e) = fast_exp2(at(j, e) - base[e >> 1]);
+      sum[e >> 1] += at(j, e);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+    rows.l[i] = rows.l[i] * alpha[i] + sum[i];
+}
+
 /// Final normaliser of one row given its running max m (log2) and sum l, with the sink of head
 /// h joining the denominator: out = acc * (*acc_scale) / denominator. Returns 1 / denominator
 /// (0 for a row that saw nothing).

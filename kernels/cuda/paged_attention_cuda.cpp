@@ -36,6 +36,17 @@ int32_t device_sm_count() {
   return sms;
 }
 
+bool device_is_hopper() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess
+      || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess
+      || cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major == 9 && minor == 0;
+}
+
 struct plan {
   int32_t row_chunks = 1; // decode CTAs along one KV head's rows
   int32_t num_splits = 1;
@@ -170,6 +181,18 @@ cuda_status check_paged_attention_cuda(const attention_params& params, const kv_
   return {};
 }
 
+bool hopper_prefill_applies(const attention_params& params, const kv_view& view) {
+#ifdef KVACTOR_HOPPER_KERNELS
+  const bool sizes = params.head_size == 64 || params.head_size == 128 || params.head_size == 256;
+  const bool types = view.type == element_type::bf16 || view.type == element_type::f16;
+  return sizes && types && params.v_size == params.head_size && device_is_hopper();
+#else
+  (void)params;
+  (void)view;
+  return false;
+#endif
+}
+
 size_t paged_attention_workspace_bytes(const attention_params& params, const kv_view& view,
                                        int32_t width, int32_t num_reqs, int32_t num_tokens) {
   if (width <= 0 || num_reqs <= 0 || num_tokens <= 0 || !check_params(params, view).ok()) return 0;
@@ -183,7 +206,8 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
                                  const int32_t* query_start_loc, const int32_t* seq_lens,
                                  const int32_t* block_table, int32_t width, int32_t num_reqs,
                                  int32_t num_tokens, void* out, cuda_workspace workspace,
-                                 cudaStream_t stream, int32_t max_query_len) {
+                                 cudaStream_t stream, int32_t max_query_len,
+                                 prefill_kernel prefill) {
   if (cuda_status s =
           check_paged_attention_cuda(params, view, q, query_start_loc, seq_lens, block_table, width,
                                      num_reqs, num_tokens, out, workspace);
@@ -250,6 +274,15 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
         + pl.partial_rows * static_cast<size_t>(pl.num_splits) * static_cast<size_t>(params.v_size);
   }
 
+  // The prefill kernel, chosen before anything is launched.
+  const bool hopper =
+      prefill == prefill_kernel::hopper
+      || (prefill == prefill_kernel::automatic && hopper_prefill_applies(params, view));
+  KVACTOR_CUDA_CHECK_ARG(
+      prefill != prefill_kernel::hopper || hopper_prefill_applies(params, view),
+      "paged_attention_cuda: prefill: the Hopper kernel does not serve head_size ",
+      params.head_size, " with a ", to_string(view.type), " cache on this build and device");
+
   // Launch order (NOTE(pdl)): the decode kernel first, a programmatic dependent that waits for
   // the stream's earlier work (the KV write) before it lets the next kernel be scheduled (its
   // split CTAs merge among themselves); then the prefill kernel, a programmatic dependent too,
@@ -274,9 +307,12 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   // A bound that makes every request a decode: no prefill CTA would find work (each costs a
   // launch of ~3 us in a decode step).
   if (max_query_len > 0 && cuda_detail::is_decode_request(max_query_len, a.group)) return {};
-  // Prefill tiles: request r's are query_start_loc[r] / 64 + r + i (see prefill_attention.cu).
-  const dim3 prefill_grid(static_cast<unsigned>(num_tokens / cuda_detail::prefill_tile + num_reqs),
+  // Prefill tiles: request r's are query_start_loc[r] / tile + r + i (see prefill_attention.cu).
+  const int32_t tile = hopper ? cuda_detail::hopper_prefill_tile : cuda_detail::prefill_tile;
+  const dim3 prefill_grid(static_cast<unsigned>(num_tokens / tile + num_reqs),
                           static_cast<unsigned>(params.num_q_heads));
+  if (hopper)
+    return cuda_detail::launch_prefill_attention_hopper(a, bf16, prefill_grid, true, stream);
   return cuda_detail::launch_prefill_attention(a, bf16, fp8, prefill_grid, true, stream);
 }
 

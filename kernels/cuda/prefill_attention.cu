@@ -132,16 +132,16 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
     w_hi_min = first.hi;
   }
   const int g = lane >> 2, t4 = lane & 3;
-  int row_lo[2], row_hi[2];
+  softmax_rows sm;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int rr = 16 * warp + g + 8 * i;
-    row_lo[i] = 1;
-    row_hi[i] = 0;
+    sm.lo[i] = 1;
+    sm.hi[i] = 0;
     if (rr < rows) {
       const key_range kr = visible_range(a, first_pos + rr, seq);
-      row_lo[i] = kr.lo;
-      row_hi[i] = kr.hi;
+      sm.lo[i] = kr.lo;
+      sm.hi[i] = kr.hi;
     }
   }
 
@@ -149,8 +149,6 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
     o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.0f, 0.0f};
 
   for (int it = 0; it < n_tiles; ++it) {
     if (it + 1 < n_tiles) load_kv(kt_first + it + 1, (it + 1) & 1);
@@ -206,37 +204,9 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
         }
       }
 
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int j = 0; j < bn / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e >> 1;
-          float v = score_log2(a, s[j][e]);
-          if (need_mask) {
-            const int key = k_start + j * 8 + 2 * t4 + (e & 1);
-            if (key < row_lo[i] || key > row_hi[i]) v = -INFINITY;
-          }
-          s[j][e] = v;
-          tile_max[i] = fmaxf(tile_max[i], v);
-        }
-      }
-      float base[2], alpha[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        base[i] = online_rescale(m[i], quad_max(tile_max[i]), &alpha[i]);
-      float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int j = 0; j < bn / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[j][e] = fast_exp2(s[j][e] - base[e >> 1]);
-          sum[e >> 1] += s[j][e];
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        l[i] = l[i] * alpha[i] + sum[i];
+      float alpha[2];
+      online_softmax_tile<bn / 8>(
+          a, [&](int jj, int e) -> float& { return s[jj][e]; }, k_start, t4, need_mask, sm, alpha);
 #pragma unroll
       for (int nt = 0; nt < D / 8; ++nt) {
         o[nt][0] *= alpha[0];
@@ -268,10 +238,10 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int rr = 16 * warp + g + 8 * i;
-    const float sum = quad_sum(l[i]);
+    const float sum = quad_sum(sm.l[i]);
     if (rr >= rows) continue;
     float acc_scale = 1.0f;
-    const float inv = finish_row(a, h, m[i], sum, &acc_scale) * acc_scale;
+    const float inv = finish_row(a, h, sm.m[i], sum, &acc_scale) * acc_scale;
     T* const dst = out + (static_cast<int64_t>(q_begin + q0 + rr) * a.num_q_heads + h) * D;
 #pragma unroll
     for (int nt = 0; nt < D / 8; ++nt) {

@@ -161,9 +161,10 @@ attention_outcome run_attention_case(const attention_case& c) {
   std::vector<uint16_t> runs[2];
   for (auto& got : runs) {
     out.fill_bytes(0xff);
-    const cuda_status st = paged_attention_cuda(
-        params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width, num_reqs,
-        b.num_tokens, out.get(), cuda_workspace{ws.get(), ws.size()}, nullptr, c.max_query_len);
+    const cuda_status st =
+        paged_attention_cuda(params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width,
+                             num_reqs, b.num_tokens, out.get(), cuda_workspace{ws.get(), ws.size()},
+                             nullptr, c.max_query_len, c.prefill);
     EXPECT_TRUE(st.ok()) << st.message();
     const cudaError_t sync = cudaDeviceSynchronize();
     EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);

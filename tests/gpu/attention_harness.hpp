@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvactor/kernels/cuda/paged_attention_cuda.h"
 #include "kvactor/kernels/kv_cache_view.h"
 
 namespace kvactor::kernels::gpu_test {
@@ -26,7 +27,8 @@ struct attention_case {
   int32_t padding = 0;       // query rows past the batch: must stay untouched
   bool workspace = true;     // give the launcher what paged_attention_workspace_bytes asks for
   int32_t max_query_len = 0; // passed to the launcher (0: unknown)
-  float q_range = 2.0f;      // q uniform in [-q_range, q_range), K/V in [-1, 1)
+  prefill_kernel prefill = prefill_kernel::automatic;
+  float q_range = 2.0f; // q uniform in [-q_range, q_range), K/V in [-1, 1)
   uint32_t seed = 1;
 };
 

@@ -33,6 +33,18 @@ struct cuda_workspace {
   size_t bytes = 0;
 };
 
+/// Which kernel runs the requests the decode kernel does not take (prefill chunks).
+enum class prefill_kernel : uint8_t {
+  automatic, ///< hopper where hopper_prefill_applies, else mma_sync
+  mma_sync,  ///< the portable tensor-core kernel (64-query tiles, mma.sync), every supported case
+  hopper,    ///< the wgmma kernel (128-query tiles); an error where it does not apply
+};
+
+/// True when the Hopper prefill kernel serves these arguments on the current device: a build
+/// with the sm_90a target, a compute capability 9.0 device, a bf16 or f16 cache, head size 64,
+/// 128 or 256 (not MLA). Its declared capabilities; everything else runs on mma_sync.
+bool hopper_prefill_applies(const attention_params& params, const kv_view& view);
+
 /// The workspace bytes paged_attention_cuda uses for these arguments (0 when it splits no
 /// request's keys across CTAs). Splitting depends on the current device's multiprocessor count
 /// (132 when no device answers). 0 as well when the arguments are not supported.
@@ -42,7 +54,7 @@ size_t paged_attention_workspace_bytes(const attention_params& params, const kv_
 /// Attention of every query token of the batch, written to `out` as paged_attention defines it.
 /// A request with query_len == 1, or query_len * (num_q_heads / num_kv_heads) <= 16, runs on the
 /// decode kernel (one CTA per request, KV head and KV split, all q heads of the GQA group
-/// together); every other request on the prefill kernel (64-query tiles, tensor cores). MLA
+/// together); every other request on a prefill kernel (see prefill_kernel). MLA
 /// runs every token on its own kernel. Up to two launches on `stream` (decode kernel, whose split
 /// CTAs merge among themselves, then prefill; MLA: its kernel, then a merge when split), the
 /// later one as a programmatic dependent launch; the call is stream-ordered
@@ -59,6 +71,7 @@ size_t paged_attention_workspace_bytes(const attention_params& params, const kv_
 ///                   // paged_attention_workspace_bytes (never when it is empty)
 ///   max_query_len   // host: a bound on every request's query_len, or 0 (unknown); when it
 ///                   // makes every request a decode, the prefill kernel is not launched
+///   prefill         // which prefill kernel (benchmarks and tests compare them)
 ///
 /// Rows of q/out at or past query_start_loc[num_reqs] (<= num_tokens) are neither read nor
 /// written. Returns a failed status (cudaErrorInvalidValue, naming the argument and its value)
@@ -70,7 +83,8 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
                                  const int32_t* query_start_loc, const int32_t* seq_lens,
                                  const int32_t* block_table, int32_t width, int32_t num_reqs,
                                  int32_t num_tokens, void* out, cuda_workspace workspace,
-                                 cudaStream_t stream, int32_t max_query_len = 0);
+                                 cudaStream_t stream, int32_t max_query_len = 0,
+                                 prefill_kernel prefill = prefill_kernel::automatic);
 
 /// Runs exactly the host argument checks of paged_attention_cuda and nothing else (no CUDA call).
 cuda_status check_paged_attention_cuda(const attention_params& params, const kv_view& view,

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The prefill kernels on the H200 in one device call: their tests (both kernels against the CPU
+# reference), the prefill and mixed cases of kvactor_attention_bench (the Hopper kernel beside
+# the mma.sync one), PyTorch's SDPA back-ends on the same shapes, and the kernels' SASS.
+#   here:   cmake --build build --target kvactor_gpu_tests kvactor_attention_bench
+#           bash bench/pack_for_device.sh -z build/bin/kvactor_gpu_tests \
+#             build/bin/kvactor_attention_bench
+#   device: bash bench/prefill_device_run.sh "$OUT"      (carry: [".devpack.tar.xz"])
+set -uo pipefail
+dest=${1:?usage: prefill_device_run.sh OUT_DIR}
+out=$dest/logs
+mkdir -p "$out"
+trap 'tar cf "$dest/logs.tar" -C "$dest" logs && rm -rf "$out"' EXIT
+[ -d .devpack ] || tar xJf .devpack.tar.xz
+export KVACTOR_MODELS_PATH=$PWD/deploy/models KVACTOR_SOURCE_DIR=$PWD
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+/usr/local/cuda/bin/cuobjdump --dump-sass .devpack/bin/kvactor_attention_bench 2>/dev/null |
+  grep -oE "HGMMA\.[0-9A-Za-z.]+" | sort | uniq -c | head -n 8
+timeout 240 bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 \
+  --gtest_filter="${KVACTOR_TEST_FILTER:-*}" >"$out/gpu_tests.log" 2>&1
+echo "gpu tests: rc=$?"
+grep -E "^\[  FAILED|PASSED|SKIPPED \]" "$out/gpu_tests.log" | head -n 30
+timeout 180 bash .devpack/run.sh kvactor_attention_bench --cases prefill mixed \
+  --out "$out/attention.json" >"$out/attention.log" 2>&1
+echo "attention bench: rc=$?"
+tail -n 14 "$out/attention.log"
+timeout 200 python3 bench/hf/sdpa_peers.py --kvactor "$out/attention.json" --cases prefill \
+  --out "$out/sdpa_peers.json" >"$out/sdpa_peers.log" 2>&1
+grep -v -i "warn" "$out/sdpa_peers.log" | tail -n 12
