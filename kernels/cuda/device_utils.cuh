@@ -196,23 +196,21 @@ struct softmax_rows {
   float l[2] = {0.0f, 0.0f};
 };
 
-/// One tile of raw scores q . k in the m16n8 accumulator layout (mma.sync's, and each warp's part
-/// of wgmma's): at(j, e) is row (e >> 1) of the thread's two, key k_start + 8 j + 2 t4 + (e & 1),
-/// for j < J. Scales and caps the scores, masks keys a row does not see (only when need_mask),
-/// updates the rows' max and sum, and leaves p = 2^(score - max) in place. Returns through alpha
-/// the factors for the rows' earlier accumulators.
-template <int J, class At>
-__device__ __forceinline__ void online_softmax_tile(const attention_args& a, At&& at, int k_start,
-                                                    int t4, bool need_mask, softmax_rows& rows,
-                                                    float (&alpha)[2]) {
+// online_softmax_tile for a compile-time choice of soft-capping and masking: each variant is
+// straight-line code (as predicated code, every element would pay for both).
+template <int J, bool Softcap, bool Mask, class At>
+__device__ __forceinline__ void online_softmax_tile_as(const attention_args& a, At& at, int k_start,
+                                                       int t4, softmax_rows& rows,
+                                                       float (&alpha)[2]) {
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < J; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = e >> 1;
-      float v = score_log2(a, at(j, e));
-      if (need_mask) {
+      float v =
+          Softcap ? a.softcap_log2 * fast_tanh(at(j, e) * a.score_scale) : at(j, e) * a.score_scale;
+      if (Mask) {
         const int key = k_start + j * 8 + 2 * t4 + (e & 1);
         if (key < rows.lo[i] || key > rows.hi[i]) v = -INFINITY;
       }
@@ -236,6 +234,28 @@ __device__ __forceinline__ void online_softmax_tile(const attention_args& a, At&
 #pragma unroll
   for (int i = 0; i < 2; ++i)
     rows.l[i] = rows.l[i] * alpha[i] + sum[i];
+}
+
+/// One tile of raw scores q . k in the m16n8 accumulator layout (mma.sync's, and each warp's part
+/// of wgmma's): at(j, e) is row (e >> 1) of the thread's two, key k_start + 8 j + 2 t4 + (e & 1),
+/// for j < J. Scales and caps the scores, masks keys a row does not see (only when need_mask),
+/// updates the rows' max and sum, and leaves p = 2^(score - max) in place. Returns through alpha
+/// the factors for the rows' earlier accumulators.
+template <int J, class At>
+__device__ __forceinline__ void online_softmax_tile(const attention_args& a, At&& at, int k_start,
+                                                    int t4, bool need_mask, softmax_rows& rows,
+                                                    float (&alpha)[2]) {
+  if (a.softcap > 0.0f) {
+    if (need_mask)
+      online_softmax_tile_as<J, true, true>(a, at, k_start, t4, rows, alpha);
+    else
+      online_softmax_tile_as<J, true, false>(a, at, k_start, t4, rows, alpha);
+  } else {
+    if (need_mask)
+      online_softmax_tile_as<J, false, true>(a, at, k_start, t4, rows, alpha);
+    else
+      online_softmax_tile_as<J, false, false>(a, at, k_start, t4, rows, alpha);
+  }
 }
 
 /// Final normaliser of one row given its running max m (log2) and sum l, with the sink of head

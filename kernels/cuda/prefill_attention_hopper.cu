@@ -1,21 +1,26 @@
-// Prefill kernel for Hopper (sm_90a): warpgroup MMAs (wgmma). One CTA of two warpgroups per
-// (128-query tile of a request, q head); each warpgroup owns 64 query rows. Grid x enumerates the
-// tiles of all requests as the mma.sync kernel does (request r's tiles are
+// Prefill kernel for Hopper (sm_90a): warpgroup MMAs (wgmma) fed by the copy engine (TMA). One
+// CTA per (128-query tile of a request, q head): two warpgroups of 64 query rows. Grid x
+// enumerates the tiles of all requests as the mma.sync kernel does (request r's tiles are
 // x = query_start_loc[r] / 128 + r + i), walked from the last x down so that the longest causal
-// tiles start first. K/V tiles of BN keys are double-buffered through cp.async (every thread
-// loads a share, through the block table; keys no row sees are zero-filled) into the 128-byte
-// swizzled layout of wgmma.cuh. Per tile a warpgroup computes S = Q K^T with Q and K from shared
-// memory, the online softmax in registers, and O += P V with P from registers (the score
+// tiles start first.
+//
+// One thread walks the request's block table and issues, per 16-key group and 64-column block,
+// one TMA copy of K and one of V into a stage of a 2-3 deep ring (the copies swizzle into
+// wgmma.cuh's layout); a stage's "full" barrier completes on the bytes, its "empty" barrier when
+// every warp has finished with it. Per tile a warpgroup computes S = Q K^T with Q and K from
+// shared memory, the online softmax in registers, and O += P V with P from registers (the score
 // accumulators, rounded to 16 bits, are exactly the A fragments) and V read transposed. A
-// warpgroup skips the tiles none of its rows sees and masks only those its rows see in part.
-// Same features as the mma.sync kernel: GQA, causal or not, sliding window, chunked local,
-// soft-cap, sinks; 16-bit caches of head size 64, 128 or 256.
+// warpgroup skips the tiles none of its rows sees and masks only those its rows see in part; V
+// rows of keys no row sees are zeroed (slots past a sequence may hold NaN). Same features as the
+// mma.sync kernel: GQA, causal or not, sliding window, chunked local, soft-cap, sinks; 16-bit
+// caches of head size 64, 128 or 256 in either entry layout.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "attention_args.h"
 #include "device_utils.cuh"
 #include "launch_utils.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace kvactor::kernels::cuda_detail {
@@ -23,16 +28,17 @@ namespace {
 
 template <int D>
 struct hopper_prefill_config {
-  static constexpr int threads = 256; // two warpgroups
+  static constexpr int threads = 256; // two warpgroups of 64 query rows
   static constexpr int bm = hopper_prefill_tile;
   static_assert(bm == 128);
-  static constexpr int bn = D == 256 ? 64 : 128; // keys per tile
-  static constexpr int n_o = D < 128 ? D : 128;  // output columns of one P V MMA
+  static constexpr int bn = D == 256 ? 64 : 128;  // keys per tile
+  static constexpr int stages = D == 256 ? 2 : 3; // K/V tiles in flight
+  static constexpr int n_o = D < 128 ? D : 128;   // output columns of one P V MMA
   static constexpr int o_parts = D / n_o;
   static constexpr size_t q_bytes = size_t{bm} * D * 2;
   static constexpr size_t tile_bytes = size_t{bn} * D * 2;
-  // Q, then K and V of two stages; 1024 bytes of slack to align the swizzled tiles.
-  static constexpr size_t smem_bytes = 1024 + q_bytes + 4 * tile_bytes;
+  // 1024 bytes of slack to align the swizzled tiles; Q; K then V of every stage; the barriers.
+  static constexpr size_t smem_bytes = 1024 + q_bytes + 2 * stages * tile_bytes + 2 * stages * 8;
 };
 
 /// The CTA's request and first query row, or false when it has no rows (see the file comment).
@@ -60,27 +66,108 @@ __device__ __forceinline__ bool find_prefill_tile(const attention_args& a, int x
   return true;
 }
 
+// What every thread of the CTA knows about its tile: the keys any row sees, [lo, hi], and the
+// key tiles that cover them.
+struct prefill_cta_keys {
+  int lo, hi, kt_first, n_tiles;
+};
+
+// The copies of key tile `it` into its stage, issued by one thread: per 16-key group and
+// 64-column block one TMA copy of K and one of V, completing on the stage's full barrier. A group
+// whose block is not the request's (outside [lo, hi], past the table, an invalid id) is read at
+// a block id past the cache: zeros.
+template <int D>
+__device__ __forceinline__ void
+issue_kv_tile(const attention_args& a, const int32_t* bt, const prefill_cta_keys& k, int kvh,
+              int it, const CUtensorMap* k_map, const CUtensorMap* v_map, unsigned char* k_s,
+              unsigned char* v_s, uint64_t* full) {
+  using cfg = hopper_prefill_config<D>;
+  constexpr int bn = cfg::bn;
+  const int s = it % cfg::stages;
+  const bool token_inner = a.stride_token < a.stride_head; // the maps' dimension order
+  mbarrier_arrive_expect_tx(&full[s], static_cast<uint32_t>(2 * cfg::tile_bytes));
+  const int k_start = (k.kt_first + it) * bn;
+#pragma unroll 1
+  for (int g = 0; g < bn / 16; ++g) {
+    const int key0 = k_start + 16 * g;
+    const int page = key0 / a.block_size;
+    int blk = static_cast<int>(a.num_blocks);
+    if (key0 + 15 >= k.lo && key0 <= k.hi && page < a.width) {
+      const int b = bt[page];
+      if (b >= 0 && b < a.num_blocks) blk = b;
+    }
+    const int tok = key0 % a.block_size;
+    const int c1 = token_inner ? tok : kvh, c2 = token_inner ? kvh : tok;
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb) {
+      const size_t off = s * cfg::tile_bytes + size_t{bn} * 128 * cb + size_t{16} * 128 * g;
+      tma_load_4d(k_s + off, k_map, 64 * cb, c1, c2, blk, &full[s]);
+      tma_load_4d(v_s + off, v_map, 64 * cb, c1, c2, blk, &full[s]);
+    }
+  }
+}
+
+// Zeros the V rows of a tile whose keys lie outside [lo, hi] (the copies bring whole 16-key
+// groups; a slot past the sequence may hold anything, and 0 * NaN would poison the output), then
+// makes the writes visible to the MMAs of both warpgroups.
+template <int D>
+__device__ __forceinline__ void zero_outside_keys(unsigned char* vs, int k_start, int lo, int hi,
+                                                  int ctid) {
+  using cfg = hopper_prefill_config<D>;
+  constexpr int bn = cfg::bn, chunks = D / 8;
+  for (int c = ctid; c < bn * chunks; c += cfg::threads) {
+    const int rr = c / chunks, key = k_start + rr;
+    if (key < lo || key > hi)
+      *reinterpret_cast<uint4*>(vs + sw128_offset(rr, c % chunks, bn)) = make_uint4(0, 0, 0, 0);
+  }
+  fence_proxy_async();
+  named_barrier_sync(1, cfg::threads);
+}
+
 template <class T, int D>
-__device__ __forceinline__ void hopper_prefill_body(const attention_args& a) {
+__device__ __forceinline__ void
+hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUtensorMap* v_map) {
   using cfg = hopper_prefill_config<D>;
   using ops = mma_ops<T>;
   constexpr int bm = cfg::bm, bn = cfg::bn, chunks = D / 8, n_o = cfg::n_o;
+  constexpr int stages = cfg::stages;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const auto raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* const q_s = smem_raw + ((1024 - raw_addr % 1024) % 1024);
-  unsigned char* const k_s = q_s + cfg::q_bytes; // [2] tiles
-  unsigned char* const v_s = k_s + 2 * cfg::tile_bytes;
+  unsigned char* const k_s = q_s + cfg::q_bytes; // [stages] tiles
+  unsigned char* const v_s = k_s + stages * cfg::tile_bytes;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(v_s + stages * cfg::tile_bytes);
+  uint64_t* const empty = full + stages;
 
   prefill_tile_of_cta t;
   if (!find_prefill_tile(a, static_cast<int>(gridDim.x - 1 - blockIdx.x), bm, &t)) return;
   const int h = static_cast<int>(blockIdx.y);
   const int kvh = h / a.group;
   const int first_pos = t.seq - t.qlen + t.q0;
-  const int lo = visible_range(a, first_pos, t.seq).lo;
-  const int hi = visible_range(a, first_pos + t.rows - 1, t.seq).hi;
+  prefill_cta_keys keys;
+  keys.lo = visible_range(a, first_pos, t.seq).lo;
+  keys.hi = visible_range(a, first_pos + t.rows - 1, t.seq).hi;
+  keys.kt_first = keys.lo / bn;
+  keys.n_tiles = keys.hi / bn - keys.kt_first + 1;
 
   const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+    for (int i = 0; i < stages; ++i) {
+      mbarrier_init(&full[i], 1);
+      mbarrier_init(&empty[i], cfg::threads / 32); // one arrival per warp
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  // The copies are issued by the first thread of the second warpgroup (whose rows see the most
+  // keys): it refills a stage once both warpgroups have released it, when their P V of it is done.
+  const int32_t* const bt = a.block_table + static_cast<int64_t>(t.r) * a.width;
+  const bool producer = tid == 128;
+  if (producer)
+    for (int it = 0; it < min(stages, keys.n_tiles); ++it)
+      issue_kv_tile<D>(a, bt, keys, kvh, it, k_map, v_map, k_s, v_s, full);
+
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const T* const q = static_cast<const T*>(a.q);
   for (int c = tid; c < bm * chunks; c += cfg::threads) {
@@ -90,33 +177,10 @@ __device__ __forceinline__ void hopper_prefill_body(const attention_args& a) {
         q + (static_cast<int64_t>(t.q_begin + t.q0 + rr) * a.num_q_heads + h) * D + ch * 8;
     cp_async_16(q_s + sw128_offset(rr, ch, bm), ok ? src : q, ok);
   }
-
-  const T* const cache = static_cast<const T*>(a.cache);
-  const T* const head_base = cache + kvh * a.stride_head;
-  const int32_t* const bt = a.block_table + static_cast<int64_t>(t.r) * a.width;
-  auto load_kv = [&](int kt, int stage) {
-    unsigned char* const ks = k_s + stage * cfg::tile_bytes;
-    unsigned char* const vs = v_s + stage * cfg::tile_bytes;
-#pragma unroll
-    for (int i = 0; i < bn * chunks / cfg::threads; ++i) {
-      const int c = tid + cfg::threads * i;
-      const int rr = c / chunks, ch = c % chunks;
-      const int key = kt * bn + rr;
-      bool ok = key >= lo && key <= hi && key / a.block_size < a.width;
-      const int blk = ok ? bt[key / a.block_size] : 0;
-      ok = ok && blk >= 0 && blk < a.num_blocks;
-      const T* const p = head_base + static_cast<int64_t>(ok ? blk : 0) * a.stride_block
-                         + static_cast<int64_t>(key % a.block_size) * a.stride_token + ch * 8;
-      const uint32_t off = sw128_offset(rr, ch, bn);
-      cp_async_16(ks + off, ok ? p : cache, ok);
-      cp_async_16(vs + off, ok ? p + a.v_offset : cache, ok);
-    }
-  };
-
-  const int kt_first = lo / bn;
-  const int n_tiles = hi / bn - kt_first + 1;
-  load_kv(kt_first, 0);
-  cp_async_commit(); // with Q
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async();
+  named_barrier_sync(1, cfg::threads);
 
   // This warpgroup's rows [64 wg, 64 wg + 64) and the keys they see: [w_lo, w_hi] in all, and
   // [w_lo_max, w_hi_min] by every one of them. Uniform across the warpgroup, as wgmma requires.
@@ -156,62 +220,99 @@ __device__ __forceinline__ void hopper_prefill_body(const attention_args& a) {
     s[e] = 0.0f;
   const unsigned char* const q_wg = q_s + wg * 64 * 128;
 
-  for (int it = 0; it < n_tiles; ++it) {
-    if (it + 1 < n_tiles) load_kv(kt_first + it + 1, (it + 1) & 1);
-    cp_async_commit();
-    cp_async_wait<1>();
-    fence_proxy_async();
-    __syncthreads();
-    const unsigned char* const ks = k_s + (it & 1) * cfg::tile_bytes;
-    const unsigned char* const vs = v_s + (it & 1) * cfg::tile_bytes;
-    const int k_start = (kt_first + it) * bn;
-    const int k_end = k_start + bn - 1;
-    if (k_end >= w_lo && k_start <= w_hi) {
-      const bool need_mask = w_rows < 64 || k_start < w_lo_max || k_end > w_hi_min;
-      wgmma_fence();
+  // Per tile: S = Q K^T, then the previous tile's P V while this tile's softmax runs (the two
+  // MMA groups complete in order: waiting for all but the newest leaves S done, P V in flight).
+  // A stage is released once its P V completes; the producer thread refills it then.
+  uint32_t pa[bn / 16][4]; // P of tile `pending`, whose P V is not issued yet
+  int pending = -1;
+  auto issue_pv = [&](int tile) {
+    const unsigned char* const vs = v_s + (tile % stages) * cfg::tile_bytes;
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t k_off = (kk % 4) * 32; // 16 columns inside a 64-column block
-        const uint64_t da = sw128_descriptor(q_wg + (kk / 4) * bm * 128 + k_off, 16, 1024);
-        const uint64_t db = sw128_descriptor(ks + (kk / 4) * bn * 128 + k_off, 16, 1024);
-        wgmma_ops<bn, T>::ss(s, da, db, kk);
+    for (int j = 0; j < bn / 16; ++j) {
+#pragma unroll
+      for (int p = 0; p < cfg::o_parts; ++p) {
+        const uint64_t db = sw128_descriptor(vs + p * (n_o / 64) * bn * 128 + j * 16 * 128,
+                                             static_cast<uint32_t>(bn * 128), 1024);
+        wgmma_ops<n_o, T>::rs(o[p], pa[j], db, 1);
       }
-      wgmma_commit();
-      wgmma_wait<0>();
+    }
+    wgmma_commit();
+  };
+  auto release = [&](int tile) {
+    if (lane == 0) mbarrier_arrive(&empty[tile % stages]); // this warp is done with the stage
+    if (producer && tile + stages < keys.n_tiles) {
+      mbarrier_wait(&empty[tile % stages], (tile / stages) & 1);
+      issue_kv_tile<D>(a, bt, keys, kvh, tile + stages, k_map, v_map, k_s, v_s, full);
+    }
+  };
+  auto finish_pending = [&] {
+    if (pending < 0) return;
+    issue_pv(pending);
+    wgmma_wait<0>();
+    fence_accumulators(o);
+    release(pending);
+    pending = -1;
+  };
 
-      float alpha[2];
+  for (int it = 0; it < keys.n_tiles; ++it) {
+    const int st = it % stages;
+    const unsigned char* const ks = k_s + st * cfg::tile_bytes;
+    const int k_start = (keys.kt_first + it) * bn;
+    const int k_end = k_start + bn - 1;
+    mbarrier_wait(&full[st], (it / stages) & 1);
+    if (k_start < keys.lo || k_end > keys.hi)
+      zero_outside_keys<D>(v_s + st * cfg::tile_bytes, k_start, keys.lo, keys.hi, tid);
+    if (k_end < w_lo || k_start > w_hi) { // none of this warpgroup's rows sees the tile
+      finish_pending();
+      release(it);
+      continue;
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t k_off = (kk % 4) * 32; // 16 columns inside a 64-column block
+      const uint64_t da = sw128_descriptor(q_wg + (kk / 4) * bm * 128 + k_off, 16, 1024);
+      const uint64_t db = sw128_descriptor(ks + (kk / 4) * bn * 128 + k_off, 16, 1024);
+      wgmma_ops<bn, T>::ss(s, da, db, kk);
+    }
+    wgmma_commit();
+    float alpha[2];
+    const bool need_mask = w_rows < 64 || k_start < w_lo_max || k_end > w_hi_min;
+    auto softmax = [&] {
+      fence_accumulators(s);
       online_softmax_tile<bn / 8>(
           a, [&](int jj, int e) -> float& { return s[4 * jj + e]; }, k_start, t4, need_mask, sm,
           alpha);
-#pragma unroll
-      for (int p = 0; p < cfg::o_parts; ++p)
-#pragma unroll
-        for (int e = 0; e < n_o / 2; ++e)
-          o[p][e] *= alpha[(e >> 1) & 1];
-      uint32_t pa[bn / 16][4];
-#pragma unroll
-      for (int j = 0; j < bn / 16; ++j) {
-        pa[j][0] = ops::pack(s[8 * j], s[8 * j + 1]);
-        pa[j][1] = ops::pack(s[8 * j + 2], s[8 * j + 3]);
-        pa[j][2] = ops::pack(s[8 * j + 4], s[8 * j + 5]);
-        pa[j][3] = ops::pack(s[8 * j + 6], s[8 * j + 7]);
-      }
-      wgmma_fence();
-#pragma unroll
-      for (int j = 0; j < bn / 16; ++j) {
-#pragma unroll
-        for (int p = 0; p < cfg::o_parts; ++p) {
-          const uint64_t db = sw128_descriptor(vs + p * (n_o / 64) * bn * 128 + j * 16 * 128,
-                                               static_cast<uint32_t>(bn * 128), 1024);
-          wgmma_ops<n_o, T>::rs(o[p], pa[j], db, 1);
-        }
-      }
-      wgmma_commit();
+    };
+    // One branch on `pending` (two would leave the compiler a path where P V is still in flight
+    // at the rescale, and it would serialise the MMAs to cover it).
+    if (pending >= 0) {
+      issue_pv(pending);
+      wgmma_wait<1>();
+      softmax();
       wgmma_wait<0>();
+      fence_accumulators(o);
+      release(pending);
+    } else {
+      wgmma_wait<0>();
+      softmax();
     }
-    __syncthreads();
+#pragma unroll
+    for (int p = 0; p < cfg::o_parts; ++p)
+#pragma unroll
+      for (int e = 0; e < n_o / 2; ++e)
+        o[p][e] *= alpha[(e >> 1) & 1];
+#pragma unroll
+    for (int j = 0; j < bn / 16; ++j) {
+      pa[j][0] = ops::pack(s[8 * j], s[8 * j + 1]);
+      pa[j][1] = ops::pack(s[8 * j + 2], s[8 * j + 3]);
+      pa[j][2] = ops::pack(s[8 * j + 4], s[8 * j + 5]);
+      pa[j][3] = ops::pack(s[8 * j + 6], s[8 * j + 7]);
+    }
+    pending = it;
   }
-  cp_async_wait<0>();
+  finish_pending();
 
   T* const out = static_cast<T*>(a.out);
 #pragma unroll
@@ -235,22 +336,80 @@ __device__ __forceinline__ void hopper_prefill_body(const attention_args& a) {
 
 // Launched like the mma.sync kernel (see prefill_attention.cu): after the decode kernel, with
 // PDL, computing at once and waiting for its predecessor only before exiting.
-template <class T, class C, int D>
+template <class T, int D>
 __global__ void __launch_bounds__(hopper_prefill_config<D>::threads, 1)
-    hopper_prefill_kernel(const attention_args a) {
+    hopper_prefill_kernel(const attention_args a, const __grid_constant__ CUtensorMap k_map,
+                          const __grid_constant__ CUtensorMap v_map) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   pdl_launch_dependents();
-  hopper_prefill_body<T, D>(a);
+  hopper_prefill_body<T, D>(a, &k_map, &v_map);
   pdl_wait_for_predecessor();
 #else
   __trap(); // the host launches it only on a 9.0 device of an sm_90a build
 #endif
 }
 
+using encode_tiled_fn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                     const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                     const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled from the driver, found once through the runtime (no link to libcuda).
+encode_tiled_fn tensor_map_encoder() {
+  static const encode_tiled_fn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q)
+            != cudaSuccess
+        || q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<encode_tiled_fn>(f);
+  }();
+  return fn;
+}
+
+// The map of one of K or V (base at `offset` elements into every cache entry) with 64-column,
+// 16-token boxes swizzled like wgmma.cuh's tiles. Dimensions: content, then token and KV head in
+// the order of their strides (the kernel follows the same order), then block.
+cuda_status make_kv_map(const attention_args& a, bool bf16, int32_t offset, CUtensorMap* map) {
+  const encode_tiled_fn encode = tensor_map_encoder();
+  if (encode == nullptr)
+    return detail::invalid_cuda_argument("hopper prefill attention: the driver has no "
+                                         "cuTensorMapEncodeTiled");
+  const bool token_inner = a.stride_token < a.stride_head;
+  const cuuint64_t tokens = static_cast<cuuint64_t>(a.block_size);
+  const cuuint64_t heads = static_cast<cuuint64_t>(a.num_kv_heads);
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(a.head_size), token_inner ? tokens : heads,
+                              token_inner ? heads : tokens, static_cast<cuuint64_t>(a.num_blocks)};
+  const auto token_bytes = static_cast<cuuint64_t>(a.stride_token) * 2;
+  const auto head_bytes = static_cast<cuuint64_t>(a.stride_head) * 2;
+  const cuuint64_t strides[3] = {token_inner ? token_bytes : head_bytes,
+                                 token_inner ? head_bytes : token_bytes,
+                                 static_cast<cuuint64_t>(a.stride_block) * 2};
+  const cuuint32_t box[4] = {64, token_inner ? 16u : 1u, token_inner ? 1u : 16u, 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  void* const base = const_cast<unsigned char*>(static_cast<const unsigned char*>(a.cache))
+                     + static_cast<size_t>(offset) * 2;
+  const CUresult r = encode(
+      map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, base, dims,
+      strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return detail::invalid_cuda_argument("hopper prefill attention: cuTensorMapEncodeTiled "
+                                         "failed (CUresult ",
+                                         static_cast<int>(r), ") for the cache view");
+  return {};
+}
+
 } // namespace
 
 cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, dim3 grid, bool pdl,
                                             cudaStream_t stream) {
+  CUtensorMap k_map, v_map;
+  if (cuda_status s = make_kv_map(a, bf16, 0, &k_map); !s) return s;
+  if (cuda_status s = make_kv_map(a, bf16, a.v_offset, &v_map); !s) return s;
   auto launch = [&](auto type) {
     using T = typename decltype(type)::type;
     return dispatch_head_size("hopper prefill attention", a.head_size, [&](auto head_size) {
@@ -260,8 +419,12 @@ cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, 
                                              "instantiated");
       } else {
         using cfg = hopper_prefill_config<D>;
-        return launch_kernel_with_smem(hopper_prefill_kernel<T, T, D>, grid, cfg::threads,
-                                       cfg::smem_bytes, pdl, stream, a);
+        auto* const kernel = hopper_prefill_kernel<T, D>;
+        KVACTOR_CUDA_CALL(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(cfg::smem_bytes)));
+        KVACTOR_CUDA_CALL(
+            launch_ex(kernel, grid, cfg::threads, cfg::smem_bytes, pdl, stream, a, k_map, v_map));
+        return cuda_status{};
       }
     });
   };

@@ -48,6 +48,21 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+/// Pins accumulator registers in place: the compiler may not move their reads or writes across
+/// this point (put after a wait, so that nothing touches them while an MMA is in flight).
+template <int N>
+__device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int M, int N>
+__device__ __forceinline__ void fence_accumulators(float (&d)[M][N]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i)
+    fence_accumulators(d[i]);
+}
+
 /// Makes this thread's ordinary shared-memory writes (cp.async included) visible to the async
 /// proxy (wgmma operand reads); a barrier must follow before another thread's wgmma reads them.
 __device__ __forceinline__ void fence_proxy_async() {
