@@ -196,20 +196,29 @@ struct softmax_rows {
   float l[2] = {0.0f, 0.0f};
 };
 
-// online_softmax_tile for a compile-time choice of soft-capping and masking: each variant is
-// straight-line code (as predicated code, every element would pay for both).
-template <int J, bool Softcap, bool Mask, class At>
+/// How online_softmax_tile turns raw scores q . k into log2 units.
+enum class score_scaling {
+  fused,  // exp2(qk * scale - max): one FFMA per score, the max taken on raw scores (scale > 0)
+  scaled, // qk * scale first (a scale <= 0 reverses or flattens the order of raw scores)
+  capped, // softcap_log2 * tanh(qk * scale) first
+};
+
+// online_softmax_tile for a compile-time scaling and masking: each variant is straight-line code
+// (as predicated code, every element would pay for all of them).
+template <int J, score_scaling Scaling, bool Mask, class At>
 __device__ __forceinline__ void online_softmax_tile_as(const attention_args& a, At& at, int k_start,
                                                        int t4, softmax_rows& rows,
                                                        float (&alpha)[2]) {
+  const float scale = Scaling == score_scaling::fused ? a.score_scale : 1.0f;
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < J; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = e >> 1;
-      float v =
-          Softcap ? a.softcap_log2 * fast_tanh(at(j, e) * a.score_scale) : at(j, e) * a.score_scale;
+      float v = at(j, e);
+      if (Scaling == score_scaling::scaled) v *= a.score_scale;
+      if (Scaling == score_scaling::capped) v = a.softcap_log2 * fast_tanh(v * a.score_scale);
       if (Mask) {
         const int key = k_start + j * 8 + 2 * t4 + (e & 1);
         if (key < rows.lo[i] || key > rows.hi[i]) v = -INFINITY;
@@ -221,13 +230,13 @@ __device__ __forceinline__ void online_softmax_tile_as(const attention_args& a, 
   float base[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
-    base[i] = online_rescale(rows.m[i], quad_max(tile_max[i]), &alpha[i]);
+    base[i] = online_rescale(rows.m[i], quad_max(tile_max[i]) * scale, &alpha[i]);
   float sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int j = 0; j < J; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      at(j, e) = fast_exp2(at(j, e) - base[e >> 1]);
+      at(j, e) = fast_exp2(fmaf(at(j, e), scale, -base[e >> 1]));
       sum[e >> 1] += at(j, e);
     }
   }
@@ -245,16 +254,22 @@ template <int J, class At>
 __device__ __forceinline__ void online_softmax_tile(const attention_args& a, At&& at, int k_start,
                                                     int t4, bool need_mask, softmax_rows& rows,
                                                     float (&alpha)[2]) {
+  using sc = score_scaling;
   if (a.softcap > 0.0f) {
     if (need_mask)
-      online_softmax_tile_as<J, true, true>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::capped, true>(a, at, k_start, t4, rows, alpha);
     else
-      online_softmax_tile_as<J, true, false>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::capped, false>(a, at, k_start, t4, rows, alpha);
+  } else if (a.score_scale > 0.0f) {
+    if (need_mask)
+      online_softmax_tile_as<J, sc::fused, true>(a, at, k_start, t4, rows, alpha);
+    else
+      online_softmax_tile_as<J, sc::fused, false>(a, at, k_start, t4, rows, alpha);
   } else {
     if (need_mask)
-      online_softmax_tile_as<J, false, true>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::scaled, true>(a, at, k_start, t4, rows, alpha);
     else
-      online_softmax_tile_as<J, false, false>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::scaled, false>(a, at, k_start, t4, rows, alpha);
   }
 }
 

@@ -255,6 +255,15 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     pending = -1;
   };
 
+  // Ping-pong: the warpgroups take turns to issue their MMAs (named barriers 4 and 5), so that
+  // one's softmax runs under the other's MMAs. Every iteration takes a turn, seen tile or not, so
+  // that the turns pair up; the second warpgroup lets the first go first.
+  auto take_turn = [&] { named_barrier_sync(4 + wg, 2 * 128); };
+  auto pass_turn = [&](int it) {
+    if (wg == 0 || it + 1 < keys.n_tiles) named_barrier_arrive(5 - wg, 2 * 128);
+  };
+  if (wg == 1) named_barrier_arrive(4, 2 * 128);
+
   for (int it = 0; it < keys.n_tiles; ++it) {
     const int st = it % stages;
     const unsigned char* const ks = k_s + st * cfg::tile_bytes;
@@ -263,8 +272,18 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     mbarrier_wait(&full[st], (it / stages) & 1);
     if (k_start < keys.lo || k_end > keys.hi)
       zero_outside_keys<D>(v_s + st * cfg::tile_bytes, k_start, keys.lo, keys.hi, tid);
+    take_turn();
     if (k_end < w_lo || k_start > w_hi) { // none of this warpgroup's rows sees the tile
-      finish_pending();
+      if (pending >= 0) {
+        issue_pv(pending);
+        pass_turn(it);
+        wgmma_wait<0>();
+        fence_accumulators(o);
+        release(pending);
+        pending = -1;
+      } else {
+        pass_turn(it);
+      }
       release(it);
       continue;
     }
@@ -289,12 +308,14 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     // at the rescale, and it would serialise the MMAs to cover it).
     if (pending >= 0) {
       issue_pv(pending);
+      pass_turn(it);
       wgmma_wait<1>();
       softmax();
       wgmma_wait<0>();
       fence_accumulators(o);
       release(pending);
     } else {
+      pass_turn(it);
       wgmma_wait<0>();
       softmax();
     }
