@@ -210,7 +210,8 @@ __device__ __forceinline__ void online_softmax_tile_as(const attention_args& a, 
                                                        int t4, softmax_rows& rows,
                                                        float (&alpha)[2]) {
   const float scale = Scaling == score_scaling::fused ? a.score_scale : 1.0f;
-  float tile_max[2] = {-INFINITY, -INFINITY};
+  // Two partial maxima and sums per row (even and odd j): half the dependent chain.
+  float tile_max[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
 #pragma unroll
   for (int j = 0; j < J; ++j) {
 #pragma unroll
@@ -224,25 +225,26 @@ __device__ __forceinline__ void online_softmax_tile_as(const attention_args& a, 
         if (key < rows.lo[i] || key > rows.hi[i]) v = -INFINITY;
       }
       at(j, e) = v;
-      tile_max[i] = fmaxf(tile_max[i], v);
+      tile_max[j & 1][i] = fmaxf(tile_max[j & 1][i], v);
     }
   }
   float base[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
-    base[i] = online_rescale(rows.m[i], quad_max(tile_max[i]) * scale, &alpha[i]);
-  float sum[2] = {0.0f, 0.0f};
+    base[i] = online_rescale(rows.m[i], quad_max(fmaxf(tile_max[0][i], tile_max[1][i])) * scale,
+                             &alpha[i]);
+  float sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
   for (int j = 0; j < J; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       at(j, e) = fast_exp2(fmaf(at(j, e), scale, -base[e >> 1]));
-      sum[e >> 1] += at(j, e);
+      sum[j & 1][e >> 1] += at(j, e);
     }
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i)
-    rows.l[i] = rows.l[i] * alpha[i] + sum[i];
+    rows.l[i] = rows.l[i] * alpha[i] + (sum[0][i] + sum[1][i]);
 }
 
 /// One tile of raw scores q . k in the m16n8 accumulator layout (mma.sync's, and each warp's part

@@ -218,7 +218,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
 #pragma unroll
   for (int e = 0; e < bn / 2; ++e)
     s[e] = 0.0f;
-  const unsigned char* const q_wg = q_s + wg * 64 * 128;
+  const uint64_t q_desc = sw128_descriptor(q_s + wg * 64 * 128, 16, 1024);
 
   // Per tile: S = Q K^T, then the previous tile's P V while this tile's softmax runs (the two
   // MMA groups complete in order: waiting for all but the newest leaves S done, P V in flight).
@@ -227,13 +227,13 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
   int pending = -1;
   auto issue_pv = [&](int tile) {
     const unsigned char* const vs = v_s + (tile % stages) * cfg::tile_bytes;
+    const uint64_t v_desc = sw128_descriptor(vs, static_cast<uint32_t>(bn * 128), 1024);
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < bn / 16; ++j) {
 #pragma unroll
       for (int p = 0; p < cfg::o_parts; ++p) {
-        const uint64_t db = sw128_descriptor(vs + p * (n_o / 64) * bn * 128 + j * 16 * 128,
-                                             static_cast<uint32_t>(bn * 128), 1024);
+        const uint64_t db = v_desc + ((p * (n_o / 64) * bn * 128 + j * 16 * 128) >> 4);
         wgmma_ops<n_o, T>::rs(o[p], pa[j], db, 1);
       }
     }
@@ -266,7 +266,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
 
   for (int it = 0; it < keys.n_tiles; ++it) {
     const int st = it % stages;
-    const unsigned char* const ks = k_s + st * cfg::tile_bytes;
+    const uint64_t k_desc = sw128_descriptor(k_s + st * cfg::tile_bytes, 16, 1024);
     const int k_start = (keys.kt_first + it) * bn;
     const int k_end = k_start + bn - 1;
     mbarrier_wait(&full[st], (it / stages) & 1);
@@ -290,9 +290,10 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t k_off = (kk % 4) * 32; // 16 columns inside a 64-column block
-      const uint64_t da = sw128_descriptor(q_wg + (kk / 4) * bm * 128 + k_off, 16, 1024);
-      const uint64_t db = sw128_descriptor(ks + (kk / 4) * bn * 128 + k_off, 16, 1024);
+      // Start addresses advance in the descriptors' low bits (16-byte units): 16 columns inside
+      // a 64-column block, then the next block.
+      const uint64_t da = q_desc + (((kk / 4) * bm * 128 + (kk % 4) * 32) >> 4);
+      const uint64_t db = k_desc + (((kk / 4) * bn * 128 + (kk % 4) * 32) >> 4);
       wgmma_ops<bn, T>::ss(s, da, db, kk);
     }
     wgmma_commit();
