@@ -140,6 +140,25 @@ void run_metrics::render_ready(std::string& out) const {
   per_phase("kvactor:rank_startup_phase_bytes",
             "Device (or host) memory the rank's ledger held after each start-up phase.",
             [](const phase_timing& p) { return static_cast<double>(p.memory_bytes); });
+  render_memory_gap(out);
+}
+
+// GPU ranks only (a CPU rank measures nothing): what cudaMemGetInfo says the device lost beyond
+// the ledger, per rank and phase.
+void run_metrics::render_memory_gap(std::string& out) const {
+  const char* name = "kvactor:rank_device_memory_unaccounted_bytes";
+  bool any = false;
+  for (const auto& r : ready_)
+    for (const auto& p : r.phases) {
+      if (p.device_used_bytes < 0) continue;
+      if (!any)
+        header(out, name, "gauge",
+               "Device memory a GPU rank lost since it started (cudaMemGetInfo) beyond its memory "
+               "ledger, after each start-up phase: the CUDA context, library workspaces, leaks.");
+      any = true;
+      out += fmt::format("{}{{rank=\"{}\",phase=\"{}\"}} {}\n", name, r.rank, label(p.phase),
+                         p.device_used_bytes - p.memory_bytes);
+    }
 }
 
 std::string run_metrics::prometheus_text() const {
@@ -171,6 +190,11 @@ std::string run_metrics::prometheus_text() const {
          "Steps that replayed a CUDA graph.");
   sample(out, "kvactor:eager_steps_total", static_cast<double>(p.eager_steps), "counter",
          "Steps that ran eagerly.");
+  sample(out, "kvactor:collective_timeouts_total", static_cast<double>(p.collective_timeouts),
+         "counter",
+         "Ranks whose collective waited longer than --collective-timeout for their peers.");
+  sample(out, "kvactor:collective_failures_total", static_cast<double>(p.collective_failures),
+         "counter", "Ranks whose collective failed other than by a timeout.");
   sample(out, "kvactor:kv_cache_blocks_total", static_cast<double>(p.kv_blocks_total), "gauge",
          "KV cache blocks of the run (the null block not counted).");
   header(out, "kvactor:time_to_first_token_seconds", "histogram",

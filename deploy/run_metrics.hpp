@@ -53,7 +53,8 @@ public:
   health_report health() const;
 
 private:
-  void render_ready(std::string& out) const; // REQUIRES: mu_ held
+  void render_ready(std::string& out) const;      // REQUIRES: mu_ held
+  void render_memory_gap(std::string& out) const; // REQUIRES: mu_ held
 
   mutable std::mutex mu_;
   run_progress last_;

@@ -89,6 +89,8 @@ void report(driver_state& st) {
   p.preemptions = st.sched->num_preemptions();
   p.graph_replays = st.graph_replays;
   p.eager_steps = st.eager_steps;
+  p.collective_timeouts = st.collectives.timed_out;
+  p.collective_failures = st.collectives.failed;
   p.elapsed_s = elapsed_s(st);
   p.step_s = std::exchange(st.events.step_s, {});
   p.ttft_s = std::exchange(st.events.ttft_s, {});
@@ -137,6 +139,7 @@ void stop_on_collective_failure(self_ptr self, const step_plan& plan,
         auto& st = self->state;
         if (!st.running) return; // a rank died meanwhile: the run already ended with that
         const auto diagnosis = diagnose_collectives(ledgers);
+        st.collectives = count_collective_outcomes(ledgers);
         // The root cause: the error of a rank whose last collective timed out or failed (its peers
         // only saw the abort), else the first error that arrived.
         std::string root = failures.empty() ? std::string{} : failures.front().second;

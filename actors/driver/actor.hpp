@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/driver/collective_diagnosis.hpp"
 #include "actors/driver/latency.hpp"
 #include "actors/driver/scheduler.hpp"
 #include "actors/interfaces.hpp"
@@ -37,6 +38,8 @@ struct run_progress {
   int64_t kv_blocks_used = 0, kv_blocks_total = 0; // the null block not counted
   int64_t preemptions = 0;
   int64_t graph_replays = 0, eager_steps = 0;
+  // Ranks whose last collective timed out, or failed otherwise (count_collective_outcomes).
+  int64_t collective_timeouts = 0, collective_failures = 0;
   double elapsed_s = 0.0;
   // Since the previous report: the steps' durations, each first token's TTFT, and the TPOT
   // (requests of two tokens or more) and end-to-end latency of each request that finished.
@@ -79,7 +82,8 @@ struct driver_state {
   int64_t steps = 0;
   int64_t graph_replays = 0;
   int64_t eager_steps = 0;
-  kvactor::error error; // why the run stopped early (run_summary::error)
+  collective_outcomes collectives; // of the failed step that ended the run, if one did
+  kvactor::error error;            // why the run stopped early (run_summary::error)
   static inline const char* name = "kvactor.driver";
   driver_state() = default;
 };

@@ -107,4 +107,15 @@ std::string diagnose_collectives(const std::vector<rank_ledger>& ledgers) {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+collective_outcomes count_collective_outcomes(const std::vector<rank_ledger>& ledgers) {
+  collective_outcomes out;
+  for (const auto& l : ledgers) {
+    if (!l.answered || l.entries.empty()) continue;
+    const auto status = l.entries.back().status;
+    out.timed_out += status == collective_status::timed_out;
+    out.failed += status == collective_status::failed;
+  }
+  return out;
+}
+
 } // namespace kvactor

@@ -26,4 +26,13 @@ struct rank_ledger {
 /// every other group diverged and is named first, then the silent ranks.
 std::string diagnose_collectives(const std::vector<rank_ledger>& ledgers);
 
+/// How the ranks' last collectives ended: ranks that waited longer than the collective timeout
+/// for their peers, and ranks whose collective failed otherwise (those that only saw the abort
+/// count in neither). For the run's metrics.
+struct collective_outcomes {
+  int64_t timed_out = 0;
+  int64_t failed = 0;
+};
+collective_outcomes count_collective_outcomes(const std::vector<rank_ledger>& ledgers);
+
 } // namespace kvactor

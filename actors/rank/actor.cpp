@@ -69,10 +69,11 @@ std::vector<memory_entry> ledger_of(const rank_state& st) {
 
 // On a GPU every phase is checked against cudaMemGetInfo: what the device lost since the rank
 // started, against what the ledger accounts for (the rest is the CUDA context and cuBLAS).
-void check_device_memory(const rank_state& st, const std::string& phase) {
-  if (st.config.device != device_kind::cuda || st.device_free_at_start <= 0) return;
+// Returns the device memory used since the start, or -1 where it is not measured.
+int64_t check_device_memory(const rank_state& st, const std::string& phase) {
+  if (st.config.device != device_kind::cuda || st.device_free_at_start <= 0) return -1;
   auto info = kernels::gpu_memory_info();
-  if (!info) return;
+  if (!info) return -1;
   const int64_t used = st.device_free_at_start - info->first;
   int64_t ledger = 0;
   for (const auto& e : ledger_of(st))
@@ -83,13 +84,14 @@ void check_device_memory(const rank_state& st, const std::string& phase) {
               "rank {}: after {}: ledger {} bytes, cudaMemGetInfo shows {} bytes used since start "
               "({:+} unaccounted)",
               st.config.rank, phase, ledger, used, gap);
+  return used;
 }
 
 void record(rank_state& st, std::string phase, clock_type::time_point t, int64_t bytes) {
   phase_timing p{std::move(phase), since(t), bytes};
   spdlog::info("rank {}: {} took {:.1f} ms, holds {} bytes", st.config.rank, p.phase,
                static_cast<double>(p.duration_ns) / 1e6, p.memory_bytes);
-  check_device_memory(st, p.phase);
+  p.device_used_bytes = check_device_memory(st, p.phase);
   st.phases.push_back(std::move(p));
 }
 

@@ -76,6 +76,35 @@ TEST(RunMetrics, EveryLineIsExpositionFormatAndHistogramsAreCumulative) {
   EXPECT_EQ(t.at("kvactor:e2e_request_latency_seconds_count"), 1);
 }
 
+TEST(RunMetrics, CollectiveTimeoutsAndFailuresAreCounters) {
+  run_metrics metrics;
+  auto s = parse_exposition(metrics.prometheus_text());
+  EXPECT_EQ(s.at("kvactor:collective_timeouts_total"), 0);
+  run_progress p;
+  p.collective_timeouts = 3; // three ranks waited in vain for the fourth
+  p.collective_failures = 1;
+  metrics.observe(p);
+  s = parse_exposition(metrics.prometheus_text());
+  EXPECT_EQ(s.at("kvactor:collective_timeouts_total"), 3);
+  EXPECT_EQ(s.at("kvactor:collective_failures_total"), 1);
+}
+
+TEST(RunMetrics, TheLedgerGapToCudaMemGetInfoIsReportedForMeasuredPhasesOnly) {
+  run_metrics metrics;
+  rank_ready gpu;
+  gpu.rank = 1;
+  gpu.phases = {{"weights", 1000, 16'000, 16'500}, {"kv_cache.allocate", 2000, 20'000, 21'000}};
+  rank_ready cpu;
+  cpu.rank = 0;
+  cpu.phases = {{"weights", 1000, 16'000}}; // a CPU rank measures nothing: -1
+  metrics.observe_ready({cpu, gpu});
+  const auto s = parse_exposition(metrics.prometheus_text());
+  const std::string name = "kvactor:rank_device_memory_unaccounted_bytes";
+  EXPECT_EQ(s.at(name + "{rank=\"1\",phase=\"weights\"}"), 500);
+  EXPECT_EQ(s.at(name + "{rank=\"1\",phase=\"kv_cache.allocate\"}"), 1000);
+  EXPECT_EQ(s.count(name + "{rank=\"0\",phase=\"weights\"}"), 0u);
+}
+
 TEST(RunMetrics, HealthIsReadyOnlyWhileTheRunServesAndSaysWhyNot) {
   run_metrics metrics;
   EXPECT_EQ(metrics.health().http_status(), 503);

@@ -68,5 +68,18 @@ TEST(CollectiveDiagnosis, ABarrierHasNoElementCount) {
             "all_reduce(sum) #5 (2 float32)");
 }
 
+TEST(CollectiveOutcomes, CountRanksWhoseLastCollectiveTimedOutOrFailedNotTheAbortedOrSilent) {
+  const auto o = count_collective_outcomes(
+      {answered(0, {all_reduce(9, collective_status::completed),
+                    all_reduce(10, collective_status::timed_out)}),
+       answered(1, {all_reduce(9, collective_status::completed)}),
+       answered(2, {all_reduce(10, collective_status::timed_out)}),
+       answered(3, {all_reduce(10, collective_status::aborted)}),
+       answered(4, {all_reduce(10, collective_status::failed)}), answered(5, {}),
+       rank_ledger{6, false, {}, "no answer within 1.0 s"}});
+  EXPECT_EQ(o.timed_out, 2);
+  EXPECT_EQ(o.failed, 1);
+}
+
 } // namespace
 } // namespace kvactor
