@@ -4,10 +4,12 @@
 # attention stack), on loopback; next to local mode (the same 2 ranks in the driver's process).
 # Each run's p50 and p99 step times come from its summary; the script reports the median over
 # REPEATS runs of each.
-#   usage: bench/cluster_fanout.sh KVACTOR_BINARY [REPEATS]
+#   usage: bench/cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT]]
+# JSON_OUT, when given, receives the medians for bench/plot.py --fanout.
 set -euo pipefail
-kvactor=${1:?usage: cluster_fanout.sh KVACTOR_BINARY [REPEATS]}
+kvactor=${1:?usage: cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT]]}
 repeats=${2:-5}
+json_out=${3:-}
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -38,9 +40,9 @@ for mode in cluster local; do
     python3 -c "import json; s = json.load(open('$dir/s.json')); print(s['step_ms']['p50'] * 1000, s['step_ms']['p99'] * 1000, s['steps'])" >>"$dir/$mode.txt"
   done
 done
-python3 - "$dir" "$repeats" <<'PY'
-import statistics, sys
-d, n = sys.argv[1], sys.argv[2]
+python3 - "$dir" "$repeats" "$json_out" <<'PY'
+import json, statistics, sys
+d, n, json_out = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = {}
 for mode in ("local", "cluster"):
     xs = [tuple(map(float, l.split())) for l in open(f"{d}/{mode}.txt")]
@@ -48,4 +50,11 @@ for mode in ("local", "cluster"):
     print(f"{mode:8s} step fan-out: median p50 {rows[mode][0]:7.1f} us, median p99 {rows[mode][1]:7.1f} us "
           f"({rows[mode][2]} steps x {n} runs)")
 print(f"cluster / local (p50): {rows['cluster'][0] / rows['local'][0]:.2f}x; goal <= 60 us p50 on the cluster")
+if json_out:
+    ranks = {"local": "2 ranks in the driver's process", "cluster": "2 node processes x 1 rank"}
+    with open(json_out, "w") as f:
+        json.dump({"title": f"Step fan-out on loopback, median of {n} runs each",
+                   "goal_p50_us": 60,
+                   **{m: {"p50_us": r[0], "p99_us": r[1], "steps": r[2], "ranks": ranks[m]}
+                      for m, r in rows.items()}}, f, indent=2)
 PY

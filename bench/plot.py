@@ -7,10 +7,14 @@
   --attention  kvactor_attention_bench --out JSON (one device call)
   --peers      bench/hf/sdpa_peers.py --out JSON, same call (PyTorch SDPA back-ends)
   --decoder    kvactor_decoder_bench's output (its "decode: batch ..." lines)
+  --ready      LABEL=SUMMARY_JSON ...: `kvactor run --summary-json` files (their ready_phases)
+  --fanout     bench/cluster_fanout.sh --json output
 
 Writes attention_decode.png (decode bandwidth of kvactor and the peers against the copy ceiling),
 attention_prefill.png (prefill TFLOP/s) and decoder_step.png (the decode step of a real model
-against its weight-streaming roofline and transformers). Needs Debian's python3-matplotlib.
+against its weight-streaming roofline and transformers), and with --ready and --fanout
+time_to_ready.png (each run's start-up phases) and cluster_fanout.png (step fan-out of local and
+cluster mode). Needs Debian's python3-matplotlib.
 """
 import argparse
 import json
@@ -128,11 +132,76 @@ def plot_decoder(path, out):
     plt.close(fig)
 
 
+def plot_ready(runs, out):
+    """runs: [(label, summary JSON path)]: rank 0's start-up phases as one stacked bar per run."""
+    rows = []
+    for label, path in runs:
+        summary = load(path)
+        phases = [p for p in summary.get("ready_phases", []) if p["rank"] == 0]
+        if phases:
+            rows.append((label, summary["ready_s"], phases))
+    if not rows:
+        return
+    names = []
+    for _, _, phases in rows:
+        for p in phases:
+            if p["phase"] not in names:
+                names.append(p["phase"])
+    fig, ax = plt.subplots(figsize=(9.5, 1.4 + 0.7 * len(rows)))
+    colors = plt.get_cmap("tab10")
+    labelled = set()  # each phase once in the legend
+    for i, (label, ready_s, phases) in enumerate(rows):
+        left = 0.0
+        for p in phases:
+            k = names.index(p["phase"])
+            ax.barh(i, p["seconds"], left=left, color=colors(k % 10),
+                    label=None if p["phase"] in labelled else p["phase"])
+            labelled.add(p["phase"])
+            left += p["seconds"]
+        ax.text(ready_s, i, f" ready in {ready_s:.2f} s", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([r[0] for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds from start (rank 0's start-up phases; the rest is the driver's)")
+    ax.set_xlim(0, max(r[1] for r in rows) * 1.35)
+    ax.set_title("Time to ready: kvactor run", fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "time_to_ready.png"), dpi=110)
+    plt.close(fig)
+
+
+def plot_fanout(path, out):
+    """bench/cluster_fanout.sh --json: step fan-out p50/p99, local mode against cluster mode."""
+    data = load(path)
+    modes = [m for m in ("local", "cluster") if m in data]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    width = 0.35
+    for k, stat in enumerate(("p50_us", "p99_us")):
+        xs = [i + (k - 0.5) * width for i in range(len(modes))]
+        ax.bar(xs, [data[m][stat] for m in modes], width, label=stat.replace("_us", ""))
+    goal = data.get("goal_p50_us")
+    if goal:
+        ax.axhline(goal, color="k", ls="--", lw=1, label=f"goal: p50 <= {goal:g} us (cluster)")
+    ax.set_xticks(range(len(modes)))
+    ax.set_xticklabels([f"{m}\n({data[m]['ranks']})" for m in modes], fontsize=8)
+    ax.set_ylabel("step time, us (no kernels)")
+    ax.set_title(data.get("title", "Step fan-out"), fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "cluster_fanout.png"), dpi=110)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--attention", required=True)
     ap.add_argument("--peers", required=True)
     ap.add_argument("--decoder")
+    ap.add_argument("--ready", nargs="*", default=[], metavar="LABEL=SUMMARY_JSON")
+    ap.add_argument("--fanout")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -141,6 +210,10 @@ def main():
     plot_prefill(attention, peers, args.out)
     if args.decoder:
         plot_decoder(args.decoder, args.out)
+    if args.ready:
+        plot_ready([tuple(r.split("=", 1)) for r in args.ready], args.out)
+    if args.fanout:
+        plot_fanout(args.fanout, args.out)
     print(f"plots written to {args.out}")
 
 

@@ -42,9 +42,11 @@ struct run_flags {
 };
 
 /// The JSON object of --summary-json (schema kvactor.run/1).
-/// `ready_s`: seconds from start to every rank ready (model, weights, KV cache, graphs).
+/// `ready_s`: seconds from start to every rank ready (model, weights, KV cache, graphs);
+/// `ready`: each rank's start-up phases, written as "ready_phases".
 std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
-                         int32_t ubatches, double ready_s = 0);
+                         int32_t ubatches, double ready_s = 0,
+                         const std::vector<rank_ready>& ready = {});
 
 /// `kvactor run`: checks the flags, serves the workload (locally, or on --nodes) and prints the
 /// summary. Exit codes as cli.hpp says; one-line errors on `err`.

@@ -138,7 +138,7 @@ void run_metrics::render_ready(std::string& out) const {
             "Each start-up phase of each rank (cudagraph capture among them).",
             [](const phase_timing& p) { return static_cast<double>(p.duration_ns) / 1e9; });
   per_phase("kvactor:rank_startup_phase_bytes",
-            "Device (or host) memory the rank's ledger held after each start-up phase.",
+            "Memory each start-up phase of each rank reports allocating (KV cache, CUDA graphs).",
             [](const phase_timing& p) { return static_cast<double>(p.memory_bytes); });
   render_memory_gap(out);
 }
@@ -157,7 +157,7 @@ void run_metrics::render_memory_gap(std::string& out) const {
                "ledger, after each start-up phase: the CUDA context, library workspaces, leaks.");
       any = true;
       out += fmt::format("{}{{rank=\"{}\",phase=\"{}\"}} {}\n", name, r.rank, label(p.phase),
-                         p.device_used_bytes - p.memory_bytes);
+                         p.device_used_bytes - p.ledger_bytes);
     }
 }
 

@@ -186,7 +186,7 @@ int write_files(const run_flags& flags, const run_configuration& run, const sess
   if (flags.summary_json.empty()) return exit_ok;
   std::ofstream f(flags.summary_json);
   f << summary_json(s.summary, std::string{to_string(run.device)},
-                    static_cast<int32_t>(run.configs.size()), flags.ubatches, s.ready_s)
+                    static_cast<int32_t>(run.configs.size()), flags.ubatches, s.ready_s, s.ready)
     << '\n';
   if (f) return exit_ok;
   fmt::print(err, "kvactor run: error: --summary-json: cannot write '{}'\n", flags.summary_json);

@@ -5,8 +5,29 @@
 
 namespace kvactor {
 
+namespace {
+
+// Every rank's start-up phases in order: seconds, what the phase allocated, the ledger's total
+// after it, and on a GPU the memory the device lost since the rank started.
+nlohmann::ordered_json ready_phases(const std::vector<rank_ready>& ready) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& r : ready)
+    for (const auto& p : r.phases) {
+      nlohmann::ordered_json e = {{"rank", r.rank},
+                                  {"phase", p.phase},
+                                  {"seconds", static_cast<double>(p.duration_ns) / 1e9},
+                                  {"allocated_bytes", p.memory_bytes},
+                                  {"ledger_bytes", p.ledger_bytes}};
+      if (p.device_used_bytes >= 0) e["device_used_bytes"] = p.device_used_bytes;
+      out.push_back(std::move(e));
+    }
+  return out;
+}
+
+} // namespace
+
 std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
-                         int32_t ubatches, double ready_s) {
+                         int32_t ubatches, double ready_s, const std::vector<rank_ready>& ready) {
   nlohmann::ordered_json j;
   j["schema"] = "kvactor.run/1";
   j["requests"] = {{"finished", s.finished}, {"failed", s.failed}, {"preempted", s.preempted}};
@@ -30,6 +51,7 @@ std::string summary_json(const run_summary& s, const std::string& device, int32_
   j["ubatches"] = ubatches;
   j["wall_s"] = s.wall_s;
   j["ready_s"] = ready_s;
+  j["ready_phases"] = ready_phases(ready);
   nlohmann::ordered_json failures = nlohmann::ordered_json::array();
   for (const auto& r : s.results)
     if (!r.finished) failures.push_back({{"request_id", r.request_id}, {"reason", r.failure}});

@@ -58,10 +58,11 @@ auto inspect(Inspector& f, rank_config& x) {
 struct phase_timing {
   std::string phase;
   int64_t duration_ns = 0;
-  int64_t memory_bytes = 0; // what the rank's memory ledger held after the phase
+  int64_t memory_bytes = 0; // what the phase reports allocating (KV cache, graphs), else 0
+  int64_t ledger_bytes = 0; // what the rank's memory ledger holds after the phase, in all
   // A GPU rank: the device memory gone since the rank started (cudaMemGetInfo), which exceeds
-  // memory_bytes by the CUDA context, cuBLAS workspaces and anything the ledger misses; -1 where
-  // not measured (a CPU rank).
+  // ledger_bytes by the CUDA context, library workspaces and anything the ledger misses; -1
+  // where not measured (a CPU rank).
   int64_t device_used_bytes = -1;
 
   bool operator==(const phase_timing&) const = default;
@@ -70,7 +71,7 @@ struct phase_timing {
 template <class Inspector>
 auto inspect(Inspector& f, phase_timing& x) {
   return f(caf::meta::type_name("kvactor::phase_timing"), x.phase, x.duration_ns, x.memory_bytes,
-           x.device_used_bytes);
+           x.ledger_bytes, x.device_used_bytes);
 }
 
 /// The registry's answer for a rank: attention groups per KV cache group, kernel block sizes

@@ -18,10 +18,12 @@ if [[ -z $python ]]; then
   exit 77
 fi
 data=$root/bench/data/2026-12-04
+ops=$root/bench/data/2026-12-04-ops
 rm -rf "$out"
 "$python" "$root/bench/plot.py" --attention "$data/attention.json" --peers "$data/sdpa_peers.json" \
-  --decoder "$data/decoder_bench.txt" --out "$out"
-for png in attention_decode attention_prefill decoder_step; do
+  --decoder "$data/decoder_bench.txt" --ready "CPU=$ops/ready_tiny_cpu.json" \
+  "H200=$ops/ready_8b_cuda.json" --fanout "$ops/cluster_fanout.json" --out "$out"
+for png in attention_decode attention_prefill decoder_step time_to_ready cluster_fanout; do
   head -c 8 "$out/$png.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" ||
     { echo "bench_plots: FAIL: $png.png is not a PNG"; exit 1; }
 done

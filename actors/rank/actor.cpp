@@ -67,17 +67,21 @@ std::vector<memory_entry> ledger_of(const rank_state& st) {
   return out;
 }
 
+int64_t ledger_bytes(const rank_state& st) {
+  int64_t total = 0;
+  for (const auto& e : ledger_of(st))
+    total += e.bytes;
+  return total;
+}
+
 // On a GPU every phase is checked against cudaMemGetInfo: what the device lost since the rank
 // started, against what the ledger accounts for (the rest is the CUDA context and cuBLAS).
 // Returns the device memory used since the start, or -1 where it is not measured.
-int64_t check_device_memory(const rank_state& st, const std::string& phase) {
+int64_t check_device_memory(const rank_state& st, const std::string& phase, int64_t ledger) {
   if (st.config.device != device_kind::cuda || st.device_free_at_start <= 0) return -1;
   auto info = kernels::gpu_memory_info();
   if (!info) return -1;
   const int64_t used = st.device_free_at_start - info->first;
-  int64_t ledger = 0;
-  for (const auto& e : ledger_of(st))
-    ledger += e.bytes;
   const int64_t gap = used - ledger;
   const auto level = gap > (int64_t{1} << 30) ? spdlog::level::warn : spdlog::level::info;
   spdlog::log(level,
@@ -91,7 +95,8 @@ void record(rank_state& st, std::string phase, clock_type::time_point t, int64_t
   phase_timing p{std::move(phase), since(t), bytes};
   spdlog::info("rank {}: {} took {:.1f} ms, holds {} bytes", st.config.rank, p.phase,
                static_cast<double>(p.duration_ns) / 1e6, p.memory_bytes);
-  p.device_used_bytes = check_device_memory(st, p.phase);
+  p.ledger_bytes = ledger_bytes(st);
+  p.device_used_bytes = check_device_memory(st, p.phase, p.ledger_bytes);
   st.phases.push_back(std::move(p));
 }
 

@@ -93,10 +93,11 @@ TEST(RunMetrics, TheLedgerGapToCudaMemGetInfoIsReportedForMeasuredPhasesOnly) {
   run_metrics metrics;
   rank_ready gpu;
   gpu.rank = 1;
-  gpu.phases = {{"weights", 1000, 16'000, 16'500}, {"kv_cache.allocate", 2000, 20'000, 21'000}};
+  gpu.phases = {{"weights", 1000, 0, 16'000, 16'500},
+                {"kv_cache.allocate", 2000, 4'000, 20'000, 21'000}};
   rank_ready cpu;
   cpu.rank = 0;
-  cpu.phases = {{"weights", 1000, 16'000}}; // a CPU rank measures nothing: -1
+  cpu.phases = {{"weights", 1000, 0, 16'000}}; // a CPU rank measures nothing: -1
   metrics.observe_ready({cpu, gpu});
   const auto s = parse_exposition(metrics.prometheus_text());
   const std::string name = "kvactor:rank_device_memory_unaccounted_bytes";

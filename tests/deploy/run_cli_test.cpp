@@ -122,6 +122,20 @@ TEST(RunCli, WritesTheSummaryContract) {
   EXPECT_EQ(j["tensor_parallel_size"], 1);
   EXPECT_EQ(j["ubatches"], 1);
   EXPECT_EQ(j["output_digest"], digest_of(r.out));
+  // The start-up phases of rank 0, in order, summing to no more than the time to ready; a CPU
+  // rank measures no device memory.
+  ASSERT_GE(j["ready_phases"].size(), 3u);
+  double phases_s = 0;
+  for (const auto& p : j["ready_phases"]) {
+    EXPECT_EQ(p["rank"], 0);
+    EXPECT_GE(p["seconds"].get<double>(), 0.0);
+    EXPECT_GE(p["allocated_bytes"].get<int64_t>(), 0);
+    EXPECT_GE(p["ledger_bytes"].get<int64_t>(), p["allocated_bytes"].get<int64_t>());
+    EXPECT_FALSE(p.contains("device_used_bytes")) << p;
+    phases_s += p["seconds"].get<double>();
+  }
+  EXPECT_EQ(j["ready_phases"][0]["phase"], "load model");
+  EXPECT_LE(phases_s, j["ready_s"].get<double>());
 }
 
 TEST(RunCli, SameSeedGivesTheSameDigestWithOneOrTwoMicrobatches) {

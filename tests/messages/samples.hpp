@@ -351,8 +351,8 @@ inline rank_config sample<rank_config>() {
 
 template <>
 inline phase_timing sample<phase_timing>() {
-  return {"kv_cache.allocate", 12'345'678, int64_t{3} << 30,
-          (int64_t{3} << 30) + (int64_t{500} << 20)};
+  return {"kv_cache.allocate", 12'345'678, int64_t{3} << 30, int64_t{5} << 30,
+          (int64_t{5} << 30) + (int64_t{500} << 20)};
 }
 
 template <>
