@@ -1,12 +1,32 @@
 # One helper per kind of target, so every library and test is built the same way.
 
+# kvactor_export(name): installed and exported as kvactor::<name without "kvactor_"> (see
+# cmake/kvactor_install.cmake), its headers found under include/kvactor once installed.
+function(kvactor_export name)
+  string(REGEX REPLACE "^kvactor_" "" short ${name})
+  set_target_properties(${name} PROPERTIES EXPORT_NAME ${short})
+  get_target_property(type ${name} TYPE)
+  if(NOT type STREQUAL "INTERFACE_LIBRARY")
+    target_include_directories(${name}
+      PUBLIC $<INSTALL_INTERFACE:include/kvactor> $<INSTALL_INTERFACE:include>)
+  endif()
+  set_property(GLOBAL APPEND PROPERTY KVACTOR_EXPORTED_TARGETS ${name})
+endfunction()
+
+# kvactor_build_includes(name dir): a public include dir of the source tree (build only; the
+# installed package has its headers under include/).
+function(kvactor_build_includes name dir)
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${dir}>)
+endfunction()
+
 # kvactor_add_library(name SOURCES a.cpp ... LINK dep ...)
 function(kvactor_add_library name)
   cmake_parse_arguments(arg "" "" "SOURCES;LINK" ${ARGN})
   add_library(${name} STATIC ${arg_SOURCES})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  kvactor_build_includes(${name} ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PUBLIC ${arg_LINK})
   kvactor_set_warnings(${name})
+  kvactor_export(${name})
 endfunction()
 
 # kvactor_add_test(name SOURCES a_test.cpp ... LINK dep ...): one binary, every TEST seen by ctest.
@@ -18,7 +38,7 @@ function(kvactor_add_test name)
   add_executable(${name} ${arg_SOURCES})
   target_link_libraries(${name} PRIVATE ${arg_LINK} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
-    KVACTOR_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    KVACTOR_SOURCE_DIR="${PROJECT_SOURCE_DIR}" KVACTOR_MODELS_DIR="${PROJECT_SOURCE_DIR}/deploy/models")
   kvactor_set_warnings(${name})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
     PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")

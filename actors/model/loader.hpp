@@ -23,7 +23,9 @@ struct load_options {
 /// Returns `path_or_name` itself when it names an existing file; its config.json when it is a
 /// Hugging Face model directory; otherwise the first
 /// <dir>/<name>.json (or <dir>/<name> when the name ends in .json) that exists, searching the
-/// colon-separated dirs of $KVACTOR_MODELS_PATH, then KVACTOR_MODELS_DIR.
+/// colon-separated dirs of $KVACTOR_MODELS_PATH, then the shipped configs (share/kvactor/models
+/// beside the running executable's bin/, installed or in a build tree; else under the install
+/// prefix).
 /// Fails with errc::io_error listing the searched dirs and the shipped names.
 expected<std::string> resolve_model_path(std::string_view path_or_name);
 
@@ -34,7 +36,7 @@ std::optional<std::string> checkpoint_directory(std::string_view model);
 /// The config.json of `model`: a model directory's own, else resolve_model_path's.
 expected<std::string> model_config_path(std::string_view model);
 
-/// Stems of the *.json configs in KVACTOR_MODELS_DIR, sorted; empty when the dir is unreadable.
+/// Stems of the shipped *.json configs, sorted; empty when none are found.
 std::vector<std::string> shipped_model_names();
 
 /// Parses config.json text into the layers of `rank` (0 <= rank < tensor_parallel_size).

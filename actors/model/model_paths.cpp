@@ -16,7 +16,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// $KVACTOR_MODELS_PATH (colon-separated, empty entries skipped), then KVACTOR_MODELS_DIR.
+/// Where the shipped configs are: beside the running executable (share/kvactor/models next to its
+/// bin/, installed or in a build tree, which copies them there), else where `cmake --install`
+/// was told to put them. "" when neither exists.
+std::string shipped_models_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path beside = (exe.parent_path() / KVACTOR_MODELS_RELATIVE).lexically_normal();
+    if (fs::is_directory(beside, ec)) return beside.string();
+  }
+  if (fs::is_directory(KVACTOR_MODELS_INSTALLED, ec)) return KVACTOR_MODELS_INSTALLED;
+  return {};
+}
+
+/// $KVACTOR_MODELS_PATH (colon-separated, empty entries skipped), then the shipped configs.
 std::vector<std::string> search_dirs() {
   std::vector<std::string> out;
   if (const char* env = std::getenv("KVACTOR_MODELS_PATH")) {
@@ -28,7 +42,7 @@ std::vector<std::string> search_dirs() {
       rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
     }
   }
-  out.emplace_back(KVACTOR_MODELS_DIR);
+  if (auto shipped = shipped_models_dir(); !shipped.empty()) out.push_back(std::move(shipped));
   return out;
 }
 
@@ -83,7 +97,9 @@ expected<std::string> model_config_path(std::string_view model) {
 std::vector<std::string> shipped_model_names() {
   std::vector<std::string> out;
   std::error_code ec;
-  fs::directory_iterator it{KVACTOR_MODELS_DIR, ec};
+  const std::string dir = shipped_models_dir();
+  if (dir.empty()) return out;
+  fs::directory_iterator it{dir, ec};
   if (ec) return out;
   // increment(ec) rather than a range-for, whose operator++ throws.
   for (; it != fs::directory_iterator{}; it.increment(ec)) {

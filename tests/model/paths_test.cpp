@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 
 #include <unistd.h>
@@ -34,11 +35,19 @@ private:
   std::optional<std::string> old_;
 };
 
-TEST(ModelPaths, ShippedNameResolvesIntoTheModelsDir) {
+TEST(ModelPaths, ShippedNameResolvesBesideTheExecutableNotInTheSourceTree) {
   models_path_guard guard{""};
   auto r = resolve_model_path("llama-3.1-8b");
   ASSERT_TRUE(r) << r.err().message;
-  EXPECT_TRUE(fs::equivalent(*r, fs::path{KVACTOR_MODELS_DIR} / "llama-3.1-8b.json"));
+  // The build tree copies the configs to share/kvactor/models beside bin/, as an install does.
+  const fs::path exe = fs::read_symlink("/proc/self/exe");
+  EXPECT_TRUE(fs::equivalent(*r, exe.parent_path().parent_path() / "share/kvactor/models"
+                                     / "llama-3.1-8b.json"))
+      << *r;
+  std::ifstream shipped(*r), source(fs::path{KVACTOR_MODELS_DIR} / "llama-3.1-8b.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(shipped), {}),
+            std::string(std::istreambuf_iterator<char>(source), {}))
+      << "the copy differs from deploy/models";
   auto with_suffix = resolve_model_path("llama-3.1-8b.json");
   ASSERT_TRUE(with_suffix) << with_suffix.err().message;
   EXPECT_EQ(*with_suffix, *r);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# cmake --install into a temporary prefix, then builds examples/plan_deployment against the
+# installed package with find_package(kvactor) and runs it: the installed `kvactor` and the
+# example both find the shipped model configs relative to the prefix, not the source tree.
+#   usage: install_test.sh SOURCE_DIR BUILD_DIR WORK_DIR
+set -euo pipefail
+src=$1
+build=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+fail() {
+  echo "install_test: FAIL: $*"
+  exit 1
+}
+cmake --install "$build" --prefix "$work/prefix" >"$work/install.log" 2>&1 ||
+  { tail -20 "$work/install.log"; fail "cmake --install"; }
+for f in bin/kvactor share/kvactor/models/llama-3.1-8b.json lib/cmake/kvactor/kvactorConfig.cmake \
+  include/kvactor/actors/driver/deployment_plan.hpp include/kvactor/kernels/decoder.h; do
+  [[ -e $work/prefix/$f ]] || fail "$f is not installed"
+done
+# The installed command resolves a shipped name beside itself, even with the source tree gone
+# from its view.
+(cd "$work" && env -u KVACTOR_MODELS_PATH "$work/prefix/bin/kvactor" plan --model llama-3.1-8b \
+  --kv-cache-memory 20GiB >"$work/plan.out" 2>&1) || { cat "$work/plan.out"; fail "installed kvactor plan"; }
+grep -q "$work/prefix/share/kvactor/models/llama-3.1-8b.json" "$work/plan.out" ||
+  { cat "$work/plan.out"; fail "the installed kvactor did not use the installed configs"; }
+cmake -S "$src/examples/plan_deployment" -B "$work/example" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/example_configure.log" 2>&1 ||
+  { tail -30 "$work/example_configure.log"; fail "find_package(kvactor)"; }
+cmake --build "$work/example" >"$work/example_build.log" 2>&1 ||
+  { tail -30 "$work/example_build.log"; fail "building the example against the package"; }
+# The example's executable is not beside the configs and this prefix is not the configured one:
+# KVACTOR_MODELS_PATH points it there, as a user of a relocated install would.
+out=$(KVACTOR_MODELS_PATH="$work/prefix/share/kvactor/models" "$work/example/plan_deployment" \
+  llama-3.1-8b 20 2) || fail "plan_deployment: $out"
+echo "$out"
+grep -q "^ranks     2$" <<<"$out" || fail "two ranks expected"
+grep -q "^blocks    [0-9]* of 16 tokens" <<<"$out" || fail "no block count"
+echo "install_test: ok"
