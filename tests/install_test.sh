@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# cmake --install into a temporary prefix, then builds examples/plan_deployment against the
-# installed package with find_package(kvactor) and runs it: the installed `kvactor` and the
-# example both find the shipped model configs relative to the prefix, not the source tree.
+# cmake --install into a temporary prefix, then builds the examples against the installed package
+# with find_package(kvactor) and runs them: the installed `kvactor` finds the shipped model
+# configs beside itself, the examples through KVACTOR_MODELS_PATH; none uses the source tree.
 #   usage: install_test.sh SOURCE_DIR BUILD_DIR WORK_DIR
 set -euo pipefail
 src=$1
@@ -25,16 +25,25 @@ done
   --kv-cache-memory 20GiB >"$work/plan.out" 2>&1) || { cat "$work/plan.out"; fail "installed kvactor plan"; }
 grep -q "$work/prefix/share/kvactor/models/llama-3.1-8b.json" "$work/plan.out" ||
   { cat "$work/plan.out"; fail "the installed kvactor did not use the installed configs"; }
-cmake -S "$src/examples/plan_deployment" -B "$work/example" -G Ninja \
-  -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/example_configure.log" 2>&1 ||
-  { tail -30 "$work/example_configure.log"; fail "find_package(kvactor)"; }
-cmake --build "$work/example" >"$work/example_build.log" 2>&1 ||
-  { tail -30 "$work/example_build.log"; fail "building the example against the package"; }
+for example in plan_deployment custom_executor; do
+  cmake -S "$src/examples/$example" -B "$work/$example" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/${example}_configure.log" 2>&1 ||
+    { tail -30 "$work/${example}_configure.log"; fail "$example: find_package(kvactor)"; }
+  cmake --build "$work/$example" >"$work/${example}_build.log" 2>&1 ||
+    { tail -30 "$work/${example}_build.log"; fail "$example: building against the package"; }
+done
 # The example's executable is not beside the configs and this prefix is not the configured one:
 # KVACTOR_MODELS_PATH points it there, as a user of a relocated install would.
-out=$(KVACTOR_MODELS_PATH="$work/prefix/share/kvactor/models" "$work/example/plan_deployment" \
+out=$(KVACTOR_MODELS_PATH="$work/prefix/share/kvactor/models" "$work/plan_deployment/plan_deployment" \
   llama-3.1-8b 20 2) || fail "plan_deployment: $out"
 echo "$out"
 grep -q "^ranks     2$" <<<"$out" || fail "two ranks expected"
 grep -q "^blocks    [0-9]* of 16 tokens" <<<"$out" || fail "no block count"
+# A rank group embedded with the example's own executor, on one rank and on two.
+for tp in 1 2; do
+  out=$(KVACTOR_MODELS_PATH="$work/prefix/share/kvactor/models" "$work/custom_executor/custom_executor" \
+    "$tp") || fail "custom_executor $tp: $out"
+  echo "$out" | tail -n 1
+  grep -q "every count right" <<<"$out" || fail "custom_executor $tp: $out"
+done
 echo "install_test: ok"

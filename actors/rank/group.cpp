@@ -19,6 +19,7 @@ std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_grou
     rt.metadata_digest = opt.metadata_digest;
     rt.nccl = opt.nccl;
     rt.collective_timeout = opt.collective_timeout;
+    rt.executors = opt.executors;
     rt.stall_before_collective = opt.nccl ? stall_of(r) : 0;
     return rt;
   };

@@ -12,6 +12,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/interfaces.hpp"
+#include "actors/rank/executor_registry.hpp"
 #include "actors/trace_recorder.hpp"
 
 namespace kvactor {
@@ -29,6 +30,9 @@ struct rank_group_options {
   std::optional<collective_stall> stall;
   std::shared_ptr<trace_recorder> recorder; // null: no --record
   bool metadata_digest = false;
+  /// What rank_config::executor names (a program's own executors registered beside the built-in
+  /// ones); null: the built-in ones.
+  std::shared_ptr<const executor_registry> executors;
 };
 
 /// One rank alone without NCCL: an event-based rank (its host group of one never blocks).
