@@ -4,6 +4,8 @@
 # configs beside itself, the examples through KVACTOR_MODELS_PATH; none uses the source tree.
 #   usage: install_test.sh SOURCE_DIR BUILD_DIR WORK_DIR
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=deploy/wait_for.sh
+source "$(dirname "$0")/deploy/wait_for.sh"
 src=$1
 build=$2
 work=$3
@@ -25,7 +27,7 @@ done
   --kv-cache-memory 20GiB >"$work/plan.out" 2>&1) || { cat "$work/plan.out"; fail "installed kvactor plan"; }
 grep -q "$work/prefix/share/kvactor/models/llama-3.1-8b.json" "$work/plan.out" ||
   { cat "$work/plan.out"; fail "the installed kvactor did not use the installed configs"; }
-for example in plan_deployment custom_executor; do
+for example in plan_deployment custom_executor inject_request; do
   cmake -S "$src/examples/$example" -B "$work/$example" -G Ninja \
     -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/${example}_configure.log" 2>&1 ||
     { tail -30 "$work/${example}_configure.log"; fail "$example: find_package(kvactor)"; }
@@ -46,4 +48,19 @@ for tp in 1 2; do
   echo "$out" | tail -n 1
   grep -q "every count right" <<<"$out" || fail "custom_executor $tp: $out"
 done
+# A live run of the installed kvactor takes a request the inject_request example builds and sends
+# (the arrivals keep the run open: its last request arrives ~3.9 s in, see inject_live.sh).
+"$work/prefix/bin/kvactor" run --inject-port 0 --requests 12 --arrival-rate 2 --prompt-len 8:24 \
+  --output-len 4:8 --no-progress --summary-json "$work/live.json" >"$work/live.out" 2>"$work/live.err" &
+live=$!
+trap 'kill $live 2>/dev/null || true' EXIT
+wait_for 60 in_file 'injection listens on 127\.0\.0\.1:[0-9]+' "$work/live.err" ||
+  { cat "$work/live.err"; fail "the live run announced no injection port within 60 s"; }
+port=$(grep -oE '127\.0\.0\.1:[0-9]+' "$work/live.err" | head -1)
+out=$("$work/inject_request/inject_request" "$port" 4242 5 6 7 8 2>&1) || fail "inject_request: $out"
+echo "$out"
+grep -q "driver accepted request 4242" <<<"$out" || fail "the driver did not accept the request"
+wait $live || { cat "$work/live.err"; fail "the live run failed"; }
+grep -q "13 finished, 0 failed" "$work/live.out" ||
+  { cat "$work/live.out"; fail "the injected request was not served with the workload"; }
 echo "install_test: ok"
