@@ -99,8 +99,7 @@ kv_block_manager::allocate(uint64_t request_id, int64_t num_computed_tokens, int
                                   "{}, total_tokens = {}",
                                   request_id, num_computed_tokens, total_tokens));
   auto it = requests_.find(request_id);
-  request_tables empty{std::vector<std::vector<int32_t>>(rules_.size()),
-                       std::vector<int32_t>(rules_.size(), 0)};
+  request_tables empty = empty_tables();
   const request_tables& cur = it == requests_.end() ? empty : it->second;
 
   // Plan first (release ranges and appends per group), change nothing until it is known to fit.
@@ -154,13 +153,23 @@ kv_block_manager::allocate(uint64_t request_id, int64_t num_computed_tokens, int
   return updates;
 }
 
+kv_block_manager::request_tables kv_block_manager::empty_tables() const {
+  return {std::vector<std::vector<int32_t>>(rules_.size()), std::vector<int32_t>(rules_.size(), 0),
+          std::vector<int32_t>(rules_.size(), 0), std::vector<block_hash>(rules_.size())};
+}
+
 int32_t kv_block_manager::free(uint64_t request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return 0;
   std::vector<int32_t> ids;
-  for (const auto& table : it->second.tables)
+  for (const auto& table : it->second.tables) {
+    // With prefix caching the tail of a prefix goes back to the free queue first, so that it,
+    // not the head every longer prefix needs, is evicted first (vLLM frees in reverse too).
+    const auto first = ids.size();
     for (auto id : table)
       if (id != null_block_id) ids.push_back(id);
+    if (caches_prefixes_) std::reverse(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
+  }
   requests_.erase(it);
   [[maybe_unused]] auto freed = pool_->free(ids);
   assert(freed);
@@ -181,6 +190,82 @@ std::vector<int32_t> kv_block_manager::table_of(uint64_t request_id, int32_t gro
   auto it = requests_.find(request_id);
   if (it == requests_.end() || group_id < 0 || group_id >= num_groups()) return {};
   return it->second.tables[group_id];
+}
+
+void kv_block_manager::set_prefix_caching(bool on) {
+  const bool all_full = std::all_of(rules_.begin(), rules_.end(), [&](const group_rule& g) {
+    return g.kind == growth::full && g.block_size == rules_.front().block_size;
+  });
+  caches_prefixes_ = on && all_full && !rules_.empty();
+}
+
+int64_t kv_block_manager::take_cached_prefix(uint64_t request_id, std::span<const int32_t> tokens,
+                                             int64_t max_tokens,
+                                             std::vector<block_table_update>& updates) {
+  if (!caches_prefixes_ || requests_.contains(request_id)) return 0;
+  const int64_t bs = rules_.front().block_size;
+  int64_t n = std::min<int64_t>(max_tokens, std::ssize(tokens)) / bs; // blocks every group has
+  std::vector<std::vector<int32_t>> hits(rules_.size());
+  std::vector<std::vector<block_hash>> hashes(rules_.size());
+  for (size_t g = 0; g < rules_.size() && n > 0; ++g) {
+    block_hash h;
+    for (int64_t k = 0; k < n; ++k) {
+      h = hash_block(h, tokens.subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs)), g);
+      const auto id = pool_->find_cached(h);
+      if (!id) {
+        n = k;
+        break;
+      }
+      hits[g].push_back(*id);
+      hashes[g].push_back(h);
+    }
+  }
+  if (n <= 0) return 0;
+  auto& req = requests_.emplace(request_id, empty_tables()).first->second;
+  for (size_t g = 0; g < rules_.size(); ++g) {
+    hits[g].resize(static_cast<size_t>(n));
+    for (auto id : hits[g]) {
+      [[maybe_unused]] auto touched = pool_->touch(id);
+      assert(touched);
+    }
+    req.tables[g] = hits[g];
+    req.num_hashed[g] = static_cast<int32_t>(n);
+    req.last_hash[g] = hashes[g][static_cast<size_t>(n - 1)];
+    updates.push_back({request_id, static_cast<int32_t>(g), 0, hits[g]});
+  }
+  return n * bs;
+}
+
+void kv_block_manager::cache_full_blocks(uint64_t request_id, std::span<const int32_t> tokens,
+                                         int64_t num_computed_tokens) {
+  auto it = requests_.find(request_id);
+  if (!caches_prefixes_ || it == requests_.end()) return;
+  auto& req = it->second;
+  const int64_t bs = rules_.front().block_size;
+  const int64_t full = std::min<int64_t>(num_computed_tokens, std::ssize(tokens)) / bs;
+  for (size_t g = 0; g < rules_.size(); ++g) {
+    const int64_t upto = std::min<int64_t>(full, std::ssize(req.tables[g]));
+    for (int64_t k = req.num_hashed[g]; k < upto; ++k) {
+      const block_hash h =
+          hash_block(req.last_hash[g],
+                     tokens.subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs)), g);
+      [[maybe_unused]] auto cached = pool_->cache(req.tables[g][static_cast<size_t>(k)], h);
+      assert(cached);
+      req.last_hash[g] = h;
+      req.num_hashed[g] = static_cast<int32_t>(k + 1);
+    }
+  }
+}
+
+bool kv_block_manager::has_uncached_full_blocks(uint64_t request_id,
+                                                int64_t num_computed_tokens) const {
+  auto it = requests_.find(request_id);
+  if (!caches_prefixes_ || it == requests_.end()) return false;
+  const int64_t full = num_computed_tokens / rules_.front().block_size;
+  for (size_t g = 0; g < rules_.size(); ++g)
+    if (std::min<int64_t>(full, std::ssize(it->second.tables[g])) > it->second.num_hashed[g])
+      return true;
+  return false;
 }
 
 } // namespace kvactor

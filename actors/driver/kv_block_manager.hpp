@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -55,6 +56,32 @@ public:
 
   int32_t num_groups() const { return static_cast<int32_t>(groups_.size()); }
 
+  // ---- prefix caching ------------------------------------------------------------------------
+  // What kvactor decides per group: hits only when every group is full attention with one block
+  // size (each group's blocks hashed under its own salt, a prefix hitting as far as every group
+  // has it cached). Sliding-window, chunked-local and state groups make a model cache nothing
+  // yet: vLLM's rules for them (a window needs only its last blocks, a state its own rule) are
+  // not implemented.
+
+  /// Turns prefix caching on or off (off: no hits, no registrations, frees in table order).
+  void set_prefix_caching(bool on);
+  /// On, and the groups allow it (see above).
+  bool caches_prefixes() const { return caches_prefixes_; }
+
+  /// For a request that holds no blocks: the leading full blocks of `tokens` (prompt + output)
+  /// that the pool has cached for every group, at most `max_tokens` tokens' worth, become the
+  /// start of its tables (one more reference each). Returns the tokens they hold (0 when off or
+  /// nothing hits) and appends the table writes for the ranks to `updates`.
+  int64_t take_cached_prefix(uint64_t request_id, std::span<const int32_t> tokens,
+                             int64_t max_tokens, std::vector<block_table_update>& updates);
+
+  /// Registers the request's blocks that are full once `num_computed_tokens` tokens of `tokens`
+  /// are in the cache, so that later requests can hit them. A no-op when off.
+  void cache_full_blocks(uint64_t request_id, std::span<const int32_t> tokens,
+                         int64_t num_computed_tokens);
+  /// Whether cache_full_blocks would register anything (cheap: no tokens needed).
+  bool has_uncached_full_blocks(uint64_t request_id, int64_t num_computed_tokens) const;
+
 private:
   enum class growth { full, sliding, chunked, single };
 
@@ -67,7 +94,11 @@ private:
   struct request_tables {
     std::vector<std::vector<int32_t>> tables; // [num_groups][num entries]
     std::vector<int32_t> num_released;        // [num_groups] leading null entries
+    // Prefix caching, per group: leading blocks registered (or hit), and the last one's hash.
+    std::vector<int32_t> num_hashed;
+    std::vector<block_hash> last_hash;
   };
+  request_tables empty_tables() const;
 
   // Entries [0, result) of a table no step after `num_computed_tokens` reads again.
   int64_t first_live_block(const group_rule& g, int64_t num_computed_tokens) const;
@@ -78,6 +109,7 @@ private:
   std::vector<kv_cache_group> groups_;
   block_pool* pool_;
   std::unordered_map<uint64_t, request_tables> requests_;
+  bool caches_prefixes_ = false;
 };
 
 } // namespace kvactor

@@ -41,6 +41,7 @@ scheduler::scheduler(scheduler_config cfg, std::vector<kv_cache_group> groups, i
                      std::clamp<int64_t>(num_blocks, 1, std::numeric_limits<int32_t>::max()))),
       blocks_(std::move(groups), pool_) {
   assert(validate(cfg_, {}, num_blocks));
+  blocks_.set_prefix_caching(cfg_.enable_prefix_caching);
 }
 
 status scheduler::add_request(uint64_t id, std::vector<int32_t> prompt, int32_t max_output_tokens,
@@ -165,9 +166,19 @@ void scheduler::admit_waiting(int32_t& budget, std::vector<pick>& picks, step_pl
   while (!waiting_.empty() && budget > 0
          && running_.size() < static_cast<size_t>(cfg_.max_num_seqs)) {
     auto& r = requests_.at(waiting_.front());
+    // A prefix the cache holds starts the request past it; at least its last token is computed
+    // again, so that the step samples from a logit (vLLM does the same).
+    std::vector<block_table_update> hit_updates;
+    const auto hit =
+        static_cast<int32_t>(r.num_computed_tokens == 0 ? take_cached_prefix(r, hit_updates) : 0);
+    r.num_computed_tokens += hit;
     int32_t n = std::min(num_uncomputed_tokens(r), budget);
     auto updates =
         blocks_.allocate(r.id, r.num_computed_tokens, int64_t{r.num_computed_tokens} + n);
+    if (!updates && hit > 0) { // give the hits back: it waits, or fails, holding nothing
+      blocks_.free(r.id);
+      r.num_computed_tokens = 0;
+    }
     if (!updates) {
       if (!running_.empty()) break; // wait for running requests to free blocks
       // Waiting requests hold no blocks, so the whole pool was free: it can never start.
@@ -184,10 +195,18 @@ void scheduler::admit_waiting(int32_t& budget, std::vector<pick>& picks, step_pl
     plan.new_requests.push_back({r.id, num_tokens(r),
                                  r.max_output_tokens - static_cast<int32_t>(r.output.size()),
                                  r.sampling});
+    plan.block_updates.insert(plan.block_updates.end(), hit_updates.begin(), hit_updates.end());
     plan.block_updates.insert(plan.block_updates.end(), updates->begin(), updates->end());
+    num_prefix_hit_tokens_ += hit;
     picks.push_back({r.id, n});
     budget -= n;
   }
+}
+
+int64_t scheduler::take_cached_prefix(request_state& r, std::vector<block_table_update>& updates) {
+  if (!blocks_.caches_prefixes()) return 0;
+  const std::vector<int32_t> tokens = tokens_between(r, 0, num_tokens(r));
+  return blocks_.take_cached_prefix(r.id, tokens, num_tokens(r) - 1, updates);
 }
 
 void scheduler::preempt(uint64_t id) {
@@ -239,6 +258,14 @@ status scheduler::apply(const step_done& done) {
       return invalid(fmt::format("apply: step_done.sampled lacks request_id = {}", id));
 
   last_->applied = true;
+  // The step ran: the blocks it filled hold their KV now, and later requests may hit them.
+  if (blocks_.caches_prefixes())
+    for (auto id : last_->scheduled) {
+      const auto& r = requests_.at(id);
+      if (r.st == st::running && blocks_.has_uncached_full_blocks(id, r.num_computed_tokens))
+        blocks_.cache_full_blocks(id, tokens_between(r, 0, r.num_computed_tokens),
+                                  r.num_computed_tokens);
+    }
   for (const auto& s : done.sampled) {
     auto& r = requests_.at(s.request_id);
     if (r.st != st::running) continue; // failed after the plan was made

@@ -40,6 +40,9 @@ struct scheduler_config {
   int64_t max_model_len = 0;             // prompt + output never exceeds it
   int32_t num_ubatches = 1;              // copied into every plan
   int32_t vocab_size = 0;                // > 0: prompt tokens must lie in [0, vocab_size)
+  // Reuse the KV of cached full blocks of a shared prefix (vLLM's automatic prefix caching; see
+  // kv_block_manager for what each kind of group allows).
+  bool enable_prefix_caching = false;
 };
 
 class scheduler {
@@ -95,6 +98,8 @@ public:
   int64_t num_finished() const { return num_finished_; }
   int64_t num_failed() const { return num_failed_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  /// Prompt tokens admissions skipped because the prefix cache held them.
+  int64_t num_prefix_hit_tokens() const { return num_prefix_hit_tokens_; }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t peak_blocks_used() const { return pool_.peak_used(); }
@@ -120,6 +125,8 @@ private:
   // Phase 2.
   void admit_waiting(int32_t& budget, std::vector<pick>& picks, step_plan& plan);
   void preempt(uint64_t id);
+  // The cached prefix of a request that holds no blocks (kv_block_manager::take_cached_prefix).
+  int64_t take_cached_prefix(request_state& r, std::vector<block_table_update>& updates);
   // Leaves the running set (if there) with status `st`; frees blocks, tells ranks if they know.
   void retire(request_state& r, request_state::status st);
 
@@ -136,6 +143,7 @@ private:
   int64_t num_finished_ = 0;
   int64_t num_failed_ = 0;
   int64_t num_preemptions_ = 0;
+  int64_t num_prefix_hit_tokens_ = 0;
 };
 
 } // namespace kvactor
