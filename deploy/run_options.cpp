@@ -72,6 +72,10 @@ status read_workload_flags(const run_flags& f, run_options& o) {
   if (!output) return output.err();
   auto rate = parse_arrival_rate(f.arrival_rate);
   if (!rate) return rate.err();
+  if (f.shared_prefix_len < 0 || f.shared_prefix_len > prompt->first)
+    return bad(fmt::format("--shared-prefix-len: {} is outside [0, {}] (the shortest prompt of "
+                           "--prompt-len)",
+                           f.shared_prefix_len, prompt->first));
   o.prompt_len = *prompt;
   o.output_len = *output;
   o.arrival_rate = *rate;

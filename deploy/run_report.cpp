@@ -153,6 +153,12 @@ void print_summary(const run_summary& s, std::ostream& out) {
   fmt::print(out, "steps      {} (p50 {:.2f} ms, p99 {:.2f} ms)\n", s.steps, s.step_ms_p50,
              s.step_ms_p99);
   fmt::print(out, "kv blocks  peak {} used of {}\n", s.kv_blocks_peak_used, s.kv_blocks_total);
+  if (s.prefix_hit_tokens > 0)
+    fmt::print(out, "prefix     {} of {} prompt tokens from the cache ({:.1f}%)\n",
+               s.prefix_hit_tokens, s.prompt_tokens,
+               s.prompt_tokens > 0 ? 100.0 * static_cast<double>(s.prefix_hit_tokens)
+                                         / static_cast<double>(s.prompt_tokens)
+                                   : 0.0);
   fmt::print(out, "graphs     {} replays, {} eager steps\n", s.graph_replays, s.eager_steps);
 }
 

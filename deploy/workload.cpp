@@ -65,16 +65,24 @@ expected<double> parse_arrival_rate(const std::string& text) {
 
 std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int32_t> prompt_len,
                                         std::pair<int32_t, int32_t> output_len, double rate,
-                                        int32_t vocab, uint64_t seed) {
+                                        int32_t vocab, uint64_t seed, int32_t shared_prefix_len) {
   rng g{seed * 0x2545f4914f6cdd1dull + 1};
+  std::vector<int32_t> prefix;
+  if (shared_prefix_len > 0) { // its own stream: the rest of the workload stays as without it
+    rng p{seed * 0x9e3779b97f4a7c15ull + 7};
+    for (int32_t k = 0; k < shared_prefix_len; ++k)
+      prefix.push_back(p.uniform(0, vocab - 1));
+  }
   std::vector<request_spec> out;
   double t = 0.0;
   for (int32_t i = 0; i < requests; ++i) {
     request_spec r;
     r.request_id = static_cast<uint64_t>(i);
     const int32_t n = g.uniform(prompt_len.first, prompt_len.second);
-    for (int32_t k = 0; k < n; ++k)
-      r.prompt.push_back(g.uniform(0, vocab - 1));
+    for (int32_t k = 0; k < n; ++k) {
+      const int32_t t = g.uniform(0, vocab - 1);
+      r.prompt.push_back(k < std::ssize(prefix) ? prefix[static_cast<size_t>(k)] : t);
+    }
     r.max_output_tokens = g.uniform(output_len.first, output_len.second);
     if (rate > 0 && i > 0) t += -std::log(1.0 - g.unit()) / rate;
     r.arrival_ns = static_cast<int64_t>(t * 1e9);

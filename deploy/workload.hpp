@@ -20,9 +20,12 @@ expected<std::pair<int32_t, int32_t>> parse_range(const std::string& text, const
 expected<double> parse_arrival_rate(const std::string& text);
 
 /// Prompt and output lengths uniform in their ranges, prompt tokens uniform below `vocab`,
-/// Poisson arrivals at `rate` per second (0 = all at once).
+/// Poisson arrivals at `rate` per second (0 = all at once). With `shared_prefix_len` > 0 every
+/// prompt starts with the same that many tokens (REQUIRES: at most the shortest prompt); 0 gives
+/// the workload of earlier versions for the same seed.
 std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int32_t> prompt_len,
                                         std::pair<int32_t, int32_t> output_len, double rate,
-                                        int32_t vocab, uint64_t seed);
+                                        int32_t vocab, uint64_t seed,
+                                        int32_t shared_prefix_len = 0);
 
 } // namespace kvactor

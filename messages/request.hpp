@@ -95,6 +95,7 @@ struct run_summary {
   int64_t kv_blocks_peak_used = 0;
   int64_t graph_replays = 0;
   int64_t eager_steps = 0;
+  int64_t prefix_hit_tokens = 0; // prompt tokens admissions took from the prefix cache
   std::string output_digest;
   std::vector<request_result> results; // request order
   kvactor::error error; // why the run stopped before serving everything; no_error when it did not
@@ -108,7 +109,7 @@ auto inspect(Inspector& f, run_summary& x) {
            x.prompt_tokens, x.generated_tokens, x.steps, x.wall_s, x.step_ms_p50, x.step_ms_p99,
            x.ttft_ms_p50, x.ttft_ms_p99, x.tpot_ms_p50, x.tpot_ms_p99, x.e2e_ms_p50, x.e2e_ms_p99,
            x.kv_blocks_total, x.kv_blocks_peak_used, x.graph_replays, x.eager_steps,
-           x.output_digest, x.results, x.error);
+           x.prefix_hit_tokens, x.output_digest, x.results, x.error);
 }
 
 } // namespace kvactor

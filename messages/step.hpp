@@ -21,6 +21,9 @@ struct new_request {
   int32_t prompt_len = 0;
   int32_t max_output_tokens = 0;
   sampling_params sampling; // the rank samples (the driver stops on stop tokens)
+  // Prefix caching: the leading tokens whose KV the cache already holds (in the blocks its table
+  // starts with); its first scheduled chunk starts there. 0 without a hit.
+  int32_t num_cached_tokens = 0;
 
   bool operator==(const new_request&) const = default;
 };
@@ -28,7 +31,7 @@ struct new_request {
 template <class Inspector>
 auto inspect(Inspector& f, new_request& x) {
   return f(caf::meta::type_name("kvactor::new_request"), x.request_id, x.prompt_len,
-           x.max_output_tokens, x.sampling);
+           x.max_output_tokens, x.sampling, x.num_cached_tokens);
 }
 
 /// Writes `block_ids` into a request's block table of one KV cache group, from `start` on

@@ -65,6 +65,7 @@ run_summary summarize(const driver_state& st) {
   s.kv_blocks_peak_used = sched.peak_blocks_used();
   s.graph_replays = st.graph_replays;
   s.eager_steps = st.eager_steps;
+  s.prefix_hit_tokens = sched.num_prefix_hit_tokens();
   s.output_digest = output_digest(s.results);
   s.error = st.error;
   return s;

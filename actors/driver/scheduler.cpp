@@ -194,7 +194,7 @@ void scheduler::admit_waiting(int32_t& budget, std::vector<pick>& picks, step_pl
     // After a preemption the ranks see prompt + output as the prompt, and only what is left.
     plan.new_requests.push_back({r.id, num_tokens(r),
                                  r.max_output_tokens - static_cast<int32_t>(r.output.size()),
-                                 r.sampling});
+                                 r.sampling, hit});
     plan.block_updates.insert(plan.block_updates.end(), hit_updates.begin(), hit_updates.end());
     plan.block_updates.insert(plan.block_updates.end(), updates->begin(), updates->end());
     num_prefix_hit_tokens_ += hit;

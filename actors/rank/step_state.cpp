@@ -41,7 +41,7 @@ struct step_state::plan_view {
   const step_state& st;
   bool new_life = false;
   std::set<uint64_t> finished;
-  std::map<uint64_t, int32_t> admitted; // id -> prompt_len
+  std::map<uint64_t, int32_t> admitted; // id -> num_cached_tokens (where its first chunk starts)
   std::map<std::pair<uint64_t, int32_t>, std::vector<int32_t>> touched;
 
   // Held before the plan and not finished by it (a new life holds nothing).
@@ -101,7 +101,12 @@ std::optional<step_rejection> step_state::check_new_requests(const step_plan& pl
                                 "{} (prompt_len must be in [1, {}))",
                                 r.request_id, r.prompt_len, r.max_output_tokens, max_model_len_),
                     {r.request_id});
-    view.admitted.emplace(r.request_id, r.prompt_len);
+    if (r.num_cached_tokens < 0 || r.num_cached_tokens >= r.prompt_len)
+      return reject(fmt::format("new_requests: request {} has num_cached_tokens {} (must be in "
+                                "[0, prompt_len {}))",
+                                r.request_id, r.num_cached_tokens, r.prompt_len),
+                    {r.request_id});
+    view.admitted.emplace(r.request_id, r.num_cached_tokens);
   }
   return std::nullopt;
 }
@@ -150,8 +155,9 @@ std::optional<step_rejection> step_state::check_scheduled(const scheduled_reques
                                                           const plan_view& view) const {
   if (!view.known(s.request_id))
     return reject(fmt::format("scheduled: unknown request {}", s.request_id), {s.request_id});
+  const auto admitted = view.admitted.find(s.request_id);
   const int32_t computed =
-      view.admitted.count(s.request_id) > 0 ? 0 : requests_.at(s.request_id).num_computed;
+      admitted != view.admitted.end() ? admitted->second : requests_.at(s.request_id).num_computed;
   if (s.num_computed_tokens != computed)
     return reject(fmt::format("scheduled: request {} has num_computed_tokens {}, this rank has "
                               "{}",
@@ -208,6 +214,7 @@ void step_state::apply(const step_plan& plan, step_batch& b) {
     req.prompt_len = r.prompt_len;
     req.max_output_tokens = r.max_output_tokens;
     req.sampling = r.sampling;
+    req.num_computed = r.num_cached_tokens;
     req.tables.resize(groups_.size());
     requests_[r.request_id] = std::move(req);
   }

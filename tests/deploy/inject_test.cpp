@@ -44,7 +44,7 @@ TEST(InjectTarget, EachActorTakesItsOwnMessageTypes) {
 
 TEST(InjectMessageFile, JsonEnvelopeDecodesToTheTypedMessage) {
   auto m = parse_message_file(
-      "m.json", R"(["kvactor::request_spec", 9, [7, [1, 2, 3], 4, 0, [0.0, 0, 1.0, 0, []]]])");
+      "m.json", R"(["kvactor::request_spec", 10, [7, [1, 2, 3], 4, 0, [0.0, 0, 1.0, 0, []]]])");
   ASSERT_TRUE(m) << m.err().message;
   auto spec = decode<request_spec>(m->envelope);
   ASSERT_TRUE(spec) << spec.err().message;
@@ -103,7 +103,7 @@ TEST(InjectCli, NothingListeningIsAClearError) {
   auto path = ::testing::TempDir() + "inject_none.json";
   {
     std::ofstream f(path);
-    f << R"(["kvactor::request_spec", 9, [7, [1], 4, 0, [0.0, 0, 1.0, 0, []]]])";
+    f << R"(["kvactor::request_spec", 10, [7, [1], 4, 0, [0.0, 0, 1.0, 0, []]]])";
   }
   std::vector<std::string> args{"kvactor", "inject", "--to", "127.0.0.1:1", "--message", path};
   std::vector<const char*> argv;

@@ -138,6 +138,55 @@ TEST(RunCli, WritesTheSummaryContract) {
   EXPECT_LE(phases_s, j["ready_s"].get<double>());
 }
 
+TEST(RunCli, PrefixCachingGivesEveryDenseFamilyTheSameTokensAndSkipsTheSharedPrefix) {
+  // The transformers fixtures (tiny checkpoints of each family, real weights on the CPU decoder).
+  // A 48-token system prompt starts every prompt; a small token budget admits the requests over
+  // several steps, so that later ones find the earlier ones' blocks cached. Families with
+  // sliding-window layers cache nothing yet: the same tokens, no hits.
+  const std::vector<std::pair<std::string, bool>> families{
+      {"llama", true},    {"qwen2", true},   {"qwen3", true},       {"phi3", true},
+      {"mistral", false}, {"gemma2", false}, {"gemma3_text", false}};
+  for (const auto& [family, hits] : families) {
+    SCOPED_TRACE(family);
+    const std::string model =
+        std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
+    std::vector<std::string> args{"run",
+                                  "--device",
+                                  "cpu",
+                                  "--no-progress",
+                                  "--model",
+                                  model,
+                                  "--shared-prefix-len",
+                                  "48",
+                                  "--prompt-len",
+                                  "56:80",
+                                  "--output-len",
+                                  "4:8",
+                                  "--requests",
+                                  "12",
+                                  "--max-num-batched-tokens",
+                                  "96",
+                                  "--seed",
+                                  "5"};
+    auto off = run_cli(args);
+    args.push_back("--enable-prefix-caching");
+    auto on = run_cli(args);
+    ASSERT_EQ(off.code, 0) << off.err;
+    ASSERT_EQ(on.code, 0) << on.err;
+    EXPECT_EQ(digest_of(on.out), digest_of(off.out)) << "cached prefixes changed the tokens";
+    EXPECT_NE(on.out.find("12 finished, 0 failed"), std::string::npos) << on.out;
+    EXPECT_EQ(on.out.find("prompt tokens from the cache") != std::string::npos, hits) << on.out;
+    EXPECT_EQ(off.out.find("prompt tokens from the cache"), std::string::npos) << off.out;
+  }
+}
+
+TEST(RunCliErrors, ASharedPrefixLongerThanTheShortestPromptNamesTheFlag) {
+  auto r = run_cli({"run", "--device", "cpu", "--no-progress", "--prompt-len", "16:64",
+                    "--shared-prefix-len", "20"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--shared-prefix-len: 20 is outside [0, 16]"), std::string::npos) << r.err;
+}
+
 TEST(RunCli, SameSeedGivesTheSameDigestWithOneOrTwoMicrobatches) {
   auto a = run_cli(small_run({"--seed", "11"}));
   auto b = run_cli(small_run({"--seed", "11"}));

@@ -273,7 +273,7 @@ inline sampling_params sample<sampling_params>() {
 
 template <>
 inline new_request sample<new_request>() {
-  return {large_request_id, 1000, 256, sample<sampling_params>()};
+  return {large_request_id, 1000, 256, sample<sampling_params>(), 512};
 }
 
 template <>
@@ -483,6 +483,7 @@ inline run_summary sample<run_summary>() {
   x.kv_blocks_peak_used = 8000;
   x.graph_replays = 700;
   x.eager_steps = 112;
+  x.prefix_hit_tokens = 4096;
   x.output_digest = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
   x.results = {sample<request_result>(), request_result{7, false, {}, 0, "kv cache exhausted"}};
   x.error = {errc::collective_failed,
