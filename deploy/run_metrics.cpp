@@ -190,6 +190,10 @@ std::string run_metrics::prometheus_text() const {
          "Steps that replayed a CUDA graph.");
   sample(out, "kvactor:eager_steps_total", static_cast<double>(p.eager_steps), "counter",
          "Steps that ran eagerly.");
+  sample(out, "kvactor:prefix_cache_hit_tokens_total", static_cast<double>(p.prefix_hit_tokens),
+         "counter",
+         "Prompt tokens taken from the prefix cache instead of computed (vllm:prefix_cache_hits); "
+         "over kvactor:prompt_tokens_total, the hit rate.");
   sample(out, "kvactor:collective_timeouts_total", static_cast<double>(p.collective_timeouts),
          "counter",
          "Ranks whose collective waited longer than --collective-timeout for their peers.");

@@ -92,6 +92,7 @@ void report(driver_state& st) {
   p.eager_steps = st.eager_steps;
   p.collective_timeouts = st.collectives.timed_out;
   p.collective_failures = st.collectives.failed;
+  p.prefix_hit_tokens = st.sched->num_prefix_hit_tokens();
   p.elapsed_s = elapsed_s(st);
   p.step_s = std::exchange(st.events.step_s, {});
   p.ttft_s = std::exchange(st.events.ttft_s, {});

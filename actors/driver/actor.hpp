@@ -40,6 +40,7 @@ struct run_progress {
   int64_t graph_replays = 0, eager_steps = 0;
   // Ranks whose last collective timed out, or failed otherwise (count_collective_outcomes).
   int64_t collective_timeouts = 0, collective_failures = 0;
+  int64_t prefix_hit_tokens = 0; // prompt tokens admissions took from the prefix cache
   double elapsed_s = 0.0;
   // Since the previous report: the steps' durations, each first token's TTFT, and the TPOT
   // (requests of two tokens or more) and end-to-end latency of each request that finished.

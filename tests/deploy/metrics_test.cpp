@@ -76,15 +76,17 @@ TEST(RunMetrics, EveryLineIsExpositionFormatAndHistogramsAreCumulative) {
   EXPECT_EQ(t.at("kvactor:e2e_request_latency_seconds_count"), 1);
 }
 
-TEST(RunMetrics, CollectiveTimeoutsAndFailuresAreCounters) {
+TEST(RunMetrics, CollectiveTimeoutsFailuresAndPrefixCacheHitsAreCounters) {
   run_metrics metrics;
   auto s = parse_exposition(metrics.prometheus_text());
   EXPECT_EQ(s.at("kvactor:collective_timeouts_total"), 0);
   run_progress p;
   p.collective_timeouts = 3; // three ranks waited in vain for the fourth
   p.collective_failures = 1;
+  p.prefix_hit_tokens = 480;
   metrics.observe(p);
   s = parse_exposition(metrics.prometheus_text());
+  EXPECT_EQ(s.at("kvactor:prefix_cache_hit_tokens_total"), 480);
   EXPECT_EQ(s.at("kvactor:collective_timeouts_total"), 3);
   EXPECT_EQ(s.at("kvactor:collective_failures_total"), 1);
 }
