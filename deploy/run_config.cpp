@@ -94,6 +94,7 @@ rank_config rank_config_of(const run_flags& f, const run_options& o, device_kind
   c.cudagraph_memory = o.cudagraph_memory;
   c.num_ubatches = f.ubatches;
   c.seed = f.seed;
+  c.enable_prefix_caching = f.enable_prefix_caching;
   c.executor = !runs_kernels(f)               ? std::string{"protocol"}
                : f.load_format == "synthetic" ? std::string{"synthetic"}
                                               : std::string{};
@@ -147,7 +148,6 @@ expected<run_configuration> configure_run(const run_flags& f, const run_options&
   // Prompts draw from the model's whole vocabulary, which the decoder samples.
   run.workload = make_workload(f.requests, o.prompt_len, o.output_len, o.arrival_rate,
                                std::max(model->vocab_size, 2), f.seed, f.shared_prefix_len);
-  run.enable_prefix_caching = f.enable_prefix_caching;
   return run;
 }
 

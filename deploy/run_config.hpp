@@ -34,7 +34,6 @@ struct run_configuration {
   device_kind device = device_kind::cpu;
   std::vector<rank_config> configs; // [ranks]
   std::vector<request_spec> workload;
-  bool enable_prefix_caching = false;
 };
 
 /// Configures a run of `device` (resolved: never auto); `gpu` is the first GPU as measured (or as

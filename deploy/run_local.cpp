@@ -88,7 +88,6 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   setup.bootstrap_communicator = s.tp.nccl;
   setup.collective_timeout = s.tp.collective_timeout;
   setup.on_tokens = s.on_tokens;
-  setup.enable_prefix_caching = s.run.enable_prefix_caching;
   auto drv = sys.spawn(driver, std::move(setup));
   auto on_ready = [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
     return s.on_ready ? s.on_ready(drv, ranks, ready) : std::nullopt;

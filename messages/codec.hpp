@@ -31,8 +31,8 @@ inline constexpr uint32_t schema_version = 10; // 2: metadata_ready.digest, 3: r
 // rank_config.device and node_info.device, rank_config.executor, collective_status,
 // run_summary.error as an error, 6: sampling_params in request_spec and new_request,
 // request_result.reason, 7: run_summary latency percentiles, 8: rank_ready.vocab_size,
-// 9: phase_timing.ledger_bytes and device_used_bytes, 10: run_summary.prefix_hit_tokens and
-// new_request.num_cached_tokens
+// 9: phase_timing.ledger_bytes and device_used_bytes, 10: run_summary.prefix_hit_tokens,
+// new_request.num_cached_tokens, rank_config.enable_prefix_caching
 
 /// The envelope name of a type whose inspect() has no caf::meta::type_name annotation.
 template <class T>

@@ -41,6 +41,10 @@ struct rank_config {
   /// The registered executor that runs the steps (actors/rank/executor_registry.hpp); empty: the
   /// device's own ("cpu" or "cuda"). "protocol" runs the step protocol alone (no kernels).
   std::string executor;
+  /// The driver's scheduler reuses cached full blocks of shared prefixes (kvactor run
+  /// --enable-prefix-caching); carried here, like the scheduler limits above, so that a recorded
+  /// run's driver replays with it.
+  bool enable_prefix_caching = false;
 
   bool operator==(const rank_config&) const = default;
 };
@@ -51,7 +55,7 @@ auto inspect(Inspector& f, rank_config& x) {
            x.dtype, x.kv_cache_dtype, x.device, x.attention_backend, x.block_size, x.max_model_len,
            x.max_num_seqs, x.max_num_batched_tokens, x.kv_cache_memory, x.num_gpu_blocks_override,
            x.cudagraph, x.cudagraph_capture_sizes, x.cudagraph_lazy, x.cudagraph_memory,
-           x.num_ubatches, x.seed, x.executor);
+           x.num_ubatches, x.seed, x.executor, x.enable_prefix_caching);
 }
 
 /// How long one start-up phase took and the memory it holds afterwards.

@@ -55,7 +55,6 @@ struct driver_setup {
   std::shared_ptr<trace_recorder> recorder;             // null: no --record
   bool bootstrap_communicator = false; // NCCL ranks: rank 0 creates the id, every rank joins
   std::chrono::milliseconds collective_timeout{120'000}; // how long a ledger request may take
-  bool enable_prefix_caching = false; // the scheduler reuses cached full blocks of a prefix
   /// Where each rank runs, for messages ("node 10.0.0.2:7400"); empty: this process.
   std::vector<std::string> rank_locations;
   /// Each applied step's sampled tokens, as they arrive (may be empty): what streams output.

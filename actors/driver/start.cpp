@@ -47,7 +47,7 @@ void allocate_all(driver_self self, std::shared_ptr<bool> failed) {
               cfg.max_model_len = st.setup.configs[0].max_model_len;
               cfg.num_ubatches = st.setup.configs[0].num_ubatches;
               cfg.vocab_size = readies->front().vocab_size;
-              cfg.enable_prefix_caching = st.setup.enable_prefix_caching;
+              cfg.enable_prefix_caching = st.setup.configs[0].enable_prefix_caching;
               if (auto ok = scheduler::validate(cfg, st.groups, st.num_blocks); !ok) {
                 deliver_start(self, to_caf_error(ok.err()));
                 return;

@@ -60,6 +60,27 @@ TEST(ReplayActor, DriverAloneReproducesEveryStepPlanAndTheSummary) {
   EXPECT_EQ(j.json()["digest"].get<std::string>().size(), 16u);
 }
 
+TEST(ReplayActor, ARunWithPrefixCachingReplaysItsDriverAndItsRank) {
+  // The llama fixture (full attention) with a 20-token shared prefix admitted over several steps:
+  // later requests hit its first block; the recorded configuration carries the switch, so the
+  // driver alone replays the same hits.
+  const auto path = ::testing::TempDir() + "prefix.kvtrace";
+  auto run =
+      run_cli({"run", "--model", std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/llama",
+               "--requests", "6", "--prompt-len", "24:40", "--output-len", "4:8",
+               "--shared-prefix-len", "20", "--max-num-batched-tokens", "48",
+               "--enable-prefix-caching", "--no-progress", "--seed", "3", "--record", path});
+  ASSERT_EQ(run.code, 0) << run.err;
+  ASSERT_NE(run.out.find("prompt tokens from the cache"), std::string::npos) << run.out;
+  for (const char* actor : {"driver", "rank[0]"}) {
+    auto r = run_cli({"replay", path, "--actor", actor, "--verify"});
+    EXPECT_EQ(r.code, 0) << actor << ": " << r.out << r.err;
+    EXPECT_NE(r.out.find("the recording"), std::string::npos) << actor << ": " << r.out;
+  }
+  auto all = run_cli({"replay", path, "--verify"});
+  EXPECT_EQ(all.code, 0) << all.out << all.err;
+}
+
 TEST(ReplayActor, DriverAloneReportsTheFirstStepPlanThatDiffers) {
   auto path = record_run("driver_src.kvtrace");
   auto bad = tamper(path, "driver_tampered.kvtrace", [](kvactor::trace_record& r) {

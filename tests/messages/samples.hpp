@@ -344,6 +344,7 @@ inline rank_config sample<rank_config>() {
   x.num_ubatches = 2;
   x.seed = 0xffffffffffffffffULL;
   x.executor = "protocol";
+  x.enable_prefix_caching = true;
   x.cudagraph_lazy = true;
   x.cudagraph_memory = int64_t{5} << 20;
   return x;
