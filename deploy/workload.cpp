@@ -1,9 +1,13 @@
 #include "deploy/workload.hpp"
 
 #include <cmath>
+#include <set>
+#include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "actors/driver/block_pool.hpp"
 
 namespace kvactor {
 
@@ -89,6 +93,28 @@ std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int
     out.push_back(std::move(r));
   }
   return out;
+}
+
+int64_t ideal_prefix_hit_tokens(const std::vector<request_spec>& workload, int32_t block_size) {
+  if (block_size <= 0) return 0;
+  std::set<std::pair<uint64_t, uint64_t>> seen; // every earlier prompt's full-block hashes
+  int64_t ideal = 0;
+  for (const auto& r : workload) {
+    const auto blocks = (std::ssize(r.prompt) - 1) / block_size;
+    const auto all = std::ssize(r.prompt) / block_size;
+    block_hash h;
+    bool hitting = true;
+    for (int64_t k = 0; k < all; ++k) {
+      h = hash_block(h,
+                     std::span(r.prompt).subspan(static_cast<size_t>(k * block_size),
+                                                 static_cast<size_t>(block_size)),
+                     0);
+      const bool known = !seen.insert({h.hi, h.lo}).second;
+      hitting = hitting && known;
+      if (hitting && k < blocks) ideal += block_size;
+    }
+  }
+  return ideal;
 }
 
 } // namespace kvactor

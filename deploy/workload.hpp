@@ -28,4 +28,9 @@ std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int
                                         int32_t vocab, uint64_t seed,
                                         int32_t shared_prefix_len = 0);
 
+/// Prompt tokens a prefix cache that never evicts could serve `workload` (arrival order): per
+/// request, its leading full blocks of `block_size` tokens (at least its last token left to
+/// compute) that an earlier prompt began with too. What --enable-prefix-caching reports as ideal.
+int64_t ideal_prefix_hit_tokens(const std::vector<request_spec>& workload, int32_t block_size);
+
 } // namespace kvactor

@@ -176,6 +176,8 @@ TEST(RunCli, PrefixCachingGivesEveryDenseFamilyTheSameTokensAndSkipsTheSharedPre
     EXPECT_EQ(digest_of(on.out), digest_of(off.out)) << "cached prefixes changed the tokens";
     EXPECT_NE(on.out.find("12 finished, 0 failed"), std::string::npos) << on.out;
     EXPECT_EQ(on.out.find("prompt tokens from the cache") != std::string::npos, hits) << on.out;
+    if (hits) // 12 requests after the first share 48 = 3 full blocks of 16 each
+      EXPECT_NE(on.out.find("ideal 528)"), std::string::npos) << on.out;
     EXPECT_EQ(off.out.find("prompt tokens from the cache"), std::string::npos) << off.out;
   }
 }
