@@ -59,9 +59,10 @@ public:
   // ---- prefix caching ------------------------------------------------------------------------
   // What kvactor decides per group: hits only when every group is full attention with one block
   // size (each group's blocks hashed under its own salt, a prefix hitting as far as every group
-  // has it cached). Sliding-window, chunked-local and state groups make a model cache nothing
-  // yet: vLLM's rules for them (a window needs only its last blocks, a state its own rule) are
-  // not implemented.
+  // has it cached). A sliding-window, chunked-local or state group makes the whole model cache
+  // nothing (caches_prefixes() is false, tested): safe, since no block is shared. vLLM instead
+  // lets a window group hit with only its last blocks and a state group by its own rule; kvactor
+  // does not follow those rules (issue 21 lists them as still to do).
 
   /// Turns prefix caching on or off (off: no hits, no registrations, frees in table order).
   void set_prefix_caching(bool on);

@@ -247,6 +247,42 @@ __device__ __forceinline__ void online_softmax_tile_as(const attention_args& a, 
     rows.l[i] = rows.l[i] * alpha[i] + (sum[0][i] + sum[1][i]);
 }
 
+/// The keys a run of `n` consecutive query rows sees, the first at position `first`: [lo, hi] by
+/// some row, [lo_max, hi_min] by every row (lo = 0, hi = -1 when n <= 0). A warp (mma.sync) or a
+/// warpgroup (wgmma) skips the key tiles outside the first and masks only those not inside the
+/// second.
+struct rows_keys {
+  int lo = 0, hi = -1, lo_max = 0, hi_min = -1;
+};
+__device__ __forceinline__ rows_keys keys_of_rows(const attention_args& a, int first, int n,
+                                                  int seq) {
+  rows_keys k;
+  if (n > 0) {
+    const key_range f = visible_range(a, first, seq);
+    const key_range l = visible_range(a, first + n - 1, seq);
+    k = {f.lo, l.hi, l.lo, f.hi};
+  }
+  return k;
+}
+
+/// The online-softmax state of a thread's two accumulator rows, tile rows r0 and r0 + 8 (query
+/// positions first_pos + row); a row at or past `rows` sees no key.
+__device__ __forceinline__ softmax_rows thread_rows(const attention_args& a, int first_pos, int r0,
+                                                    int rows, int seq) {
+  softmax_rows sm;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    sm.lo[i] = 1;
+    sm.hi[i] = 0;
+    if (r0 + 8 * i < rows) {
+      const key_range kr = visible_range(a, first_pos + r0 + 8 * i, seq);
+      sm.lo[i] = kr.lo;
+      sm.hi[i] = kr.hi;
+    }
+  }
+  return sm;
+}
+
 /// One tile of raw scores q . k in the m16n8 accumulator layout (mma.sync's, and each warp's part
 /// of wgmma's): at(j, e) is row (e >> 1) of the thread's two, key k_start + 8 j + 2 t4 + (e & 1),
 /// for j < J. Scales and caps the scores, masks keys a row does not see (only when need_mask),

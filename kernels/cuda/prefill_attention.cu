@@ -119,31 +119,11 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
   load_kv(kt_first, 0);
   cp_async_commit(); // with Q
 
-  // This warp's rows [16 warp, 16 warp + 16) and the keys they see: [w_lo, w_hi] in all, and
-  // [w_lo_max, w_hi_min] by every one of them.
+  // This warp's rows [16 warp, 16 warp + 16) and the keys they see (keys_of_rows).
   const int w_rows = max(0, min(16, rows - 16 * warp));
-  int w_lo = 0, w_hi = -1, w_lo_max = 0, w_hi_min = -1;
-  if (w_rows > 0) {
-    const key_range first = visible_range(a, first_pos + 16 * warp, seq);
-    const key_range last = visible_range(a, first_pos + 16 * warp + w_rows - 1, seq);
-    w_lo = first.lo;
-    w_hi = last.hi;
-    w_lo_max = last.lo;
-    w_hi_min = first.hi;
-  }
+  const rows_keys wk = keys_of_rows(a, first_pos + 16 * warp, w_rows, seq);
   const int g = lane >> 2, t4 = lane & 3;
-  softmax_rows sm;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int rr = 16 * warp + g + 8 * i;
-    sm.lo[i] = 1;
-    sm.hi[i] = 0;
-    if (rr < rows) {
-      const key_range kr = visible_range(a, first_pos + rr, seq);
-      sm.lo[i] = kr.lo;
-      sm.hi[i] = kr.hi;
-    }
-  }
+  softmax_rows sm = thread_rows(a, first_pos, 16 * warp + g, rows, seq);
 
   float o[D / 8][4];
 #pragma unroll
@@ -183,8 +163,8 @@ __device__ __forceinline__ void prefill_attention_body(const attention_args& a) 
 
     const int k_start = (kt_first + it) * bn;
     const int k_end = k_start + bn - 1;
-    if (k_end >= w_lo && k_start <= w_hi) {
-      const bool need_mask = w_rows < 16 || k_start < w_lo_max || k_end > w_hi_min;
+    if (k_end >= wk.lo && k_start <= wk.hi) {
+      const bool need_mask = w_rows < 16 || k_start < wk.lo_max || k_end > wk.hi_min;
 
       float s[bn / 8][4];
 #pragma unroll

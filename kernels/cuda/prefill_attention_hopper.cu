@@ -17,6 +17,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <tuple>
+#include <unordered_map>
+
 #include "attention_args.h"
 #include "device_utils.cuh"
 #include "launch_utils.cuh"
@@ -182,31 +185,12 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
   fence_proxy_async();
   named_barrier_sync(1, cfg::threads);
 
-  // This warpgroup's rows [64 wg, 64 wg + 64) and the keys they see: [w_lo, w_hi] in all, and
-  // [w_lo_max, w_hi_min] by every one of them. Uniform across the warpgroup, as wgmma requires.
+  // This warpgroup's rows [64 wg, 64 wg + 64) and the keys they see (keys_of_rows): uniform
+  // across the warpgroup, as wgmma requires.
   const int w_rows = max(0, min(64, t.rows - 64 * wg));
-  int w_lo = 0, w_hi = -1, w_lo_max = 0, w_hi_min = -1;
-  if (w_rows > 0) {
-    const key_range first = visible_range(a, first_pos + 64 * wg, t.seq);
-    const key_range last = visible_range(a, first_pos + 64 * wg + w_rows - 1, t.seq);
-    w_lo = first.lo;
-    w_hi = last.hi;
-    w_lo_max = last.lo;
-    w_hi_min = first.hi;
-  }
+  const rows_keys wk = keys_of_rows(a, first_pos + 64 * wg, w_rows, t.seq);
   const int g = lane >> 2, t4 = lane & 3;
-  softmax_rows sm;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int rr = 64 * wg + 16 * warp + g + 8 * i;
-    sm.lo[i] = 1;
-    sm.hi[i] = 0;
-    if (rr < t.rows) {
-      const key_range kr = visible_range(a, first_pos + rr, t.seq);
-      sm.lo[i] = kr.lo;
-      sm.hi[i] = kr.hi;
-    }
-  }
+  softmax_rows sm = thread_rows(a, first_pos, 64 * wg + 16 * warp + g, t.rows, t.seq);
 
   float o[cfg::o_parts][n_o / 2];
 #pragma unroll
@@ -273,7 +257,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     if (k_start < keys.lo || k_end > keys.hi)
       zero_outside_keys<D>(v_s + st * cfg::tile_bytes, k_start, keys.lo, keys.hi, tid);
     take_turn();
-    if (k_end < w_lo || k_start > w_hi) { // none of this warpgroup's rows sees the tile
+    if (k_end < wk.lo || k_start > wk.hi) { // none of this warpgroup's rows sees the tile
       if (pending >= 0) {
         issue_pv(pending);
         pass_turn(it);
@@ -298,7 +282,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     }
     wgmma_commit();
     float alpha[2];
-    const bool need_mask = w_rows < 64 || k_start < w_lo_max || k_end > w_hi_min;
+    const bool need_mask = w_rows < 64 || k_start < wk.lo_max || k_end > wk.hi_min;
     auto softmax = [&] {
       fence_accumulators(s);
       online_softmax_tile<bn / 8>(
@@ -425,13 +409,41 @@ cuda_status make_kv_map(const attention_args& a, bool bf16, int32_t offset, CUte
   return {};
 }
 
+// make_kv_map, remembered per thread: a decoder step asks for the same two maps of every layer's
+// cache step after step, and encoding them is host work on the launch path.
+cuda_status cached_kv_map(const attention_args& a, bool bf16, int32_t offset, CUtensorMap* map) {
+  using key = std::tuple<const void*, int32_t, bool, int32_t, int32_t, int32_t, int64_t, int64_t,
+                         int64_t, int64_t>;
+  struct key_hash {
+    size_t operator()(const key& k) const {
+      size_t h = std::hash<const void*>{}(std::get<0>(k));
+      for (int64_t v : {int64_t{std::get<1>(k)}, int64_t{std::get<3>(k)}, int64_t{std::get<4>(k)},
+                        int64_t{std::get<5>(k)}, std::get<6>(k), std::get<7>(k), std::get<8>(k),
+                        std::get<9>(k)})
+        h = h * 1000003u ^ std::hash<int64_t>{}(v);
+      return h ^ std::get<2>(k);
+    }
+  };
+  thread_local std::unordered_map<key, CUtensorMap, key_hash> maps;
+  const key k{a.cache,        offset,       bf16,           a.head_size,   a.block_size,
+              a.num_kv_heads, a.num_blocks, a.stride_block, a.stride_head, a.stride_token};
+  if (auto it = maps.find(k); it != maps.end()) {
+    *map = it->second;
+    return {};
+  }
+  if (cuda_status s = make_kv_map(a, bf16, offset, map); !s) return s;
+  if (maps.size() >= 4096) maps.clear(); // many caches come and go (tests): start over
+  maps.emplace(k, *map);
+  return {};
+}
+
 } // namespace
 
 cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, dim3 grid, bool pdl,
                                             cudaStream_t stream) {
   CUtensorMap k_map, v_map;
-  if (cuda_status s = make_kv_map(a, bf16, 0, &k_map); !s) return s;
-  if (cuda_status s = make_kv_map(a, bf16, a.v_offset, &v_map); !s) return s;
+  if (cuda_status s = cached_kv_map(a, bf16, 0, &k_map); !s) return s;
+  if (cuda_status s = cached_kv_map(a, bf16, a.v_offset, &v_map); !s) return s;
   auto launch = [&](auto type) {
     using T = typename decltype(type)::type;
     return dispatch_head_size("hopper prefill attention", a.head_size, [&](auto head_size) {
