@@ -108,12 +108,14 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   cmd.add_option("--arrival-rate", f.arrival_rate, "requests per second, or inf (all at once)");
   cmd.add_option("--shared-prefix-len", f.shared_prefix_len,
                  "the first N tokens of every prompt are the same (a shared system prompt)");
+  cmd.add_option("--num-shared-prefixes", f.num_shared_prefixes,
+                 "with --shared-prefix-len: each prompt starts with one of this many prefixes");
   cmd.add_flag("--enable-prefix-caching", f.enable_prefix_caching,
-               "reuse the KV cache of full blocks a shared prefix already computed (off for now; "
-               "models with sliding-window or state layers cache nothing)");
+               "reuse the KV cache of full blocks a shared prefix already computed (the default; "
+               "models with state layers cache nothing)");
   cmd.add_flag_callback(
       "--no-enable-prefix-caching", [&f] { f.enable_prefix_caching = false; },
-      "compute every prompt in full (the default for now)");
+      "compute every prompt in full");
   cmd.add_option("--seed", f.seed, "seed of the workload and the weights");
   cmd.add_option("--summary-json", f.summary_json, "write the summary (kvactor.run/1) here");
   cmd.add_option("--record", f.record, "record every actor message of the run into this trace");

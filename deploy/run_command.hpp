@@ -21,8 +21,9 @@ struct run_flags {
   std::string prompt_len = "32:128";
   std::string output_len = "16:48";
   std::string arrival_rate = "inf";
-  int32_t shared_prefix_len = 0;      // the first N tokens of every prompt are the same
-  bool enable_prefix_caching = false; // --enable-prefix-caching / --no-enable-prefix-caching
+  int32_t shared_prefix_len = 0;     // the first N tokens of every prompt are the same
+  int32_t num_shared_prefixes = 1;   // ... or one of this many such prefixes
+  bool enable_prefix_caching = true; // --enable-prefix-caching / --no-enable-prefix-caching
   uint64_t seed = 0;
   std::string summary_json;
   std::string record;                      // trace file (kvactor run --record FILE)

@@ -147,7 +147,8 @@ expected<run_configuration> configure_run(const run_flags& f, const run_options&
         rank_config_of(f, o, device, r, *max_model_len, (*budgets)[static_cast<size_t>(r)]));
   // Prompts draw from the model's whole vocabulary, which the decoder samples.
   run.workload = make_workload(f.requests, o.prompt_len, o.output_len, o.arrival_rate,
-                               std::max(model->vocab_size, 2), f.seed, f.shared_prefix_len);
+                               std::max(model->vocab_size, 2), f.seed, f.shared_prefix_len,
+                               f.num_shared_prefixes);
   return run;
 }
 

@@ -76,6 +76,12 @@ status read_workload_flags(const run_flags& f, run_options& o) {
     return bad(fmt::format("--shared-prefix-len: {} is outside [0, {}] (the shortest prompt of "
                            "--prompt-len)",
                            f.shared_prefix_len, prompt->first));
+  if (f.num_shared_prefixes < 1)
+    return bad(fmt::format("--num-shared-prefixes: {} is not positive", f.num_shared_prefixes));
+  if (f.num_shared_prefixes > 1 && f.shared_prefix_len == 0)
+    return bad(
+        fmt::format("--num-shared-prefixes: {} prefixes of no tokens (set --shared-prefix-len)",
+                    f.num_shared_prefixes));
   o.prompt_len = *prompt;
   o.output_len = *output;
   o.arrival_rate = *rate;

@@ -69,11 +69,15 @@ expected<double> parse_arrival_rate(const std::string& text) {
 
 std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int32_t> prompt_len,
                                         std::pair<int32_t, int32_t> output_len, double rate,
-                                        int32_t vocab, uint64_t seed, int32_t shared_prefix_len) {
+                                        int32_t vocab, uint64_t seed, int32_t shared_prefix_len,
+                                        int32_t num_prefixes) {
   rng g{seed * 0x2545f4914f6cdd1dull + 1};
-  std::vector<int32_t> prefix;
-  if (shared_prefix_len > 0) { // its own stream: the rest of the workload stays as without it
-    rng p{seed * 0x9e3779b97f4a7c15ull + 7};
+  // The prefixes and each request's choice come from their own stream: the rest of the
+  // workload stays as without them.
+  rng p{seed * 0x9e3779b97f4a7c15ull + 7};
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int32_t i = 0; shared_prefix_len > 0 && i < std::max(num_prefixes, 1); ++i) {
+    auto& prefix = prefixes.emplace_back();
     for (int32_t k = 0; k < shared_prefix_len; ++k)
       prefix.push_back(p.uniform(0, vocab - 1));
   }
@@ -83,6 +87,13 @@ std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int
     request_spec r;
     r.request_id = static_cast<uint64_t>(i);
     const int32_t n = g.uniform(prompt_len.first, prompt_len.second);
+    const std::vector<int32_t> none;
+    const auto& prefix =
+        prefixes.empty()
+            ? none
+            : prefixes[static_cast<size_t>(
+                prefixes.size() == 1 ? 0
+                                     : p.uniform(0, static_cast<int32_t>(prefixes.size()) - 1))];
     for (int32_t k = 0; k < n; ++k) {
       const int32_t t = g.uniform(0, vocab - 1);
       r.prompt.push_back(k < std::ssize(prefix) ? prefix[static_cast<size_t>(k)] : t);

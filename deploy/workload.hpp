@@ -21,12 +21,13 @@ expected<double> parse_arrival_rate(const std::string& text);
 
 /// Prompt and output lengths uniform in their ranges, prompt tokens uniform below `vocab`,
 /// Poisson arrivals at `rate` per second (0 = all at once). With `shared_prefix_len` > 0 every
-/// prompt starts with the same that many tokens (REQUIRES: at most the shortest prompt); 0 gives
-/// the workload of earlier versions for the same seed.
+/// prompt starts with one of `num_prefixes` prefixes of that many tokens, drawn uniformly per
+/// request (REQUIRES: at most the shortest prompt; num_prefixes >= 1); 0 gives the workload of
+/// earlier versions for the same seed, and so does everything after the prefix.
 std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int32_t> prompt_len,
                                         std::pair<int32_t, int32_t> output_len, double rate,
-                                        int32_t vocab, uint64_t seed,
-                                        int32_t shared_prefix_len = 0);
+                                        int32_t vocab, uint64_t seed, int32_t shared_prefix_len = 0,
+                                        int32_t num_prefixes = 1);
 
 /// Prompt tokens a prefix cache that never evicts could serve `workload` (arrival order): per
 /// request, its leading full blocks of `block_size` tokens (at least its last token left to

@@ -109,7 +109,9 @@ kv_block_manager::allocate(uint64_t request_id, int64_t num_computed_tokens, int
     auto size = static_cast<int64_t>(cur.tables[g].size());
     release_end[g] = std::clamp<int64_t>(first_live_block(rules_[g], num_computed_tokens),
                                          cur.num_released[g], size);
-    num_released += release_end[g] - cur.num_released[g];
+    // Only a block no other request shares (a prefix-cache hit) goes back to the free queue.
+    for (auto i = cur.num_released[g]; i < release_end[g]; ++i)
+      num_released += pool_->ref_count(cur.tables[g][static_cast<size_t>(i)]) == 1;
     appends[g] = std::max<int64_t>(0, entries_for(rules_[g], total_tokens) - size);
     num_appended += appends[g];
   }
@@ -193,10 +195,40 @@ std::vector<int32_t> kv_block_manager::table_of(uint64_t request_id, int32_t gro
 }
 
 void kv_block_manager::set_prefix_caching(bool on) {
-  const bool all_full = std::all_of(rules_.begin(), rules_.end(), [&](const group_rule& g) {
-    return g.kind == growth::full && g.block_size == rules_.front().block_size;
+  const bool hashable = std::all_of(rules_.begin(), rules_.end(), [&](const group_rule& g) {
+    return g.kind != growth::single && g.block_size == rules_.front().block_size;
   });
-  caches_prefixes_ = on && all_full && !rules_.empty();
+  caches_prefixes_ = on && hashable && !rules_.empty();
+}
+
+kv_block_manager::cached_chain kv_block_manager::cached_blocks(size_t g,
+                                                               std::span<const int32_t> tokens,
+                                                               int64_t num_blocks) const {
+  const int64_t bs = rules_[g].block_size;
+  cached_chain chain;
+  block_hash h;
+  for (int64_t k = 0; k < num_blocks; ++k) {
+    h = hash_block(h, tokens.subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs)), g);
+    const auto id = pool_->find_cached(h);
+    if (!id && rules_[g].kind == growth::full) break;
+    chain.hashes.push_back(h);
+    chain.ids.push_back(id.value_or(null_block_id));
+  }
+  return chain;
+}
+
+int64_t kv_block_manager::longest_hit(const group_rule& g, const cached_chain& chain,
+                                      int64_t limit) const {
+  limit = std::min<int64_t>(limit, std::ssize(chain.ids));
+  if (g.kind == growth::full) // cached_blocks stopped at the first miss
+    return limit;
+  // run[k]: cached blocks in a row ending at block k.
+  std::vector<int64_t> run(static_cast<size_t>(limit));
+  for (int64_t k = 0; k < limit; ++k)
+    run[k] = chain.ids[k] == null_block_id ? 0 : 1 + (k > 0 ? run[k - 1] : 0);
+  for (int64_t m = limit; m > 0; --m)
+    if (m - first_live_block(g, m * g.block_size) <= run[m - 1]) return m;
+  return 0;
 }
 
 int64_t kv_block_manager::take_cached_prefix(uint64_t request_id, std::span<const int32_t> tokens,
@@ -204,34 +236,36 @@ int64_t kv_block_manager::take_cached_prefix(uint64_t request_id, std::span<cons
                                              std::vector<block_table_update>& updates) {
   if (!caches_prefixes_ || requests_.contains(request_id)) return 0;
   const int64_t bs = rules_.front().block_size;
-  int64_t n = std::min<int64_t>(max_tokens, std::ssize(tokens)) / bs; // blocks every group has
-  std::vector<std::vector<int32_t>> hits(rules_.size());
-  std::vector<std::vector<block_hash>> hashes(rules_.size());
-  for (size_t g = 0; g < rules_.size() && n > 0; ++g) {
-    block_hash h;
-    for (int64_t k = 0; k < n; ++k) {
-      h = hash_block(h, tokens.subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs)), g);
-      const auto id = pool_->find_cached(h);
-      if (!id) {
-        n = k;
-        break;
+  int64_t n = std::min<int64_t>(max_tokens, std::ssize(tokens)) / bs;
+  std::vector<cached_chain> chains;
+  for (size_t g = 0; g < rules_.size(); ++g)
+    chains.push_back(cached_blocks(g, tokens, n));
+  // A window group valid at n may not be at a shorter length another group imposes: shorten
+  // until every group agrees (n only falls, so this ends).
+  for (bool shortened = true; shortened && n > 0;) {
+    shortened = false;
+    for (size_t g = 0; g < rules_.size(); ++g)
+      if (const int64_t m = longest_hit(rules_[g], chains[g], n); m < n) {
+        n = m;
+        shortened = true;
       }
-      hits[g].push_back(*id);
-      hashes[g].push_back(h);
-    }
   }
   if (n <= 0) return 0;
   auto& req = requests_.emplace(request_id, empty_tables()).first->second;
   for (size_t g = 0; g < rules_.size(); ++g) {
-    hits[g].resize(static_cast<size_t>(n));
-    for (auto id : hits[g]) {
+    const int64_t first = first_live_block(rules_[g], n * bs);
+    auto& table = req.tables[g];
+    table.assign(chains[g].ids.begin(), chains[g].ids.begin() + n);
+    std::fill(table.begin(), table.begin() + first, null_block_id);
+    for (auto id : table) {
+      if (id == null_block_id) continue;
       [[maybe_unused]] auto touched = pool_->touch(id);
       assert(touched);
     }
-    req.tables[g] = hits[g];
+    req.num_released[g] = static_cast<int32_t>(first);
     req.num_hashed[g] = static_cast<int32_t>(n);
-    req.last_hash[g] = hashes[g][static_cast<size_t>(n - 1)];
-    updates.push_back({request_id, static_cast<int32_t>(g), 0, hits[g]});
+    req.last_hash[g] = chains[g].hashes[static_cast<size_t>(n - 1)];
+    updates.push_back({request_id, static_cast<int32_t>(g), 0, table});
   }
   return n * bs;
 }
@@ -249,8 +283,11 @@ void kv_block_manager::cache_full_blocks(uint64_t request_id, std::span<const in
       const block_hash h =
           hash_block(req.last_hash[g],
                      tokens.subspan(static_cast<size_t>(k * bs), static_cast<size_t>(bs)), g);
-      [[maybe_unused]] auto cached = pool_->cache(req.tables[g][static_cast<size_t>(k)], h);
-      assert(cached);
+      // A window may have released the block before it was registered: the chain goes on.
+      if (const auto id = req.tables[g][static_cast<size_t>(k)]; id != null_block_id) {
+        [[maybe_unused]] auto cached = pool_->cache(id, h);
+        assert(cached);
+      }
       req.last_hash[g] = h;
       req.num_hashed[g] = static_cast<int32_t>(k + 1);
     }

@@ -57,12 +57,16 @@ public:
   int32_t num_groups() const { return static_cast<int32_t>(groups_.size()); }
 
   // ---- prefix caching ------------------------------------------------------------------------
-  // What kvactor decides per group: hits only when every group is full attention with one block
-  // size (each group's blocks hashed under its own salt, a prefix hitting as far as every group
-  // has it cached). A sliding-window, chunked-local or state group makes the whole model cache
-  // nothing (caches_prefixes() is false, tested): safe, since no block is shared. vLLM instead
-  // lets a window group hit with only its last blocks and a state group by its own rule; kvactor
-  // does not follow those rules (issue 21 lists them as still to do).
+  // What kvactor decides per group (vLLM's hybrid rules, one block size for all groups):
+  //   full attention   hits as far as every leading block is cached
+  //   sliding window   hits at a length L when the blocks a query at L reads ([L - W + 1, L),
+  //                    W including retained tokens) are cached; the blocks before them enter its
+  //                    table as null blocks, as if released by the window
+  //   chunked local    the same, with the blocks of L's chunk
+  //   state (mamba)    no rule: a model with a state group caches nothing (caches_prefixes()
+  //                    false), as does one whose groups have different block sizes
+  // A prefix hits at the longest length every group can serve. Each group hashes under its own
+  // salt (its index), so one group's blocks never answer for another's.
 
   /// Turns prefix caching on or off (off: no hits, no registrations, frees in table order).
   void set_prefix_caching(bool on);
@@ -103,6 +107,15 @@ private:
 
   // Entries [0, result) of a table no step after `num_computed_tokens` reads again.
   int64_t first_live_block(const group_rule& g, int64_t num_computed_tokens) const;
+  // The blocks of one group for tokens [0, num_blocks x block_size): each one's hash and its
+  // cached id (null_block_id when not cached). A full group stops at its first miss.
+  struct cached_chain {
+    std::vector<block_hash> hashes;
+    std::vector<int32_t> ids;
+  };
+  cached_chain cached_blocks(size_t g, std::span<const int32_t> tokens, int64_t num_blocks) const;
+  // The longest m <= limit (in blocks) at which a group can resume from the cache.
+  int64_t longest_hit(const group_rule& g, const cached_chain& chain, int64_t limit) const;
   // Entries a table must have to hold `total_tokens`.
   int64_t entries_for(const group_rule& g, int64_t total_tokens) const;
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "deploy/workload.hpp"
 
@@ -22,6 +23,22 @@ TEST(Workload, ASharedPrefixStartsEveryPromptAndLeavesTheRestAsWithoutIt) {
         << "request " << i << ": the rest is the prompt it had without a shared prefix";
     EXPECT_EQ(shared[i].max_output_tokens, plain[i].max_output_tokens);
   }
+}
+
+TEST(Workload, SeveralSharedPrefixesAreEachUsedAndLeaveTheRestAsWithoutThem) {
+  const auto plain = make_workload(64, {20, 40}, {4, 8}, 0, 512, 3);
+  const auto shared = make_workload(64, {20, 40}, {4, 8}, 0, 512, 3, 16, 4);
+  std::set<std::vector<int32_t>> prefixes;
+  for (size_t i = 0; i < shared.size(); ++i) {
+    ASSERT_EQ(shared[i].prompt.size(), plain[i].prompt.size());
+    prefixes.emplace(shared[i].prompt.begin(), shared[i].prompt.begin() + 16);
+    EXPECT_TRUE(std::equal(shared[i].prompt.begin() + 16, shared[i].prompt.end(),
+                           plain[i].prompt.begin() + 16));
+  }
+  EXPECT_EQ(prefixes.size(), 4u) << "64 requests drew every one of the 4 prefixes";
+  EXPECT_EQ(make_workload(64, {20, 40}, {4, 8}, 0, 512, 3, 16, 1)[5].prompt,
+            make_workload(64, {20, 40}, {4, 8}, 0, 512, 3, 16)[5].prompt)
+      << "one prefix is the workload of --shared-prefix-len alone";
 }
 
 TEST(Workload, TheIdealHitsCountEveryLaterPromptsSharedFullBlocksButItsLastToken) {
