@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the cluster-mode deployment recipes without a cluster, so that they cannot rot unseen.
-# Four parts, each with the tool it needs:
+# Five parts, each with the tool it needs:
 #   k8s      deploy/k8s: every manifest parses and they agree with each other (check_k8s.py;
 #            python3 with PyYAML). `kubectl kustomize` also renders them when kubectl is at hand:
 #            an extra, named in the output either way, that the part does not depend on.
@@ -11,6 +11,9 @@
 #            its sections are checked, and verify counts as skipped).
 #   certs    deploy/tls/make-test-certs.sh makes certificates that verify against their CA, a
 #            rogue one that does not, and keeps a current set when run again (openssl).
+#   image    the Dockerfile and the recipes agree on the image name, binary, user, ports and
+#            models path (check_image.py; python3 with PyYAML). `docker build` also runs when
+#            docker is at hand and KVACTOR_DOCKER_BUILD=1: an extra, named in the output.
 # Outcome: any failure exits 1 (after every check ran). Otherwise, when a missing tool left a
 # check undone, the summary line names each part as passed, partly skipped or skipped, the lines
 # after it name every check not done, and the script exits 77, which ctest reports as skipped;
@@ -18,10 +21,10 @@
 # gets read: a pass there would claim, say, that the recipes pass shellcheck on a machine that
 # has no shellcheck. CMake runs one ctest test per part, so a missing tool skips only its part
 # and the parts that did run still show as passed.
-# Usage: recipes_check.sh REPO_ROOT [PART...]   (PART: k8s shell systemd certs; default: all)
+# Usage: recipes_check.sh REPO_ROOT [PART...]   (PART: k8s shell systemd certs image; default: all)
 set -euo pipefail
 
-all_parts=(k8s shell systemd certs)
+all_parts=(k8s shell systemd certs image)
 if [[ $# -lt 1 || ! -d $1/deploy ]]; then
   echo "usage: $(basename "$0") REPO_ROOT [PART...] (PART: ${all_parts[*]})" >&2
   exit 2
@@ -89,7 +92,8 @@ check_k8s() {
 }
 
 check_shell() {
-  local scripts=("$root"/deploy/slurm/*.sbatch "$root"/deploy/tls/*.sh "$here/recipes_check.sh")
+  local scripts=("$root"/deploy/slurm/*.sbatch "$root"/deploy/tls/*.sh "$root"/deploy/docker/*.sh
+    "$here/recipes_check.sh")
   local why f name out
   why=$(no_yaml)
   if ! command -v shellcheck >/dev/null; then
@@ -131,8 +135,8 @@ check_systemd() {
     fail "deploy/systemd/kvactor-node.service: missing"
     return
   fi
-  grep -q '^ExecStart=/usr/local/bin/kvactor node ' "$unit" ||
-    fail "deploy/systemd/kvactor-node.service: ExecStart does not run /usr/local/bin/kvactor node"
+  grep -q '^ExecStart=/usr/bin/kvactor node ' "$unit" ||
+    fail "deploy/systemd/kvactor-node.service: ExecStart does not run /usr/bin/kvactor node"
   grep -q '^EnvironmentFile=/etc/kvactor/node.env$' "$unit" ||
     fail "deploy/systemd/kvactor-node.service: no EnvironmentFile=/etc/kvactor/node.env"
   # Every KVACTOR_ variable the unit's settings use is set in the example environment file.
@@ -149,7 +153,7 @@ check_systemd() {
     # copy whose ExecStart runs /bin/true instead (everything else unchanged). Verify reports
     # unknown keys and bad values as warnings with status 0, so any output is a failure.
     mkdir -p "$work/unit"
-    sed 's#^ExecStart=/usr/local/bin/kvactor #ExecStart=/bin/true #' "$unit" \
+    sed 's#^ExecStart=/usr/bin/kvactor #ExecStart=/bin/true #' "$unit" \
       >"$work/unit/kvactor-node.service"
     out=$(systemd-analyze verify "$work/unit/kvactor-node.service" 2>&1) && rc=0 || rc=$?
     if [[ $rc -ne 0 || -n $out ]]; then
@@ -215,6 +219,27 @@ check_certs() {
   fi
   if ((certs_ok)); then
     ok "deploy/tls/make-test-certs.sh: node and driver verify, rogue does not, rerun keeps the set"
+  fi
+}
+
+check_image() {
+  local why out
+  why=$(no_yaml)
+  if [[ -n $why ]]; then
+    skip "Dockerfile: $why"
+  elif out=$(python3 "$here/check_image.py" "$root" 2>&1); then
+    ok "Dockerfile: the recipes use its image name, binary, user, ports and models path"
+  else
+    fail "Dockerfile:"$'\n'"$out"
+  fi
+  if ! command -v docker >/dev/null; then
+    echo "note: Dockerfile: docker is not installed, so the image was not built (an extra)"
+  elif [[ ${KVACTOR_DOCKER_BUILD:-0} != 1 ]]; then
+    echo "note: Dockerfile: set KVACTOR_DOCKER_BUILD=1 to build the image too (an extra)"
+  elif out=$(docker build -q -t kvactor:check "$root" 2>&1); then
+    ok "Dockerfile: docker build"
+  else
+    fail "Dockerfile: docker build:"$'\n'"$out"
   fi
 }
 
