@@ -9,13 +9,8 @@
 #   device: bash bench/device_run.sh "$OUT"      (carry: [".devpack.tar.xz"])
 # The logs come back as OUT/logs.tar (the device returns only a few files); a short table is
 # printed last.
-set -uo pipefail
-dest=${1:?usage: device_run.sh OUT_DIR}
-out=$dest/logs
-mkdir -p "$out"
-trap 'tar cf "$dest/logs.tar" -C "$dest" logs && rm -rf "$out"' EXIT
-[ -d .devpack ] || tar xJf .devpack.tar.xz
-export KVACTOR_MODELS_PATH=$PWD/deploy/models KVACTOR_SOURCE_DIR=$PWD
+# shellcheck source=bench/device_prelude.sh
+source "$(dirname "$0")/device_prelude.sh" "$@"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 declare -A status
 start=$SECONDS

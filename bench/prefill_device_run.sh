@@ -6,13 +6,8 @@
 #           bash bench/pack_for_device.sh -z build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_attention_bench
 #   device: bash bench/prefill_device_run.sh "$OUT"      (carry: [".devpack.tar.xz"])
-set -uo pipefail
-dest=${1:?usage: prefill_device_run.sh OUT_DIR}
-out=$dest/logs
-mkdir -p "$out"
-trap 'tar cf "$dest/logs.tar" -C "$dest" logs && rm -rf "$out"' EXIT
-[ -d .devpack ] || tar xJf .devpack.tar.xz
-export KVACTOR_MODELS_PATH=$PWD/deploy/models KVACTOR_SOURCE_DIR=$PWD
+# shellcheck source=bench/device_prelude.sh
+source "$(dirname "$0")/device_prelude.sh" "$@"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 /usr/local/cuda/bin/cuobjdump --dump-sass .devpack/bin/kvactor_attention_bench 2>/dev/null |
   grep -oE "HGMMA\.[0-9A-Za-z.]+" | sort | uniq -c | head -n 8

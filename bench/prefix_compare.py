@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Compares `kvactor run` summaries (kvactor.run/1) with and without prefix caching.
+"""Compares `kvactor run` summaries (kvactor.run/1): with and without prefix caching, or any two
+runs of the same workload (tensor-parallel sizes, devices).
 
---pairs NAME=ON.json,OFF.json ...: per pair, whether the digests agree, the share of requests
-whose first generated token and whole continuation agree, and the prompt tokens the cache served.
+--pairs NAME=A.json,B.json ...: per pair, whether the digests agree, the share of requests whose
+first generated token and whole continuation agree, the prompt tokens A's prefix cache served,
+and each run's median step time.
 --chat ON.json OFF.json: the chat workload's figures side by side (prefill tokens computed, TTFT
 p50/p99, throughput, wall time) and the TTFT ratio.
 """
@@ -34,7 +36,8 @@ def compare_pair(name, on, off):
     digest = "same" if on["output_digest"] == off["output_digest"] else "differs"
     hits = on["prefix_cache"]["hit_tokens"]
     return (f"| {name} | {digest} | {first}/{len(ids)} | {whole}/{len(ids)} | "
-            f"{hits} of {on['tokens']['prompt']} |")
+            f"{hits} of {on['tokens']['prompt']} | {on['step_ms']['p50']:.2f} / "
+            f"{off['step_ms']['p50']:.2f} |")
 
 
 def chat_row(label, s):
@@ -51,8 +54,9 @@ def main():
     ap.add_argument("--pairs", nargs="*", default=[])
     ap.add_argument("--chat", nargs=2)
     args = ap.parse_args()
-    print("| model | digest on/off | first tokens equal | continuations equal | prompt tokens from the cache |")
-    print("|---|---|---|---|---|")
+    print("| pair (A vs B) | digest | first tokens equal | continuations equal | "
+          "prompt tokens from A's cache | step p50 ms A / B |")
+    print("|---|---|---|---|---|---|")
     for p in args.pairs:
         name, files = p.split("=", 1)
         on, off = files.split(",")

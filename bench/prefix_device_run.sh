@@ -9,13 +9,8 @@
 #   here:   cmake --build build --target kvactor
 #           bash bench/pack_for_device.sh -z build/bin/kvactor
 #   device: bash bench/prefix_device_run.sh "$OUT"      (carry: [".devpack.tar.xz"])
-set -uo pipefail
-dest=${1:?usage: prefix_device_run.sh OUT_DIR}
-out=$dest/logs
-mkdir -p "$out"
-trap 'tar cf "$dest/logs.tar" -C "$dest" logs && rm -rf "$out"' EXIT
-[ -d .devpack ] || tar xJf .devpack.tar.xz
-export KVACTOR_MODELS_PATH=$PWD/deploy/models
+# shellcheck source=bench/device_prelude.sh
+source "$(dirname "$0")/device_prelude.sh" "$@"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 start=$SECONDS
 

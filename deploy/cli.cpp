@@ -143,7 +143,11 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   cmd.add_option("--nodes", f.nodes,
                  "cluster mode: HOST:PORT,... of `kvactor node` processes that host the ranks");
   cmd.add_option("--communicator", f.tp.communicator,
-                 "auto|host|nccl: how tensor-parallel ranks meet (auto: nccl for GPU ranks)");
+                 "auto|host|nccl|device: how tensor-parallel ranks meet (auto: nccl for GPU ranks "
+                 "on GPUs of their own, device for GPU ranks sharing one)");
+  cmd.add_option("--gpu-ids", f.tp.gpu_ids,
+                 "each GPU rank's CUDA device, e.g. 0,0,0,0 (several ranks on one GPU: a "
+                 "testing and debugging mode; default: rank r on GPU r)");
   cmd.add_option("--collective-timeout", f.tp.collective_timeout_s,
                  "seconds a collective (and NCCL start-up) may wait for the other ranks");
   cmd.add_option("--tls-cert", f.tls_cert, "with --nodes: this driver's certificate (PEM)");

@@ -105,7 +105,8 @@ rank_config rank_config_of(const run_flags& f, const run_options& o, device_kind
 
 expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& f, const run_options& o,
                                                 device_kind device,
-                                                const std::optional<kernels::gpu_info>& gpu) {
+                                                const std::optional<kernels::gpu_info>& gpu,
+                                                int32_t ranks_per_gpu) {
   const auto ranks = static_cast<size_t>(f.plan.tensor_parallel_size);
   if (!o.kv_cache_memory.empty()) return o.kv_cache_memory;
   if (device == device_kind::cpu || !gpu) return std::vector<int64_t>(ranks, default_cpu_kv_cache);
@@ -117,28 +118,33 @@ expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& f, const run_op
   use.total_bytes = gpu->total_bytes;
   use.utilization = f.plan.gpu_memory_utilization;
   use.in_use_bytes = gpu->total_bytes - gpu->free_bytes;
-  use.non_kv_bytes = *decoder_bytes + gpu_reserve_bytes + (graphs ? o.cudagraph_memory : 0);
+  const int64_t sharing = std::max(ranks_per_gpu, 1);
+  use.non_kv_bytes =
+      sharing * (*decoder_bytes + gpu_reserve_bytes) + (graphs ? o.cudagraph_memory : 0);
   auto budget = gpu_kv_cache_budget(use);
+  if (budget) *budget /= sharing;
   if (!budget) {
     auto e = budget.err();
     e.message = fmt::format("GPU {} ({}): {}", gpu->ordinal, gpu->name, e.message);
     return e;
   }
-  spdlog::info("GPU {} ({}): {} of {} bytes free; KV cache budget {} bytes ({} x total, {} in "
+  spdlog::info("GPU {} ({}): {} of {} bytes free; KV cache budget {} bytes{} ({} x total, {} in "
                "use, {} for weights, activations and CUDA graphs)",
-               gpu->ordinal, gpu->name, gpu->free_bytes, gpu->total_bytes, *budget, use.utilization,
-               use.in_use_bytes, use.non_kv_bytes);
+               gpu->ordinal, gpu->name, gpu->free_bytes, gpu->total_bytes, *budget,
+               sharing > 1 ? fmt::format(" for each of {} ranks sharing it", sharing) : "",
+               use.utilization, use.in_use_bytes, use.non_kv_bytes);
   return std::vector<int64_t>(ranks, *budget);
 }
 
 expected<run_configuration> configure_run(const run_flags& f, const run_options& o,
                                           device_kind device,
-                                          const std::optional<kernels::gpu_info>& gpu) {
+                                          const std::optional<kernels::gpu_info>& gpu,
+                                          int32_t ranks_per_gpu) {
   auto model = load_rank0_model(f, o);
   if (!model) return model.err();
   auto max_model_len = max_model_len_of(f, *model);
   if (!max_model_len) return max_model_len.err();
-  auto budgets = kv_cache_budgets(f, o, device, gpu);
+  auto budgets = kv_cache_budgets(f, o, device, gpu, ranks_per_gpu);
   if (!budgets) return budgets.err();
   run_configuration run;
   run.device = device;

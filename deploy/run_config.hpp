@@ -38,16 +38,20 @@ struct run_configuration {
 
 /// Configures a run of `device` (resolved: never auto); `gpu` is the first GPU as measured (or as
 /// a node reports it) when device is cuda. Errors name the flag: a model that does not load, a
-/// --max-model-len above the model's, a budget that leaves no KV cache.
+/// --max-model-len above the model's, a budget that leaves no KV cache. `ranks_per_gpu` ranks
+/// share that GPU (--gpu-ids 0,0,...): they split what it has.
 expected<run_configuration> configure_run(const run_flags& flags, const run_options& options,
                                           device_kind device,
-                                          const std::optional<kernels::gpu_info>& gpu);
+                                          const std::optional<kernels::gpu_info>& gpu,
+                                          int32_t ranks_per_gpu = 1);
 
 /// Each rank's KV cache budget: --kv-cache-memory when given; on a GPU, vLLM's rule over the
 /// measured GPU less the decoder (weights and workspaces) the rank builds later, the reserve and
-/// the CUDA graph pool; on a CPU, default_cpu_kv_cache.
+/// the CUDA graph pool; on a CPU, default_cpu_kv_cache. `ranks_per_gpu` ranks sharing the GPU
+/// each take an equal part of what is left once all their decoders are counted.
 expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& flags, const run_options& options,
                                                 device_kind device,
-                                                const std::optional<kernels::gpu_info>& gpu);
+                                                const std::optional<kernels::gpu_info>& gpu,
+                                                int32_t ranks_per_gpu = 1);
 
 } // namespace kvactor

@@ -17,6 +17,7 @@
 #include "deploy/run_report.hpp"
 #include "deploy/tp_flags.hpp"
 #include "deploy/transport/guarded_transport.hpp"
+#include "kvactor/kernels/device_local_communicator.h"
 #include "kvactor/kernels/device_runtime.h"
 #include "kvactor/kernels/nccl_communicator.h"
 #include "messages/register.hpp"
@@ -80,6 +81,15 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   group.collective_timeout = s.tp.collective_timeout;
   group.stall = s.tp.stall;
   group.recorder = s.recorder;
+  group.gpus = s.tp.gpus;
+  if (s.tp.device_local) try {
+      group.communicators = kernels::make_device_local_group(
+          group.world, s.tp.gpus.empty() ? 0 : s.tp.gpus.front(), s.tp.collective_timeout);
+    } catch (const kernels::collective_error& e) {
+      session_result failed;
+      failed.failure = run_failure{exit_failure, make_error(errc::collective_failed, e.what())};
+      return failed;
+    }
   const auto ranks = spawn_rank_group(sys, group);
   auto progress = progress_callbacks(s.flags.progress && isatty(STDERR_FILENO) == 1,
                                      s.flags.stats_interval_s, s.run.device, err);
@@ -105,7 +115,15 @@ expected<local_start> prepare_local_run(const run_flags& flags, const run_option
   if (!device) return device.err();
   auto tp_setup = resolve_tp_flags(flags.tp, device->device, tp);
   if (!tp_setup) return tp_setup.err();
-  auto run = configure_run(flags, o, device->device, device->gpu);
+  const int32_t sharing = tp_setup->device_local ? tp : 1;
+  if (tp_setup->device_local && !tp_setup->gpus.empty() && tp_setup->gpus.front() != 0) {
+    std::string why; // the GPU they share is the one to measure
+    device->gpu = kernels::probe_gpu(tp_setup->gpus.front(), &why);
+    if (!device->gpu)
+      return make_error(errc::unsupported,
+                        fmt::format("--gpu-ids: GPU {}: {}", tp_setup->gpus.front(), why));
+  }
+  auto run = configure_run(flags, o, device->device, device->gpu, sharing);
   if (!run) return run.err();
   return local_start{std::move(*run), *tp_setup};
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/rank/group.hpp"
 #include "messages/device.hpp"
@@ -14,14 +15,17 @@
 namespace kvactor {
 
 struct tp_flags {
-  std::string communicator = "auto"; // auto | host | nccl
+  std::string communicator = "auto"; // auto | host | nccl | device
   double collective_timeout_s = 120.0;
   std::string debug_stall; // "RANK:N", empty: none
+  std::string gpu_ids;     // "0,0,0,0": each GPU rank's CUDA ordinal; empty: rank r on GPU r
 };
 
 /// How the ranks of a run meet.
 struct tp_setup {
   bool nccl = false;
+  bool device_local = false; // GPU ranks sharing one GPU (the device-local communicator)
+  std::vector<int32_t> gpus; // [ranks] each rank's CUDA ordinal; empty: rank r on GPU r
   std::chrono::milliseconds collective_timeout{120'000};
   std::optional<collective_stall> stall;
 };
@@ -29,10 +33,12 @@ struct tp_setup {
 /// --collective-timeout in seconds: in (0, 86400], else an error naming the flag.
 expected<std::chrono::milliseconds> parse_collective_timeout(double seconds);
 
-/// Resolves the flags for `tp` ranks on `device`. auto: NCCL for several GPU
-/// ranks, the host communicator otherwise. Errors name the flag and the value: host memory for
-/// GPU ranks, NCCL for CPU ranks, NCCL missing from this build, more GPU ranks than visible GPUs,
-/// a timeout that is not a positive number of seconds, a stall outside the ranks.
+/// Resolves the flags for `tp` ranks on `device`. auto: for several GPU ranks, NCCL when each has
+/// a GPU of its own and the device-local communicator when --gpu-ids puts them all on one; the
+/// host communicator otherwise. Errors name the flag and the value: host memory for GPU ranks,
+/// NCCL for CPU ranks or for ranks sharing a GPU, NCCL missing from this build, more GPU ranks
+/// than visible GPUs, GPU ids that are not one per rank, out of range or only partly shared, a
+/// timeout that is not a positive number of seconds, a stall outside the ranks.
 expected<tp_setup> resolve_tp_flags(const tp_flags& flags, device_kind device, int32_t tp);
 
 } // namespace kvactor

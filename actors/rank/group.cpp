@@ -21,12 +21,19 @@ std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_grou
     rt.collective_timeout = opt.collective_timeout;
     rt.executors = opt.executors;
     rt.stall_before_collective = opt.nccl ? stall_of(r) : 0;
+    if (!opt.gpus.empty()) rt.device_index = opt.gpus[static_cast<size_t>(r)];
     return rt;
   };
   std::vector<rank_actor> ranks;
   if (opt.nccl) {
     for (int32_t r = 0; r < opt.world; ++r)
       ranks.push_back(sys.spawn<caf::detached>(rank_with, runtime_of(r, nullptr)));
+    return ranks;
+  }
+  if (!opt.communicators.empty()) {
+    for (int32_t r = 0; r < opt.world; ++r)
+      ranks.push_back(sys.spawn<caf::detached>(
+          rank_with, runtime_of(r, opt.communicators[static_cast<size_t>(r)])));
     return ranks;
   }
   auto group = kernels::host_communicator::create_group(opt.world, opt.collective_timeout);

@@ -14,6 +14,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/rank/executor_registry.hpp"
 #include "actors/trace_recorder.hpp"
+#include "kvactor/kernels/communicator.h"
 
 namespace kvactor {
 
@@ -33,11 +34,17 @@ struct rank_group_options {
   /// What rank_config::executor names (a program's own executors registered beside the built-in
   /// ones); null: the built-in ones.
   std::shared_ptr<const executor_registry> executors;
+  /// One communicator per rank made beforehand (e.g. a device-local group of GPU ranks sharing a
+  /// GPU); empty: a host group, or NCCL. Ranks with one are detached.
+  std::vector<std::shared_ptr<kernels::communicator>> communicators;
+  /// [world] each GPU rank's CUDA ordinal; empty: rank r uses GPU r.
+  std::vector<int32_t> gpus;
 };
 
 /// One rank alone without NCCL: an event-based rank (its host group of one never blocks).
 /// Several ranks, or NCCL: detached ranks (each blocks in its collectives on its own thread),
-/// joined by one host communicator group, or by the NCCL communicator they join at start.
+/// joined by one host communicator group, by opt.communicators, or by the NCCL communicator they
+/// join at start.
 std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_group_options& opt);
 
 } // namespace kvactor

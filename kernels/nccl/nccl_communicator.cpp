@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../comm/device_communicator_base.h"
 #include "../comm/timeouts.h"
 #include "kvactor/kernels/collective_ledger.h"
 
@@ -53,16 +54,16 @@ ncclResult_t poll_until(ncclComm_t comm, clock_type::time_point deadline) {
   }
 }
 
-class nccl_communicator final : public communicator {
+class nccl_communicator final : public detail::device_communicator_base {
 public:
   nccl_communicator(ncclComm_t comm, int world, int rank, int device, cudaStream_t stream,
                     int64_t* scratch, std::chrono::milliseconds timeout)
-      : comm_(comm), world_(world), rank_(rank), device_(device), stream_(stream),
-        scratch_(scratch), timeout_(timeout) {}
+      : device_communicator_base(timeout), comm_(comm), world_(world), rank_(rank), device_(device),
+        stream_(stream), scratch_(scratch) {}
 
   ~nccl_communicator() override {
     cudaSetDevice(device_);
-    if (!aborted_) {
+    if (!aborted()) {
       // Finalize flushes outstanding work; non-blocking, so it is polled like everything else.
       // Bounded: peers that are gone must not keep a process from exiting.
       ncclResult_t r = ncclCommFinalize(comm_);
@@ -75,10 +76,6 @@ public:
       else
         ncclCommAbort(comm_);
     }
-    for (auto& p : pending_)
-      cudaEventDestroy(p.event);
-    for (auto e : free_events_)
-      cudaEventDestroy(e);
     cudaFree(scratch_);
     cudaStreamDestroy(stream_);
   }
@@ -87,7 +84,6 @@ public:
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
-  memory_space space() const override { return memory_space::device; }
 
   void all_reduce(void* buffer, size_t count, collective_dtype dtype, reduce_op op,
                   void* stream) override {
@@ -137,74 +133,24 @@ public:
     return out;
   }
 
-  void synchronize() override {
-    open("synchronize");
-    const auto deadline = clock_type::now() + timeout_;
-    for (int spins = 0;; ++spins) {
-      refresh();
-      if (pending_.empty()) return;
-      ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &state);
-      if (state != ncclSuccess && state != ncclInProgress)
-        fail(collective_failure::transport, collective_status::failed,
-             me() + ": NCCL reported an asynchronous error: " + nccl_error(comm_, state));
-      if (clock_type::now() >= deadline)
-        fail(collective_failure::timeout, collective_status::timed_out,
-             me() + ": " + oldest_pending() + " did not complete within "
-                 + detail::seconds(timeout_)
-                 + " (a peer did not enter it, or the transport stalled)");
-      if (spins > 100) std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
-
-  void abort(const std::string& why) override {
-    std::lock_guard<std::mutex> lock(abort_mu_);
-    if (aborted_) return;
-    abort_reason_ = why.empty() ? "aborted" : why;
-    aborted_ = true;
-    ncclCommAbort(comm_); // also ends the NCCL kernels still waiting on the device
-    ledger_.finish_pending(collective_status::aborted);
-  }
-
-  bool aborted() const override { return aborted_; }
-  const collective_ledger& ledger() const override { return ledger_; }
-
 private:
-  struct pending_op {
-    uint64_t seq;
-    cudaEvent_t event;
-  };
-
-  std::string me() const {
+  std::string me() const override {
     return "rank " + std::to_string(rank_) + " (GPU " + std::to_string(device_) + ")";
   }
 
-  void open(const char* what) {
-    if (!aborted_) return;
-    std::lock_guard<std::mutex> lock(abort_mu_);
-    throw collective_error(collective_failure::aborted,
-                           me() + ": " + what + " on an aborted communicator: " + abort_reason_);
-  }
+  // Also ends the NCCL kernels still waiting on the device.
+  void abort_transport(const std::string&) override { ncclCommAbort(comm_); }
 
-  void cuda(cudaError_t e, const std::string& what) {
-    if (e != cudaSuccess)
+  void check_transport() override {
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &state);
+    if (state != ncclSuccess && state != ncclInProgress)
       fail(collective_failure::transport, collective_status::failed,
-           me() + ": " + what + ": " + cudaGetErrorString(e));
+           me() + ": NCCL reported an asynchronous error: " + nccl_error(comm_, state));
   }
 
-  // The first collective still pending, described.
-  std::string oldest_pending() const {
-    for (const auto& r : ledger_.entries())
-      if (r.status == collective_status::pending) return describe(r);
-    return "a collective";
-  }
-
-  // Ends every pending entry with `status`, aborts the communicator and throws.
-  [[noreturn]] void fail(collective_failure kind, collective_status status,
-                         const std::string& why) {
-    ledger_.finish_pending(status);
-    abort(why);
-    throw collective_error(kind, why + "; " + ledger_.tail());
+  std::string stall_hint() const override {
+    return " (a peer did not enter it, or the transport stalled)";
   }
 
   template <class Call>
@@ -228,44 +174,13 @@ private:
     if (r != ncclSuccess)
       fail(collective_failure::transport, collective_status::failed,
            me() + ": " + describe(ledger_.last(1).front()) + ": " + nccl_error(comm_, r));
-    cudaEvent_t ev = nullptr;
-    if (!free_events_.empty()) {
-      ev = free_events_.back();
-      free_events_.pop_back();
-    } else {
-      cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
-    }
-    cuda(cudaEventRecord(ev, s), "cudaEventRecord");
-    pending_.push_back({seq, ev});
-    refresh();
-  }
-
-  // Marks the collectives whose events have completed.
-  void refresh() {
-    for (size_t i = 0; i < pending_.size();) {
-      const cudaError_t q = cudaEventQuery(pending_[i].event);
-      if (q == cudaErrorNotReady) {
-        ++i;
-        continue;
-      }
-      if (q != cudaSuccess) cuda(q, "cudaEventQuery after " + std::to_string(pending_[i].seq));
-      ledger_.finish(pending_[i].seq, collective_status::completed);
-      free_events_.push_back(pending_[i].event);
-      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-    }
+    track(seq, s);
   }
 
   ncclComm_t comm_;
   int world_, rank_, device_;
   cudaStream_t stream_; // for collectives given no stream, and for agree()
   int64_t* scratch_;    // [1] device: agree() and barrier()
-  std::chrono::milliseconds timeout_;
-  collective_ledger ledger_;
-  std::vector<pending_op> pending_; // entered, event not yet complete
-  std::vector<cudaEvent_t> free_events_;
-  std::mutex abort_mu_;
-  std::atomic<bool> aborted_{false};
-  std::string abort_reason_;
 };
 
 [[noreturn]] void transport_error(const std::string& what) {
