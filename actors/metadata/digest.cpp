@@ -27,7 +27,7 @@ public:
       word(v);
     }
     uint64_t tail = 0;
-    std::memcpy(&tail, p + i, n - i);
+    if (n > i) std::memcpy(&tail, p + i, n - i); // an empty span's data() may be null
     word(tail);
   }
   void text(const std::string& s) { span(std::span<const char>{s.data(), s.size()}); }

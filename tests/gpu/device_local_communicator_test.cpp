@@ -223,8 +223,19 @@ TEST(GpuRanksSharingAGpu, TwoAndFourRanksOnOneGpuServeEveryRequest) {
   }
 }
 
+// Free device memory now (the process's view of the GPU: every rank of a run lives in it).
+size_t free_device_bytes() {
+  size_t free = 0, total = 0;
+  cudaMemGetInfo(&free, &total);
+  return free;
+}
+
 TEST(GpuRanksSharingAGpu, AStalledRankIsNamedWithinTheTimeoutAndNoRequestIsLost) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
+  // A run that succeeds first, so that what stays for the process (CUDA context, cuBLAS and
+  // kernel modules) is loaded before the baseline.
+  ASSERT_EQ(run_shared({"--tensor-parallel-size", "2", "--gpu-ids", "0,0"}).code, 0);
+  const size_t baseline = free_device_bytes();
   const auto started = std::chrono::steady_clock::now();
   auto r = run_shared({"--tensor-parallel-size", "2", "--gpu-ids", "0,0", "--collective-timeout",
                        "0.5", "--debug-stall", "1:10"});
@@ -232,6 +243,9 @@ TEST(GpuRanksSharingAGpu, AStalledRankIsNamedWithinTheTimeoutAndNoRequestIsLost)
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("rank(s) 1 did not enter it"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("0 finished, 12 failed"), std::string::npos) << r.out;
+  // The failed group gave its device memory back: each rank held 256 MiB of KV cache alone.
+  EXPECT_GE(free_device_bytes() + (size_t{64} << 20), baseline)
+      << "the failed run left " << (baseline - free_device_bytes()) / (1 << 20) << " MiB in use";
 }
 
 } // namespace
