@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU tests on the H200 (issue 20 part 1): memcheck (out-of-bounds and
+# misaligned accesses, leaks of device memory), racecheck (shared-memory hazards) and initcheck
+# (reads of uninitialised device memory), each over the kernel suites and the rank and decoder
+# suites, with a time limit each (the sanitizers slow kernels 10-100x). Each tool's summary line
+# ("ERROR SUMMARY: N errors") and its first reports are printed; logs come back in logs.tar.
+#   here:   cmake --build build --target kvactor_gpu_tests
+#           bash bench/pack_for_device.sh -z build/bin/kvactor_gpu_tests
+#   device: bash bench/sanitize_device_run.sh "$OUT" [FILTER]   (carry: [".devpack.tar.xz"])
+# shellcheck source=bench/device_prelude.sh
+source "$(dirname "$0")/device_prelude.sh" "$@"
+filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:BothKernels/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
+sanitizer=/usr/local/cuda/bin/compute-sanitizer
+start=$SECONDS
+for tool in memcheck racecheck initcheck; do
+  extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
+    --print-limit 20 --error-exitcode 3 \
+    bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 --gtest_filter="$filter" \
+    >"$out/$tool.log" 2>&1
+  echo "$tool: rc=$? ($((SECONDS - start)) s)"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY|\[  PASSED|\[  FAILED|tests ran" "$out/$tool.log" | head -n 6
+  grep -E "^========= (Invalid|Uninitialized|Error|Race|Warning|Leaked)" "$out/$tool.log" | sort | uniq -c | head -n 12
+done
+echo "---- sanitize device run: $((SECONDS - start)) s"
