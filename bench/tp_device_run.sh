@@ -1,37 +1,56 @@
 #!/usr/bin/env bash
-# What the H200 checks for tensor parallelism (issue 7), in one device call: the NCCL tests
-# (TP 1 on one GPU, init and collective timeouts, kvactor run over NCCL), the GPU rank tests that
-# the communicator wiring touches, a `kvactor run` over NCCL, the clear error for more GPU ranks
-# than GPUs, and the NCCL all-reduce benchmark.
-#   here:   cmake --build build -j1 --target kvactor kvactor_gpu_tests kvactor_collectives_bench
-#           bash bench/pack_for_device.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
+# Tensor parallelism on the GPU machine it runs on, in one device call (issues 7 and 17):
+#   1. the NCCL and device-local tests, and the TP decoder tests on one GPU;
+#   2. the Llama-3.1-8B shape (generated weights) at TP 1, 2, 4 and 8 with one workload: on a
+#      machine with at least TP GPUs over NCCL, one rank per GPU; otherwise the ranks share GPU 0
+#      (the device-local communicator). Each size's tokens against TP 1 and its median step time;
+#   3. all-reduce latency at 4 KiB-4 MiB (a decode step of batch 1 reduces 16 KiB, of batch 256
+#      4 MiB on this model): NCCL over 1, 2, 4 and 8 GPUs as visible, device-local with 2-8 ranks;
+#   4. the clear error for more NCCL ranks than GPUs.
+#   here:   cmake --build build --target kvactor kvactor_gpu_tests kvactor_collectives_bench
+#           bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_collectives_bench
-#   device: bash bench/tp_device_run.sh "$OUT"      (carry: [".devpack"])
-# Logs go to OUT; a short table is printed last.
-set -uo pipefail
-out=${1:?usage: tp_device_run.sh OUT_DIR}
-mkdir -p "$out"
-export KVACTOR_MODELS_PATH=$PWD/deploy/models
+#   device: bash bench/tp_device_run.sh "$OUT"      (carry: [".devpack.tar.xz"])
+# Ask for nvidia-h200-x8 (or -x2/-x4) for the NCCL figures; on one GPU everything else still runs.
+# shellcheck source=bench/device_prelude.sh
+source "$(dirname "$0")/device_prelude.sh" "$@"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+echo "visible GPUs: $gpus"
 declare -A status
 start=$SECONDS
-timeout 240 bash .devpack/run.sh kvactor_gpu_tests --gtest_filter='Nccl*:GpuRank*' \
-  >"$out/nccl_tests.log" 2>&1
-status[nccl_tests]=$?
-grep -E "^\[( +OK|  FAILED|  SKIPPED) \]" "$out/nccl_tests.log"
-timeout 90 bash .devpack/run.sh kvactor run --device cuda --communicator nccl --no-progress \
-  --collective-timeout 60 --log-level info --summary-json "$out/run_nccl.json" \
-  >"$out/run_nccl.log" 2>&1
-status[run_nccl_tp1]=$?
-grep -v "^\[" "$out/run_nccl.log" | tail -n 8
-grep -E "NCCL|joined|agree" "$out/run_nccl.log" | head -n 5
-timeout 60 bash .devpack/run.sh kvactor run --device cuda --tensor-parallel-size 2 --no-progress \
-  >"$out/run_tp2.log" 2>&1
-status[run_tp2]=$? # exit 2 with one GPU: "2 GPU ranks need 2 GPUs, 1 visible"
-tail -n 3 "$out/run_tp2.log"
-timeout 120 bash .devpack/run.sh kvactor_collectives_bench --nccl --benchmark_min_time=0.2 \
-  >"$out/collectives.log" 2>&1
+timeout 300 bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 \
+  --gtest_filter='*Nccl*:DeviceLocal*:GpuRanksSharing*:*TpShared*' >"$out/tp_tests.log" 2>&1
+status[tp_tests]=$?
+grep -E "^\[  (FAILED|PASSED|SKIPPED) \]| TP [0-9]" "$out/tp_tests.log" | grep -v "not split"
+
+pairs=()
+for tp in 1 2 4 8; do
+  placement=()
+  how=nccl
+  if ((tp > 1 && tp > gpus)); then
+    how=shared
+    placement=(--gpu-ids "$(printf '0%.0s,' $(seq "$tp") | sed 's/,$//')")
+  fi
+  timeout 240 bash .devpack/run.sh kvactor run --device cuda --no-progress -tp "$tp" \
+    "${placement[@]}" --model llama-3.1-8b --max-model-len 2048 --requests 32 \
+    --prompt-len 64:512 --output-len 32 --seed 3 --summary-json "$out/llama8b_tp$tp.json" \
+    >"$out/llama8b_tp$tp.log" 2>&1
+  status[run_tp$tp]=$?
+  echo "TP $tp ($how): rc=${status[run_tp$tp]} ($((SECONDS - start)) s)"
+  ((tp > 1)) && pairs+=("TP $tp ($how) vs 1=$out/llama8b_tp$tp.json,$out/llama8b_tp1.json")
+done
+python3 bench/prefix_compare.py --pairs "${pairs[@]}" | tee "$out/compare.txt"
+
+timeout 200 bash .devpack/run.sh kvactor_collectives_bench --nccl --device-local \
+  --benchmark_min_time=0.2 >"$out/collectives.log" 2>&1
 status[collectives_bench]=$?
 tail -n 1 "$out/collectives.log"
+
+over=$((gpus * 2))
+timeout 60 bash .devpack/run.sh kvactor run --device cuda --communicator nccl \
+  --tensor-parallel-size "$over" --no-progress >"$out/run_too_many.log" 2>&1
+status[too_many_ranks]=$? # exit 2: "N GPU ranks need N GPUs, M visible"
+tail -n 2 "$out/run_too_many.log"
 echo "---- tp device run: $((SECONDS - start)) s"
 for k in "${!status[@]}"; do printf '%-18s exit %s\n' "$k" "${status[$k]}"; done
