@@ -19,6 +19,7 @@
 #include "actors/rank/actor.hpp"
 #include "actors/rank/group.hpp"
 #include "actors/runtime_config.hpp"
+#include "actors/spawn_plain.hpp"
 #include "messages/register.hpp"
 
 namespace {
@@ -93,7 +94,7 @@ double median_hop_us() {
   caf::actor_system_config cfg;
   configure_step_latency(cfg);
   caf::actor_system sys{cfg};
-  auto e = sys.spawn(echo);
+  auto e = sys.spawn(plain<&echo>, nullptr);
   auto samples = std::make_shared<std::vector<double>>();
   sys.spawn([e, samples](caf::event_based_actor* self) {
     auto loop = std::make_shared<std::function<void(int)>>();

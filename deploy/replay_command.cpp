@@ -1,4 +1,5 @@
 #include "deploy/replay_command.hpp"
+#include "actors/spawn_plain.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -281,7 +282,7 @@ int replay_cudagraph(const replay_context& cx, const recorded_rank& rank, int in
   caf::actor_system_config cfg;
   register_types(cfg);
   caf::actor_system sys{cfg};
-  auto graphs = sys.spawn(cudagraph);
+  auto graphs = sys.spawn(plain<&cudagraph>, nullptr);
   caf::scoped_actor self{sys};
   struct stopper {
     caf::scoped_actor& self;

@@ -1,4 +1,5 @@
 #include "actors/rank/actor.hpp"
+#include "actors/spawn_plain.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -156,7 +157,7 @@ void spawn_children(rank_self self) {
       st.config.device == device_kind::cuda ? device_kv_memory(gpu_of(st)) : host_kv_memory());
   st.children.kv = self->spawn(kv_cache, st.kv.allocator);
   st.children.registry = self->spawn(registry, std::vector<backend_capabilities>{});
-  st.children.graphs = self->spawn(cudagraph);
+  st.children.graphs = self->spawn(plain<&cudagraph>, nullptr);
 }
 
 void assign_backends(rank_self self, promise<rank_plan> rp, kv_local_plan kv) {

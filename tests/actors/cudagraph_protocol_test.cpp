@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/cudagraph/actor.hpp"
+#include "actors/spawn_plain.hpp"
 #include "tests/support/deterministic_fixture.hpp"
 #include "tests/support/errors.hpp"
 #include "tests/support/recorder.hpp"
@@ -30,7 +31,7 @@ cudagraph_request request_for(bool gpu, graph_support support) {
 
 class CudagraphProtocol : public deterministic_fixture {
 protected:
-  cudagraph_actor graphs = spawn(cudagraph);
+  cudagraph_actor graphs = spawn(plain<&cudagraph>, nullptr);
   recorder_handle rec = track(spawn_recorder(sys));
 
   CudagraphProtocol() { run_all(); }

@@ -13,6 +13,7 @@
 
 #include "actors/driver/actor.hpp"
 #include "actors/rank/actor.hpp"
+#include "actors/spawn_plain.hpp"
 #include "tests/support/errors.hpp"
 #include "tests/support/real_system_fixture.hpp"
 #include "tests/support/tiny_model.hpp"
@@ -43,7 +44,7 @@ protected:
   run_summary serve(int32_t num_ubatches, uint64_t seed,
                     std::function<void(const std::vector<sampled_token>&)> on_tokens = {}) {
     auto cfg = tiny_rank_config(num_ubatches, seed);
-    auto rk = spawn(rank);
+    auto rk = spawn(plain<&rank>, nullptr);
     driver_setup setup;
     setup.ranks = {rk};
     setup.configs = {cfg};

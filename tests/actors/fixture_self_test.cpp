@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/cudagraph/actor.hpp"
+#include "actors/spawn_plain.hpp"
 #include "tests/support/deterministic_fixture.hpp"
 #include "tests/support/mock_rank.hpp"
 #include "tests/support/recorder.hpp"
@@ -33,7 +34,7 @@ std::vector<std::string> failures_of(F f) {
 
 class FixtureSelfTest : public deterministic_fixture {
 protected:
-  cudagraph_actor graphs = spawn(cudagraph);
+  cudagraph_actor graphs = spawn(plain<&cudagraph>, nullptr);
   recorder_handle rec = track(spawn_recorder(sys));
   recorder_handle other = track(spawn_recorder(sys));
 

@@ -12,6 +12,7 @@
 #include <caf/all.hpp>
 
 #include "actors/rank/actor.hpp"
+#include "actors/spawn_plain.hpp"
 #include "tests/support/deterministic_fixture.hpp"
 #include "tests/support/errors.hpp"
 #include "tests/support/recorder.hpp"
@@ -50,7 +51,7 @@ step_plan decode_request_1(uint64_t seq, int32_t token) {
 
 class RankProtocol : public deterministic_fixture {
 protected:
-  rank_actor rk = spawn(rank);
+  rank_actor rk = spawn(plain<&rank>, nullptr);
   recorder_handle rec = track(spawn_recorder(sys));
 
   RankProtocol() { run_all(); }
@@ -90,7 +91,7 @@ protected:
   // valid steps `after` give what a twin rank gives that never saw the bad step.
   void expect_rejected_unchanged(const step_plan& bad, const std::string& field,
                                  const ids& request_ids, const std::vector<step_plan>& after) {
-    auto twin = spawn(rank);
+    auto twin = spawn(plain<&rank>, nullptr);
     run_all();
     auto ready = make_ready(rk);
     ASSERT_TRUE(ready);

@@ -10,6 +10,7 @@
 
 #include "actors/cudagraph/actor.hpp"
 #include "actors/registry/actor.hpp"
+#include "actors/spawn_plain.hpp"
 #include "messages/register.hpp"
 
 namespace kvactor::test {
@@ -39,7 +40,7 @@ TEST(UnexpectedMessages, AreRefusedWithoutBeingPrinted) {
   caf::actor_system sys{cfg};
   const caf::actor actors[] = {
       caf::actor_cast<caf::actor>(sys.spawn(registry, std::vector<backend_capabilities>{})),
-      caf::actor_cast<caf::actor>(sys.spawn(cudagraph)),
+      caf::actor_cast<caf::actor>(sys.spawn(plain<&cudagraph>, nullptr)),
   };
   for (const auto& a : actors) {
     auto got = ask(sys, a);

@@ -3,6 +3,7 @@
 // peer that does hold the cookie), oversized frames, half-open connections and floods, and still
 // serves a legitimate peer; a guarded client survives a hostile server. Raw sockets play the
 // attacker.
+#include "actors/spawn_plain.hpp"
 #include "deploy/transport/guarded_transport.hpp"
 #include "deploy/transport/peer_auth.hpp"
 
@@ -38,7 +39,7 @@ transport_limits test_limits() {
 
 const std::string test_cookie = "kvactor-test-cookie-0123456789abcdef";
 
-caf::behavior echo_plus_one() {
+caf::behavior echo_plus_one(caf::event_based_actor*) {
   return {[](int32_t x) { return x + 1; },
           [](const std::string& s) { return static_cast<int32_t>(s.size()); }};
 }
@@ -118,7 +119,7 @@ class GuardedTransport : public ::testing::Test {
 protected:
   void SetUp() override {
     server.emplace();
-    actor = server->sys.spawn(echo_plus_one);
+    actor = server->sys.spawn(plain<&echo_plus_one>, nullptr);
     auto bound = server->net.publish(actor, 0, "127.0.0.1");
     ASSERT_TRUE(bound) << bound.err().message;
     port = *bound;
