@@ -91,7 +91,7 @@ expected<message_file> parse_message_file(const std::string& path, const std::st
     json doc;
     try {
       doc = json::parse(bytes);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) { // parse_error, and out_of_range for a number overflow
       return bad_file(path, fmt::format("not valid JSON: {}", e.what()));
     }
     return from_json(path, doc);

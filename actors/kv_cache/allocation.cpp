@@ -14,7 +14,9 @@ namespace {
 
 std::vector<kv_cache_group> encoder_only_groups(const layer_spec_list& specs) {
   std::vector<kv_cache_group> out;
-  for (const auto& [name, spec] : specs) {
+  for (const auto& entry : specs) {
+    const auto& name = entry.layer;
+    const auto& spec = entry.spec; // not a structured binding: the lambda captures it (clang 14)
     auto it = std::find_if(out.begin(), out.end(),
                            [&](const kv_cache_group& g) { return g.spec == spec; });
     if (it == out.end()) {
@@ -59,7 +61,9 @@ build_views(const kv_cache_config& config, const std::vector<kv_cache_group>& gr
       views.push_back(std::move(*view));
     }
   }
-  for (const auto& [layer, target] : sharing) {
+  for (const auto& entry : sharing) {
+    const auto& layer = entry.first;
+    const auto& target = entry.second; // not a structured binding: the lambda captures it
     auto it = std::find_if(views.begin(), views.end(),
                            [&](const kv_cache_view& v) { return v.layer == target; });
     if (it == views.end()) continue;

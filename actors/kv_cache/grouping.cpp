@@ -56,7 +56,9 @@ struct bucket {
 // differing only in window) are folded together.
 std::vector<bucket> bucket_layers(const layer_spec_list& specs) {
   std::vector<bucket> exact;
-  for (const auto& [name, s] : specs) {
+  for (const auto& entry : specs) {
+    const auto& name = entry.layer;
+    const auto& s = entry.spec; // not a structured binding: lambdas capture it (clang 14)
     auto it =
         std::find_if(exact.begin(), exact.end(), [&](const bucket& b) { return b.spec == s; });
     if (it == exact.end()) {
@@ -184,7 +186,9 @@ expected<grouping_result> kv_cache_groups(const layer_spec_list& input,
 expected<std::vector<kv_cache_group>>
 add_kv_sharing_layers(std::vector<kv_cache_group> groups,
                       const std::map<std::string, std::string>& shared) {
-  for (const auto& [layer, target] : shared) {
+  for (const auto& entry : shared) {
+    const auto& layer = entry.first;
+    const auto& target = entry.second; // not a structured binding: the lambda captures it
     auto it = std::find_if(groups.begin(), groups.end(), [&](const kv_cache_group& g) {
       return std::find(g.layer_names.begin(), g.layer_names.end(), target) != g.layer_names.end();
     });

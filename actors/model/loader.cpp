@@ -197,7 +197,7 @@ expected<json> parse_config(std::string_view text) {
   json root;
   try {
     root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) { // parse_error, and out_of_range for a number overflow
     return make_error(errc::parse_error, fmt::format("config: not valid JSON: {}", e.what()));
   }
   if (!root.is_object())

@@ -79,6 +79,12 @@ TEST(InjectMessageFile, BadFilesAreErrorsNamingFileAndField) {
   auto no_payload = parse_message_file("p.json", R"({"type": "kvactor::request_spec"})");
   ASSERT_FALSE(no_payload);
   EXPECT_NE(no_payload.err().message.find("field \"payload\""), std::string::npos);
+  // nlohmann::json throws out_of_range for it, not parse_error (found by the inject fuzzer:
+  // tests/fuzz/corpus/inject/regression-number-overflow.json).
+  auto overflow = parse_message_file("o.json", R"(["kvactor::request_spec", 10, [2e2222222]])");
+  ASSERT_FALSE(overflow);
+  EXPECT_NE(overflow.err().message.find("o.json: not valid JSON"), std::string::npos)
+      << overflow.err().message;
   auto short_array = parse_message_file("s.json", R"(["kvactor::request_spec", 3])");
   ASSERT_FALSE(short_array);
   EXPECT_FALSE(parse_message_file("e.json", "  \n"));

@@ -1,20 +1,43 @@
 #!/usr/bin/env bash
-# Builds the trace/message decoder fuzz target with clang (libFuzzer + ASan + UBSan) and runs it
-# for a bounded time. Usage: tests/fuzz/run_fuzz.sh [seconds=60]. Needs clang and Debian's
-# libclang-rt-14-dev; seeds its corpus with a trace of a short `kvactor run` when build/bin/kvactor
-# exists. Prints libFuzzer's final stats line; exits non-zero on any finding.
+# Builds the fuzz targets as libFuzzer binaries (clang, with ASan and UBSan; build-fuzz/) and runs
+# each for a bounded time over a working copy of its corpus (tests/fuzz/corpus/NAME: the seeds
+# and every past finding). New inputs stay in build-fuzz/corpus/NAME; a finding is saved there as
+# crash-*/leak-*/timeout-* (copy it into tests/fuzz/corpus/NAME once fixed: ctest replays it).
+#   usage: tests/fuzz/run_fuzz.sh [SECONDS_PER_TARGET=60] [TARGET...]
+#   TARGET: trace config safetensors tokenizer_json tokenize_text inject frame_guard (default: all)
+# Needs clang and Debian's libclang-rt-14-dev. Prints each target's executions and exits non-zero
+# when any target found something.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-seconds="${1:-60}"
+seconds=${1:-60}
+shift || true
+targets=("$@")
+((${#targets[@]} > 0)) ||
+  targets=(trace config safetensors tokenizer_json tokenize_text inject frame_guard)
 out=build-fuzz
-mkdir -p "$out/corpus"
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -DMSGPACK_NO_BOOST -DMSGPACK_DEFAULT_API_VERSION=3 -I. \
-  tests/fuzz/trace_fuzz.cpp messages/trace.cpp messages/codec.cpp messages/errc.cpp \
-  messages/dtype.cpp messages/names.cpp messages/kv_spec.cpp -lfmt -o "$out/trace_fuzz"
-if [ -x build/bin/kvactor ] && [ ! -f "$out/corpus/seed.kvtrace" ]; then
-  build/bin/kvactor run --requests 3 --prompt-len 8:16 --output-len 4 --no-progress \
-    --record "$out/corpus/seed.kvtrace" > /dev/null
-fi
-"$out/trace_fuzz" "$out/corpus" -max_total_time="$seconds" -max_len=65536 -print_final_stats=1 \
-  2>&1 | tail -n 20
+mkdir -p "$out"
+flags="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+CC=clang CXX=clang++ cmake -S . -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_FUZZ=ON \
+  -DKVACTOR_BUILD_TESTS=OFF -DKVACTOR_WITH_CUDA=OFF -DCMAKE_CXX_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >"$out/configure.log" 2>&1 ||
+  { tail -20 "$out/configure.log"; exit 1; }
+cmake --build "$out" -j2 --target "${targets[@]/#/kvactor_fuzz_}"
+export KVACTOR_SOURCE_DIR=$PWD
+found=0
+for t in "${targets[@]}"; do
+  corpus=$out/corpus/$t
+  mkdir -p "$corpus" "$out/findings/$t"
+  cp -n tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
+  log=$out/$t.log
+  rc=0
+  "$out/bin/kvactor_fuzz_$t" "$corpus" -max_total_time="$seconds" -max_len=65536 \
+    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$out/findings/$t/" >"$log" 2>&1 ||
+    rc=$?
+  execs=$(grep -oE "stat::number_of_executed_units: *[0-9]+" "$log" | grep -oE "[0-9]+$" || echo 0)
+  echo "fuzz $t: $execs executions in ${seconds} s, exit $rc"
+  if ((rc != 0)); then
+    found=1
+    grep -E "ERROR|SUMMARY|Test unit written" "$log" | head -n 5 || tail -n 5 "$log"
+  fi
+done
+exit "$found"

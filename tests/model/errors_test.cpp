@@ -17,6 +17,13 @@ TEST(ModelLoaderErrors, MalformedJsonIsAParseError) {
   expect_error("", errc::parse_error, "config: not valid JSON");
 }
 
+TEST(ModelLoaderErrors, ANumberBeyondDoubleIsAParseErrorNotACrash) {
+  // nlohmann::json throws out_of_range, not parse_error, for it (found by the config fuzzer's
+  // sibling, tests/fuzz/corpus/config/regression-number-overflow.json).
+  expect_error(R"({"model_type": "llama", "hidden_size": 1e99999})", errc::parse_error,
+               "number overflow");
+}
+
 TEST(ModelLoaderErrors, TopLevelThatIsNotAnObjectIsAParseError) {
   expect_error("[1, 2]", errc::parse_error, "array");
   expect_error("42", errc::parse_error, "expected an object");

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The CPU configuration built with sanitizers, and its suites run under them (issue 20 part 1).
+#   usage: tests/sanitize.sh asan|tsan [BUILD_DIR] [-- CTEST_ARGS...]
+#   asan   AddressSanitizer + UndefinedBehaviorSanitizer (leaks checked at exit; any UB report
+#          stops the test that hit it)
+#   tsan   ThreadSanitizer
+# BUILD_DIR defaults to build-asan or build-tsan. CUDA is off (these are the CPU paths; the GPU
+# kernels are checked by compute-sanitizer on a GPU machine: bench/sanitize_device_run.sh).
+# Debian's CAF is not instrumented: ASan and UBSan still check kvactor's side of every call; what
+# TSan cannot see inside CAF is described in tests/sanitize/tsan.supp.
+set -euo pipefail
+kind=${1:?usage: sanitize.sh asan|tsan [BUILD_DIR] [-- CTEST_ARGS...]}
+shift
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build-$kind
+if [[ $# -gt 0 && $1 != -- ]]; then
+  build=$1
+  shift
+fi
+[[ ${1:-} == -- ]] && shift
+case $kind in
+asan)
+  flags="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  ;;
+tsan)
+  flags="-O1 -g -fsanitize=thread -fno-omit-frame-pointer"
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1:suppressions=$root/tests/sanitize/tsan.supp}
+  ;;
+*)
+  echo "sanitize.sh: unknown kind '$kind' (expected asan or tsan)" >&2
+  exit 2
+  ;;
+esac
+start=$SECONDS
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_WITH_CUDA=OFF \
+  -DKVACTOR_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+  -DCMAKE_SHARED_LINKER_FLAGS="$flags" >"$build/configure.log" 2>&1 ||
+  { tail -20 "$build/configure.log"; exit 1; }
+cmake --build "$build" -j"${KVACTOR_SANITIZE_JOBS:-2}"
+echo "sanitize.sh: $kind build took $((SECONDS - start)) s"
+start=$SECONDS
+rc=0
+ctest --test-dir "$build" -j2 --output-on-failure --timeout 900 "$@" || rc=$?
+echo "sanitize.sh: $kind tests took $((SECONDS - start)) s (ctest exit $rc)"
+exit "$rc"
