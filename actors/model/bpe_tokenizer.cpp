@@ -266,7 +266,11 @@ expected<std::unique_ptr<tokenizer>> load_bpe_tokenizer(const std::string& path)
   if (!j.is_object()) return malformed(path, "top level", "not an object");
   auto t = std::make_unique<bpe_tokenizer>();
   t->file = path;
-  if (auto ok = read_pipeline(j, *t); !ok) return ok.err();
+  try { // a field of the wrong type where a reader takes a value as given (found by fuzzing)
+    if (auto ok = read_pipeline(j, *t); !ok) return ok.err();
+  } catch (const json::exception& e) {
+    return make_error(errc::parse_error, fmt::format("{}: {}", path, e.what()));
+  }
   return std::unique_ptr<tokenizer>(std::move(t));
 }
 

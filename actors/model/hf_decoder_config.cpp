@@ -29,6 +29,20 @@ error invalid(const std::string& t, const std::string& field, const std::string&
   return make_error(errc::invalid_argument, fmt::format("{}: {} (model_type {})", field, what, t));
 }
 
+// A field that is a wrong type for its reader: read_decoder_config turns it into an error.
+struct wrong_type : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A boolean field, or `fallback` when absent or null (json::value would throw a type error that
+// does not name the field).
+bool flag_or(const json& obj, const std::string& key, bool fallback) {
+  if (!obj.contains(key) || obj[key].is_null()) return fallback;
+  if (!obj[key].is_boolean())
+    throw wrong_type(fmt::format("{}: {} is not a boolean", key, obj[key].dump()));
+  return obj[key].get<bool>();
+}
+
 expected<double> number_or(const json& obj, const std::string& key, double fallback,
                            const std::string& t) {
   if (!obj.contains(key) || obj[key].is_null()) return fallback;
@@ -126,7 +140,7 @@ expected<std::vector<bool>> sliding_layers(const json& c, const config_reader& r
       sliding[static_cast<size_t>(i)] = (i + 1) % *pattern != 0;
   } else if (t == "mistral" || t == "phi3") {
     sliding.assign(static_cast<size_t>(layers), has_window);
-  } else if ((t == "qwen2" || t == "qwen3") && c.value("use_sliding_window", false)) {
+  } else if ((t == "qwen2" || t == "qwen3") && flag_or(c, "use_sliding_window", false)) {
     return make_error(
         errc::unsupported,
         fmt::format("use_sliding_window: true without layer_types (model_type {})", t));
@@ -135,11 +149,11 @@ expected<std::vector<bool>> sliding_layers(const json& c, const config_reader& r
 }
 
 status refuse_unsupported_options(const json& c, const std::string& t) {
-  if (t != "qwen2" && c.value("attention_bias", false))
+  if (t != "qwen2" && flag_or(c, "attention_bias", false))
     return make_error(errc::unsupported, fmt::format("attention_bias: true (model_type {}): "
                                                      "biased projections are qwen2's only",
                                                      t));
-  if (c.value("mlp_bias", false))
+  if (flag_or(c, "mlp_bias", false))
     return make_error(errc::unsupported, fmt::format("mlp_bias: true (model_type {})", t));
   return ok();
 }
@@ -271,7 +285,9 @@ std::string missing_for(const std::string& model_type) {
 
 } // namespace
 
-expected<hf_decoder_config> read_decoder_config(const json& c, int32_t tp, int32_t rank) {
+namespace {
+
+expected<hf_decoder_config> read_checked_config(const json& c, int32_t tp, int32_t rank) {
   if (!c.is_object() || !c.contains("model_type") || !c["model_type"].is_string())
     return make_error(errc::missing_field, "model_type: missing from config.json");
   hf_decoder_config out;
@@ -301,9 +317,23 @@ expected<hf_decoder_config> read_decoder_config(const json& c, int32_t tp, int32
     if (auto quirks = read_gemma_quirks(c, out); !quirks) return quirks.err();
   out.layout = t == "phi3" ? projection_layout::fused : projection_layout::separate;
   // transformers' defaults where config.json leaves it out.
-  out.tie_embeddings = c.value("tie_word_embeddings", is_gemma(t));
+  out.tie_embeddings = flag_or(c, "tie_word_embeddings", is_gemma(t));
   out.eos_token_ids = eos_token_ids_of(c);
   return out;
+}
+
+} // namespace
+
+expected<hf_decoder_config> read_decoder_config(const json& c, int32_t tp, int32_t rank) {
+  // A field of the wrong type somewhere the readers above take a value as given is an error,
+  // never an exception out of the loader (found by fuzzing config.json).
+  try {
+    return read_checked_config(c, tp, rank);
+  } catch (const wrong_type& e) {
+    return make_error(errc::invalid_argument, fmt::format("config.json: {}", e.what()));
+  } catch (const json::exception& e) {
+    return make_error(errc::invalid_argument, fmt::format("config.json: {}", e.what()));
+  }
 }
 
 } // namespace kvactor

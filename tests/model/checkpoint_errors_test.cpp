@@ -154,6 +154,18 @@ TEST(HfDecoder, FamiliesAndOptionsItDoesNotRunAreRefusedByName) {
   EXPECT_THAT(read_decoder_config(split, 3, 0).err().message, HasSubstr("num_attention_heads"));
 }
 
+// Found by fuzzing config.json: json::value() threw out of the loader for a field of the wrong
+// type (tests/fuzz/corpus/config/regression-wrong-type.json).
+TEST(HfDecoder, AFieldOfTheWrongTypeIsAnErrorNamingItNotAnException) {
+  for (const char* field : {"tie_word_embeddings", "attention_bias", "mlp_bias"}) {
+    auto c = config_of("llama");
+    c[field] = "yes";
+    const auto r = read_decoder_config(c, 1, 0);
+    ASSERT_FALSE(r) << field;
+    EXPECT_THAT(r.err().message, HasSubstr(std::string(field) + ": \"yes\" is not a boolean"));
+  }
+}
+
 TEST(HfDecoder, ReadsTheHubsRopeFieldsAsWellAsTransformers5s) {
   auto hub = config_of("llama");
   const auto v5 = read_decoder_config(hub, 1, 0);
