@@ -3,8 +3,9 @@
 # CPU rank each serve run after run (TP 2, requests arriving at a steady rate) for DURATION
 # seconds under --restart-policy rebuild. In every run node b is killed with -9 once the run is
 # serving and started again at its address; the driver must rebuild the group and finish every
-# request. Node a lives through the whole soak: its memory is the leak check. Every 10 s the RSS
-# of node a, node b and the driver is sampled.
+# request. Node a lives through the whole soak: its memory is the leak check, compared like for
+# like: its RSS once each run has ended (the run's KV cache freed) and its peak during each run.
+# Every 10 s the RSS of node a, node b and the driver is sampled into rss.csv.
 #   usage: bench/soak.sh KVACTOR_BINARY WORKDIR [DURATION_S=1800] [RESULT_JSON]
 # Prints one line per run and a summary; exits 1 when a request was lost or a run failed.
 set -uo pipefail
@@ -34,6 +35,7 @@ start_node "$dir/b0.log" 127.0.0.1:0
 b_pid=$node_pid b=$node_addr
 samples=$dir/rss.csv
 echo "t_s,node_a_kb,node_b_kb,driver_kb" >"$samples"
+: >"$dir/idle.csv"
 start=$SECONDS
 runs=0 served=0 failed=0 lost=0 restarts=0 bad_runs=0
 while ((SECONDS - start < duration)); do
@@ -64,6 +66,8 @@ while ((SECONDS - start < duration)); do
   done
   rc=0
   wait "$driver" || rc=$?
+  idle=$(rss_kb "$a_pid")
+  echo "$runs,$idle" >>"$dir/idle.csv"
   s=$dir/run$runs.json
   f=$(python3 -c "import json;print(json.load(open('$s'))['requests']['finished'])" 2>/dev/null || echo 0)
   x=$(python3 -c "import json;print(json.load(open('$s'))['requests']['failed'])" 2>/dev/null || echo 120)
@@ -73,14 +77,15 @@ while ((SECONDS - start < duration)); do
   ((rc == 0 && f == 120)) || bad_runs=$((bad_runs + 1))
   echo "soak: run $runs (t=$((SECONDS - start)) s): exit $rc, $f finished, $x failed, restarts ${r:-0}"
 done
-first=$(sed -n 2p "$samples" | cut -d, -f2)
-last=$(tail -n 1 "$samples" | cut -d, -f2)
+first=$(head -n 1 "$dir/idle.csv" | cut -d, -f2)
+last=$(tail -n 1 "$dir/idle.csv" | cut -d, -f2)
 peak=$(cut -d, -f2 "$samples" | tail -n +2 | sort -n | tail -n 1)
 cat >"$result" <<JSON
 {"duration_s": $((SECONDS - start)), "runs": $runs, "requests_served": $served,
  "requests_failed": $failed, "requests_lost": $lost, "restarts": $restarts,
- "runs_not_all_served": $bad_runs, "node_a_rss_kb": {"first": $first, "last": $last, "peak": $peak},
+ "runs_not_all_served": $bad_runs,
+ "node_a_rss_kb": {"after_first_run": $first, "after_last_run": $last, "peak": $peak},
  "rss_samples_csv": "$(basename "$samples")"}
 JSON
-echo "soak: $runs runs in $((SECONDS - start)) s: $served served, $failed failed, $lost lost, $restarts restarts; node a RSS $first -> $last kB (peak $peak)"
+echo "soak: $runs runs in $((SECONDS - start)) s: $served served, $failed failed, $lost lost, $restarts restarts; node a RSS after the first run $first kB, after the last $last kB (peak $peak)"
 ((lost == 0 && bad_runs == 0))
