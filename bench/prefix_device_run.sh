@@ -50,6 +50,6 @@ for mode in on off; do
     --shared-prefix-len 2048 --prompt-len 2176:2560 --output-len 32:96 --requests 512 \
     --seed 7 --log-level info
 done
-python3 bench/prefix_compare.py --pairs "${pairs[@]}" \
+python3 bench/compare_runs.py --pairs "${pairs[@]}" \
   --chat "$out/chat_on.json" "$out/chat_off.json" | tee "$out/compare.txt"
 echo "---- prefix device run: $((SECONDS - start)) s"

@@ -4,6 +4,7 @@
 #   2. the Llama-3.1-8B shape (generated weights) at TP 1, 2, 4 and 8 with one workload: on a
 #      machine with at least TP GPUs over NCCL, one rank per GPU; otherwise the ranks share GPU 0
 #      (the device-local communicator). Each size's tokens against TP 1 and its median step time;
+#      and a transformers checkpoint fixture at TP 1 and 2 the same way;
 #   3. all-reduce latency at 4 KiB-4 MiB (a decode step of batch 1 reduces 16 KiB, of batch 256
 #      4 MiB on this model): NCCL over 1, 2, 4 and 8 GPUs as visible, device-local with 2-8 ranks;
 #   4. the clear error for more NCCL ranks than GPUs.
@@ -34,13 +35,25 @@ for tp in 1 2 4 8; do
   fi
   timeout 240 bash .devpack/run.sh kvactor run --device cuda --no-progress -tp "$tp" \
     "${placement[@]}" --model llama-3.1-8b --max-model-len 2048 --requests 32 \
-    --prompt-len 64:512 --output-len 32 --seed 3 --summary-json "$out/llama8b_tp$tp.json" \
+    --prompt-len 64:512 --output-len 32 --seed 3 --log-level info \
+    --summary-json "$out/llama8b_tp$tp.json" \
     >"$out/llama8b_tp$tp.log" 2>&1
   status[run_tp$tp]=$?
   echo "TP $tp ($how): rc=${status[run_tp$tp]} ($((SECONDS - start)) s)"
   ((tp > 1)) && pairs+=("TP $tp ($how) vs 1=$out/llama8b_tp$tp.json,$out/llama8b_tp1.json")
 done
-python3 bench/prefix_compare.py --pairs "${pairs[@]}" | tee "$out/compare.txt"
+for tp in 1 2; do
+  placement=()
+  ((tp > 1 && tp > gpus)) && placement=(--gpu-ids "0,0")
+  timeout 60 bash .devpack/run.sh kvactor run --device cuda --no-progress -tp "$tp" \
+    "${placement[@]}" --model tests/data/transformers_gpu/llama --requests 12 \
+    --prompt-len 16:64 --output-len 8:16 --seed 5 --summary-json "$out/fixture_tp$tp.json" \
+    >"$out/fixture_tp$tp.log" 2>&1
+  status[fixture_tp$tp]=$?
+done
+pairs+=("llama fixture TP 2 vs 1=$out/fixture_tp2.json,$out/fixture_tp1.json")
+grep -h "ranks sharing it" "$out"/llama8b_tp*.log | head -n 3
+python3 bench/compare_runs.py --pairs "${pairs[@]}" | tee "$out/compare.txt"
 
 timeout 200 bash .devpack/run.sh kvactor_collectives_bench --nccl --device-local \
   --benchmark_min_time=0.2 >"$out/collectives.log" 2>&1

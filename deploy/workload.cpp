@@ -75,25 +75,20 @@ std::vector<request_spec> make_workload(int32_t requests, std::pair<int32_t, int
   // The prefixes and each request's choice come from their own stream: the rest of the
   // workload stays as without them.
   rng p{seed * 0x9e3779b97f4a7c15ull + 7};
-  std::vector<std::vector<int32_t>> prefixes;
-  for (int32_t i = 0; shared_prefix_len > 0 && i < std::max(num_prefixes, 1); ++i) {
-    auto& prefix = prefixes.emplace_back();
+  // Without a shared prefix: one empty prefix, and nothing drawn from `p`.
+  std::vector<std::vector<int32_t>> prefixes(
+      shared_prefix_len > 0 ? static_cast<size_t>(std::max(num_prefixes, 1)) : 1);
+  for (auto& prefix : prefixes)
     for (int32_t k = 0; k < shared_prefix_len; ++k)
       prefix.push_back(p.uniform(0, vocab - 1));
-  }
   std::vector<request_spec> out;
   double t = 0.0;
   for (int32_t i = 0; i < requests; ++i) {
     request_spec r;
     r.request_id = static_cast<uint64_t>(i);
     const int32_t n = g.uniform(prompt_len.first, prompt_len.second);
-    const std::vector<int32_t> none;
-    const auto& prefix =
-        prefixes.empty()
-            ? none
-            : prefixes[static_cast<size_t>(
-                prefixes.size() == 1 ? 0
-                                     : p.uniform(0, static_cast<int32_t>(prefixes.size()) - 1))];
+    const auto& prefix = prefixes[static_cast<size_t>(
+        prefixes.size() == 1 ? 0 : p.uniform(0, static_cast<int32_t>(prefixes.size()) - 1))];
     for (int32_t k = 0; k < n; ++k) {
       const int32_t t = g.uniform(0, vocab - 1);
       r.prompt.push_back(k < std::ssize(prefix) ? prefix[static_cast<size_t>(k)] : t);
