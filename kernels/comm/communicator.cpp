@@ -1,5 +1,8 @@
-// Names of the collective vocabulary, as ledgers and error messages print them.
+// Names of the collective vocabulary, as ledgers and error messages print them; the defaults of
+// the communicator interface.
 #include "kvactor/kernels/communicator.h"
+
+#include "kvactor/kernels/collective_ledger.h"
 
 #include <sstream>
 
@@ -48,6 +51,24 @@ std::string_view to_string(collective_failure x) {
   }
   return "unknown";
 }
+
+std::vector<int64_t> communicator::gather(const std::vector<int64_t>& values) {
+  if (space() != memory_space::host)
+    throw collective_error(collective_failure::invalid_argument,
+                           "gather: a device communicator must implement it (its all_gather "
+                           "takes device memory)");
+  std::vector<int64_t> out(values.size() * static_cast<size_t>(world_size()));
+  all_gather(values.data(), out.data(), values.size(), collective_dtype::int64);
+  return out;
+}
+
+std::vector<collective_record> communicator::take_captured() {
+  return {};
+}
+
+void communicator::replayed(const std::vector<collective_record>&, void*) {}
+
+void communicator::before_replay(const std::vector<collective_record>&) {}
 
 namespace detail {
 

@@ -2,7 +2,9 @@
 // enqueued on a CUDA stream and completes when the stream passes an event recorded after it
 // (never observed by blocking on the stream); synchronize() waits for all of them with the
 // timeout; any failure ends the pending ledger entries, aborts the transport and throws with the
-// ledger's tail. Header-only; needs the CUDA runtime.
+// ledger's tail. A collective enqueued on a stream under CUDA graph capture becomes part of the
+// graph instead: no ledger entry, no event; its shape waits in take_captured() until the caller
+// hands it back to replayed() after each launch of the graph. Header-only; needs the CUDA runtime.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kvactor/kernels/collective_ledger.h"
@@ -35,11 +38,14 @@ public:
 
   void synchronize() override {
     open("synchronize");
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const auto deadline = std::chrono::steady_clock::now() + timeout_ + grace();
     for (int spins = 0;; ++spins) {
-      refresh();
-      if (pending_.empty()) return;
       check_transport();
+      refresh();
+      if (pending_.empty()) {
+        check_transport(); // a failure the device reported as its work ended
+        return;
+      }
       if (std::chrono::steady_clock::now() >= deadline)
         fail(collective_failure::timeout, collective_status::timed_out,
              me() + ": " + oldest_pending() + " did not complete within " + seconds(timeout_)
@@ -60,6 +66,17 @@ public:
   bool aborted() const override { return aborted_; }
   const collective_ledger& ledger() const override { return ledger_; }
 
+  std::vector<collective_record> take_captured() override { return std::exchange(captured_, {}); }
+
+  void replayed(const std::vector<collective_record>& collectives, void* stream) override {
+    open("a graph launch");
+    for (const auto& c : collectives) {
+      const uint64_t seq = ledger_.enter(c.kind, c.op, c.dtype, c.count, c.root);
+      entered_by_replay(seq, c);
+      track(seq, static_cast<cudaStream_t>(stream));
+    }
+  }
+
 protected:
   /// "rank 1 (GPU 0)": how this rank's errors start.
   virtual std::string me() const = 0;
@@ -69,14 +86,34 @@ protected:
   virtual void check_transport() {}
   /// What a synchronize() timeout adds to its message.
   virtual std::string stall_hint() const { return {}; }
+  /// How much longer than the timeout synchronize() waits (for the device to report its own).
+  virtual std::chrono::milliseconds grace() const { return std::chrono::milliseconds{0}; }
+  /// Why the communicator is aborted, for open()'s message.
+  virtual std::string why_aborted() const { return abort_reason_; }
+  /// A captured collective of a graph was entered as `seq` for one launch of it.
+  virtual void entered_by_replay(uint64_t /*seq*/, const collective_record& /*c*/) {}
+
+  /// True while `s` is being captured into a CUDA graph: what is enqueued on it runs at launch.
+  static bool capturing(cudaStream_t s) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(s, &status) == cudaSuccess
+           && status == cudaStreamCaptureStatusActive;
+  }
+
+  /// Keeps a captured collective's shape for take_captured().
+  void note_captured(const collective_record& r) { captured_.push_back(r); }
 
   /// Throws `aborted` when the communicator was aborted; `what` names the call.
   void open(const char* what) {
     if (!aborted()) return;
-    std::lock_guard<std::mutex> lock(abort_mu_);
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      why = why_aborted();
+    }
     throw collective_error(collective_failure::aborted,
                            me() + ": " + what + " on an aborted communicator"
-                               + (abort_reason_.empty() ? std::string{} : ": " + abort_reason_));
+                               + (why.empty() ? std::string{} : ": " + why));
   }
 
   /// Ends every pending entry with `status`, aborts the communicator and throws.
@@ -139,6 +176,7 @@ private:
   };
   std::vector<pending_op> pending_; // entered, event not yet complete
   std::vector<cudaEvent_t> free_;
+  std::vector<collective_record> captured_; // in graphs, not yet taken
   std::mutex abort_mu_;
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;

@@ -48,6 +48,21 @@ public:
     maybe_stall();
     return inner_->agree(value, op);
   }
+  std::vector<int64_t> gather(const std::vector<int64_t>& values) override {
+    maybe_stall();
+    return inner_->gather(values);
+  }
+  std::vector<collective_record> take_captured() override { return inner_->take_captured(); }
+  // A graph launch holds collectives next_seq, next_seq + 1, ...: it may hold collective `at_`;
+  // then the rank stops before launching it.
+  void before_replay(const std::vector<collective_record>& collectives) override {
+    const uint64_t next = inner_->ledger().next_seq();
+    if (!stalled_ && at_ >= next && at_ < next + collectives.size()) stall();
+    inner_->before_replay(collectives);
+  }
+  void replayed(const std::vector<collective_record>& collectives, void* stream) override {
+    inner_->replayed(collectives, stream);
+  }
   void synchronize() override { inner_->synchronize(); }
   void abort(const std::string& why) override { inner_->abort(why); }
   bool aborted() const override { return inner_->aborted(); }
@@ -57,6 +72,10 @@ private:
   // Once, before collective `at_`: wait for an abort or max_stall_, as a stuck rank would.
   void maybe_stall() {
     if (stalled_ || inner_->ledger().next_seq() != at_) return;
+    stall();
+  }
+
+  void stall() {
     stalled_ = true;
     const auto until = std::chrono::steady_clock::now() + max_stall_;
     while (!inner_->aborted() && std::chrono::steady_clock::now() < until)

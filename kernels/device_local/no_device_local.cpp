@@ -15,8 +15,8 @@ bool device_local_available(std::string* why_not) {
   return false;
 }
 
-std::vector<std::shared_ptr<communicator>> make_device_local_group(int, int,
-                                                                   std::chrono::milliseconds) {
+std::vector<std::shared_ptr<communicator>>
+make_device_local_group(int, int, std::chrono::milliseconds, size_t) {
   throw collective_error(collective_failure::transport, no_cuda);
 }
 

@@ -77,6 +77,7 @@ public:
         ncclCommAbort(comm_);
     }
     cudaFree(scratch_);
+    if (gathered_ != nullptr) cudaFree(gathered_);
     cudaStreamDestroy(stream_);
   }
 
@@ -118,6 +119,31 @@ public:
               return ncclAllReduce(scratch_, scratch_, 1, ncclInt64, ncclSum, comm_, s);
             });
     synchronize();
+  }
+
+  std::vector<int64_t> gather(const std::vector<int64_t>& values) override {
+    open("gather");
+    const size_t n = values.size(), total = n * static_cast<size_t>(world_);
+    if (n == 0) return {};
+    if (gather_capacity_ < n + total) {
+      if (gathered_ != nullptr) cudaFree(gathered_);
+      gathered_ = nullptr;
+      gather_capacity_ = 0;
+      cuda(cudaMalloc(reinterpret_cast<void**>(&gathered_), (n + total) * sizeof(int64_t)),
+           "gather: cudaMalloc");
+      gather_capacity_ = n + total;
+    }
+    cuda(cudaMemcpyAsync(gathered_, values.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice,
+                         stream_),
+         "gather: cudaMemcpyAsync to the device");
+    all_gather(gathered_, gathered_ + n, n, collective_dtype::int64, nullptr);
+    synchronize(); // the collective is done: the copy back below cannot wait on a peer
+    std::vector<int64_t> out(total);
+    cuda(cudaMemcpyAsync(out.data(), gathered_ + n, total * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                         stream_),
+         "gather: cudaMemcpyAsync to the host");
+    cuda(cudaStreamSynchronize(stream_), "gather: cudaStreamSynchronize");
+    return out;
   }
 
   int64_t agree(int64_t value, reduce_op op) override {
@@ -164,23 +190,37 @@ private:
            me() + ": NCCL reported an asynchronous error before " + std::string{to_string(kind)}
                + ": " + nccl_error(comm_, state));
     cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
-    const uint64_t seq = ledger_.enter(kind, op, dtype, count, root);
+    // Under graph capture the collective joins the graph: no ledger entry, no event.
+    const bool captured = capturing(s);
+    collective_record entered;
+    entered.kind = kind;
+    entered.op = op;
+    entered.dtype = dtype;
+    entered.count = count;
+    entered.bytes = count * size_of(dtype);
+    entered.root = root;
+    if (!captured) entered.seq = ledger_.enter(kind, op, dtype, count, root);
     ncclResult_t r = call(s);
     if (r == ncclInProgress) r = poll_until(comm_, clock_type::now() + timeout_);
     if (r == ncclInProgress)
       fail(collective_failure::timeout, collective_status::timed_out,
-           me() + ": enqueueing " + describe(ledger_.last(1).front()) + " took longer than "
+           me() + ": enqueueing " + describe(entered) + " took longer than "
                + detail::seconds(timeout_));
     if (r != ncclSuccess)
       fail(collective_failure::transport, collective_status::failed,
-           me() + ": " + describe(ledger_.last(1).front()) + ": " + nccl_error(comm_, r));
-    track(seq, s);
+           me() + ": " + describe(entered) + ": " + nccl_error(comm_, r));
+    if (captured)
+      note_captured(entered);
+    else
+      track(entered.seq, s);
   }
 
   ncclComm_t comm_;
   int world_, rank_, device_;
-  cudaStream_t stream_; // for collectives given no stream, and for agree()
-  int64_t* scratch_;    // [1] device: agree() and barrier()
+  cudaStream_t stream_;         // for collectives given no stream, and for agree()
+  int64_t* scratch_;            // [1] device: agree() and barrier()
+  int64_t* gathered_ = nullptr; // gather(): this rank's values, then every rank's
+  size_t gather_capacity_ = 0;
 };
 
 [[noreturn]] void transport_error(const std::string& what) {

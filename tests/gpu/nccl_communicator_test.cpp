@@ -91,6 +91,47 @@ TEST(NcclCommunicator, OneRankRunsEveryCollectiveOnKnownDataAndLedgersEach) {
     EXPECT_EQ(e.status, collective_status::completed) << describe(e);
 }
 
+TEST(NcclCommunicator, OneRankCapturesItsAllReduceIntoAGraphAndLedgersEachLaunch) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  auto comm = join(nccl_unique_id(), 1, 0);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  device_array<float> buf(4096);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  comm->all_reduce(buf.get(), 4096, reduce_op::sum, stream);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  cudaGraphDestroy(graph);
+  const auto captured = comm->take_captured();
+  ASSERT_EQ(captured.size(), 1u);
+  EXPECT_EQ(describe(captured[0]), "all_reduce(sum) #0 (4096 float32, 16384 bytes, pending)");
+  EXPECT_TRUE(comm->ledger().entries().empty()) << "a captured collective runs at launch";
+  for (int launch = 0; launch < 3; ++launch) {
+    std::vector<float> host(4096, static_cast<float>(launch) - 0.5f);
+    ASSERT_EQ(cudaMemcpyAsync(buf.get(), host.data(), host.size() * sizeof(float),
+                              cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    comm->replayed(captured, stream);
+    comm->synchronize();
+    EXPECT_EQ(buf.download(), host) << "one rank: the sum is the identity, launch " << launch;
+  }
+  const auto entries = comm->ledger().entries();
+  ASSERT_EQ(entries.size(), 3u);
+  for (const auto& e : entries)
+    EXPECT_EQ(describe(e).substr(0, 19), "all_reduce(sum) #" + std::to_string(e.seq) + " ")
+        << describe(e);
+  for (const auto& e : entries)
+    EXPECT_EQ(e.status, collective_status::completed) << describe(e);
+  // The per-step agreement's gather: one rank's values back, through device memory.
+  EXPECT_EQ(comm->gather({4, -5, int64_t{1} << 40}),
+            (std::vector<int64_t>{4, -5, int64_t{1} << 40}));
+  cudaGraphExecDestroy(exec);
+  cudaStreamDestroy(stream);
+}
+
 TEST(NcclCommunicator, InitializationThatAPeerNeverJoinsTimesOutInsteadOfHanging) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const auto start = std::chrono::steady_clock::now();

@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvactor::kernels {
 
@@ -55,6 +56,7 @@ private:
 };
 
 class collective_ledger;
+struct collective_record;
 
 class communicator {
 public:
@@ -85,6 +87,23 @@ public:
   /// One value of this rank, in host memory, in and out: `op` over the ranks' values. Blocking on
   /// both transports; for start-up agreements such as the KV cache block count.
   virtual int64_t agree(int64_t value, reduce_op op) = 0;
+
+  /// This rank's `values` (host memory) gathered from every rank, rank r's at r * values.size().
+  /// Blocking on every transport, like agree(); for per-step agreements (graph padding). Host
+  /// communicators all_gather them; device communicators override.
+  virtual std::vector<int64_t> gather(const std::vector<int64_t>& values);
+
+  // CUDA graphs (device communicators). A collective enqueued on a stream that is being captured
+  // becomes part of the graph: it runs at each launch, not now, and enters no ledger entry.
+  // take_captured() hands over the shapes captured since its last call; after each launch of
+  // that graph the caller gives them to replayed(), which enters them into the ledger, complete
+  // when `stream` passes the launch (synchronize() waits for them with the timeout). Host
+  // communicators capture nothing: they return nothing and ignore replays.
+  virtual std::vector<collective_record> take_captured();
+  virtual void replayed(const std::vector<collective_record>& collectives, void* stream);
+  /// Called before a graph holding `collectives` is launched (a no-op but for fault injection:
+  /// a rank that stalls there never launches the graph, as a stuck rank would not).
+  virtual void before_replay(const std::vector<collective_record>& collectives);
 
   /// Waits until every collective this rank entered has completed, at most the timeout (host
   /// communicators: returns at once). A timeout aborts the communicator and throws.
