@@ -167,6 +167,10 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   cmd.add_option("--debug-stall", f.tp.debug_stall,
                  "testing: rank RANK stops answering before its collective #N (RANK:N)")
       ->group("Testing");
+  cmd.add_option("--debug-fail-capture", f.tp.debug_fail_capture,
+                 "testing: rank RANK's CUDA graph capture #N fails (RANK:N); the group runs "
+                 "that graph eagerly")
+      ->group("Testing");
 }
 
 void add_trace_show_flags(CLI::App& cmd, trace_show_flags& f) {

@@ -110,8 +110,8 @@ expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& f, const run_op
   const auto ranks = static_cast<size_t>(f.plan.tensor_parallel_size);
   if (!o.kv_cache_memory.empty()) return o.kv_cache_memory;
   if (device == device_kind::cpu || !gpu) return std::vector<int64_t>(ranks, default_cpu_kv_cache);
-  // Graphs are captured by GPU ranks alone (TP 1 for now); their cap comes off the KV cache.
-  const bool graphs = o.cudagraph != cudagraph_mode::none && f.plan.tensor_parallel_size == 1;
+  // Every GPU rank captures its own graphs; their cap comes off the KV cache.
+  const bool graphs = o.cudagraph != cudagraph_mode::none;
   auto decoder_bytes = executor_gpu_bytes(f, o);
   if (!decoder_bytes) return decoder_bytes.err();
   gpu_memory_use use;
@@ -120,7 +120,7 @@ expected<std::vector<int64_t>> kv_cache_budgets(const run_flags& f, const run_op
   use.in_use_bytes = gpu->total_bytes - gpu->free_bytes;
   const int64_t sharing = std::max(ranks_per_gpu, 1);
   use.non_kv_bytes =
-      sharing * (*decoder_bytes + gpu_reserve_bytes) + (graphs ? o.cudagraph_memory : 0);
+      sharing * (*decoder_bytes + gpu_reserve_bytes + (graphs ? o.cudagraph_memory : 0));
   auto budget = gpu_kv_cache_budget(use);
   if (budget) *budget /= sharing;
   if (!budget) {

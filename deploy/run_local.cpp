@@ -80,6 +80,7 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   group.nccl = s.tp.nccl;
   group.collective_timeout = s.tp.collective_timeout;
   group.stall = s.tp.stall;
+  group.fail_capture = s.tp.fail_capture;
   group.recorder = s.recorder;
   group.gpus = s.tp.gpus;
   if (s.tp.device_local) try {

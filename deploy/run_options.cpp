@@ -30,6 +30,8 @@ status check_mode_flags(const run_flags& f, bool cluster) {
                              f.tp.communicator));
     if (!f.tp.debug_stall.empty())
       return bad("--debug-stall: a local fault injection; not for --nodes");
+    if (!f.tp.debug_fail_capture.empty())
+      return bad("--debug-fail-capture: a local fault injection; not for --nodes");
     if (f.inject_port) return bad("--inject-port: not with --nodes (yet)");
   }
   if (f.load_format != "auto" && f.load_format != "synthetic")

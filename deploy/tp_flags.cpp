@@ -20,11 +20,12 @@ error bad(std::string message) {
 }
 
 // "RANK:N" with 0 <= RANK < tp and N >= 1.
-expected<collective_stall> parse_stall(const std::string& text, int32_t tp) {
+// "RANK:N" of `flag`: a rank in [0, tp) and a number from 1 (of `what`).
+expected<std::pair<int32_t, uint64_t>> parse_rank_fault(const char* flag, const char* what,
+                                                        const std::string& text, int32_t tp) {
   auto invalid = [&] {
-    return bad(fmt::format("--debug-stall: '{}' is not RANK:N (a rank in [0, {}) and a "
-                           "collective number from 1)",
-                           text, tp));
+    return bad(fmt::format("{}: '{}' is not RANK:N (a rank in [0, {}) and a {} number from 1)",
+                           flag, text, tp, what));
   };
   const auto colon = text.find(':');
   if (colon == std::string::npos) return invalid();
@@ -36,7 +37,7 @@ expected<collective_stall> parse_stall(const std::string& text, int32_t tp) {
     if (used_rank != rank_text.size() || used_seq != seq_text.size() || rank < 0 || rank >= tp
         || seq < 1)
       return invalid();
-    return collective_stall{static_cast<int32_t>(rank), static_cast<uint64_t>(seq)};
+    return std::pair{static_cast<int32_t>(rank), static_cast<uint64_t>(seq)};
   } catch (const std::exception&) {
     return invalid();
   }
@@ -114,6 +115,24 @@ status check_visible(const tp_setup& s, int32_t tp) {
                          gpus == 0 ? ": " + why : ""));
 }
 
+// The fault injections of the flags (only their stall and fail_capture are set).
+expected<tp_setup> parse_faults(const tp_flags& flags, device_kind device, int32_t tp) {
+  tp_setup out;
+  if (!flags.debug_stall.empty()) {
+    auto stall = parse_rank_fault("--debug-stall", "collective", flags.debug_stall, tp);
+    if (!stall) return stall.err();
+    out.stall = collective_stall{stall->first, stall->second};
+  }
+  if (!flags.debug_fail_capture.empty()) {
+    if (device != device_kind::cuda)
+      return bad("--debug-fail-capture: only GPU ranks capture CUDA graphs (--device cuda)");
+    auto fault = parse_rank_fault("--debug-fail-capture", "capture", flags.debug_fail_capture, tp);
+    if (!fault) return fault.err();
+    out.fail_capture = capture_failure{fault->first, fault->second};
+  }
+  return out;
+}
+
 } // namespace
 
 expected<std::chrono::milliseconds> parse_collective_timeout(double s) {
@@ -141,6 +160,8 @@ expected<tp_setup> resolve_tp_flags(const tp_flags& flags, device_kind device, i
     return bad(fmt::format("--communicator host: {} GPU ranks all-reduce device memory; they need "
                            "nccl, or device when they share a GPU",
                            tp));
+  auto faults = parse_faults(flags, device, tp); // before placement: no GPU needed to check them
+  if (!faults) return faults.err();
   if (gpu) {
     auto placed = place_gpu_ranks(flags, tp);
     if (!placed) return placed.err();
@@ -158,11 +179,8 @@ expected<tp_setup> resolve_tp_flags(const tp_flags& flags, device_kind device, i
   auto timeout = parse_collective_timeout(flags.collective_timeout_s);
   if (!timeout) return timeout.err();
   out.collective_timeout = *timeout;
-  if (!flags.debug_stall.empty()) {
-    auto stall = parse_stall(flags.debug_stall, tp);
-    if (!stall) return stall.err();
-    out.stall = *stall;
-  }
+  out.stall = faults->stall;
+  out.fail_capture = faults->fail_capture;
   return out;
 }
 

@@ -1,5 +1,6 @@
 // `kvactor run`'s tensor-parallel flags: which communicator joins the ranks, how long a collective
-// may wait, and the --debug-stall fault injection, checked against the device and the TP size.
+// may wait, and the --debug-stall and --debug-fail-capture fault injections, checked against the
+// device and the TP size.
 #pragma once
 
 #include <chrono>
@@ -17,8 +18,9 @@ namespace kvactor {
 struct tp_flags {
   std::string communicator = "auto"; // auto | host | nccl | device
   double collective_timeout_s = 120.0;
-  std::string debug_stall; // "RANK:N", empty: none
-  std::string gpu_ids;     // "0,0,0,0": each GPU rank's CUDA ordinal; empty: rank r on GPU r
+  std::string debug_stall;        // "RANK:N", empty: none
+  std::string debug_fail_capture; // "RANK:N", empty: none
+  std::string gpu_ids;            // "0,0,0,0": each GPU rank's CUDA ordinal; empty: rank r on GPU r
 };
 
 /// How the ranks of a run meet.
@@ -28,6 +30,7 @@ struct tp_setup {
   std::vector<int32_t> gpus; // [ranks] each rank's CUDA ordinal; empty: rank r on GPU r
   std::chrono::milliseconds collective_timeout{120'000};
   std::optional<collective_stall> stall;
+  std::optional<capture_failure> fail_capture;
 };
 
 /// --collective-timeout in seconds: in (0, 86400], else an error naming the flag.
@@ -38,7 +41,7 @@ expected<std::chrono::milliseconds> parse_collective_timeout(double seconds);
 /// host communicator otherwise. Errors name the flag and the value: host memory for GPU ranks,
 /// NCCL for CPU ranks or for ranks sharing a GPU, NCCL missing from this build, more GPU ranks
 /// than visible GPUs, GPU ids that are not one per rank, out of range or only partly shared, a
-/// timeout that is not a positive number of seconds, a stall outside the ranks.
+/// timeout that is not a positive number of seconds, a fault outside the ranks.
 expected<tp_setup> resolve_tp_flags(const tp_flags& flags, device_kind device, int32_t tp);
 
 } // namespace kvactor

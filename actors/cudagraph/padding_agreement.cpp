@@ -4,8 +4,49 @@
 
 namespace kvactor {
 
+namespace {
+constexpr size_t row_width = 7;
+} // namespace
+
+std::vector<int64_t> encode_row(const padding_row& r) {
+  return {r.num_tokens,
+          static_cast<int64_t>(r.mode),
+          r.uniform_token_count,
+          r.max_query_len,
+          r.allow_ubatching,
+          r.num_reqs,
+          r.alive};
+}
+
+std::vector<padding_row> decode_rows(const std::vector<int64_t>& table) {
+  std::vector<padding_row> rows;
+  for (size_t at = 0; at + row_width <= table.size(); at += row_width) {
+    padding_row r;
+    r.num_tokens = static_cast<int32_t>(table[at]);
+    r.mode = static_cast<cudagraph_mode>(table[at + 1]);
+    r.uniform_token_count = static_cast<int32_t>(table[at + 2]);
+    r.max_query_len = static_cast<int32_t>(table[at + 3]);
+    r.allow_ubatching = table[at + 4] != 0;
+    r.num_reqs = static_cast<int32_t>(table[at + 5]);
+    r.alive = table[at + 6] != 0;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
 padding_agreement agree_padding(const std::vector<padding_row>& rows, int32_t self,
                                 const graph_dispatcher& dispatcher, int32_t ubatch_threshold) {
+  auto a = agree_padding_rows(rows, self, ubatch_threshold);
+  if (!a.redispatch) return a;
+  const auto& me = rows[static_cast<size_t>(self)];
+  a.own = dispatcher.dispatch(me.num_reqs, a.synced_tokens, a.uniform_token_count, 0,
+                              a.max_query_len < 0 ? 0 : a.max_query_len);
+  a.padded_tokens = a.own.mode == cudagraph_mode::none ? a.synced_tokens : a.own.num_tokens;
+  return a;
+}
+
+padding_agreement agree_padding_rows(const std::vector<padding_row>& rows, int32_t self,
+                                     int32_t ubatch_threshold) {
   padding_agreement a;
   const auto& me = rows[static_cast<size_t>(self)];
   const bool all_zero = std::all_of(
@@ -55,9 +96,8 @@ padding_agreement agree_padding(const std::vector<padding_row>& rows, int32_t se
   }
   a.synced_tokens = max_tokens;
   a.max_query_len = all_bound ? bound : -1;
-  a.own = dispatcher.dispatch(me.num_reqs, max_tokens, a.uniform_token_count, 0,
-                              a.max_query_len < 0 ? 0 : a.max_query_len);
-  a.padded_tokens = a.own.mode == cudagraph_mode::none ? max_tokens : a.own.num_tokens;
+  a.redispatch = true;
+  a.padded_tokens = max_tokens;
   return a;
 }
 

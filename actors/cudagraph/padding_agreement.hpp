@@ -1,7 +1,7 @@
 // Ranks that each dispatched their own batch agree on one padded size, so that every rank
 // replays the same graph (or all run eagerly): docs/vllm-semantics.md §8.2. Pure C++: the caller
-// exchanges the rows (one all-reduce of a 6 x world table) and every rank computes the same
-// answer from them.
+// exchanges the rows (encode_row on every rank, one gather, decode_rows) and every rank computes
+// the same answer from them. Tensor-parallel GPU ranks run it live at every step.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,18 @@ struct padding_agreement {
   int32_t max_query_len = -1;
   batch_descriptor own;      // this rank's re-dispatch (graph case)
   int32_t padded_tokens = 0; // every rank's num_tokens_across_dp entry
+  bool redispatch = false;   // graph case: re-dispatch (own num_reqs, synced_tokens, uniform)
 };
+
+/// One row as the ranks exchange it (7 values), and a gathered table back into rows.
+std::vector<int64_t> encode_row(const padding_row& row);
+/// REQUIRES: table.size() is a multiple of 7.
+std::vector<padding_row> decode_rows(const std::vector<int64_t>& table);
+
+/// agree_padding without the re-dispatch: in the graph case `redispatch` is set, `own` left
+/// empty and `padded_tokens` is synced_tokens; the caller asks its dispatcher.
+padding_agreement agree_padding_rows(const std::vector<padding_row>& rows, int32_t self,
+                                     int32_t ubatch_threshold);
 
 /// The newest rule (dispatch_cg_and_sync_dp): all zero -> skip; all allow ubatching and the
 /// smallest rank passes `ubatch_threshold` -> microbatched eager at the max; agreed uniform count

@@ -14,6 +14,7 @@
 #include "actors/kv_cache/actor.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/rank/device_memory.hpp"
+#include "actors/rank/padding_sync.hpp"
 #include "actors/rank/startup.hpp"
 #include "actors/rank/step_slicing.hpp"
 #include "actors/rank/tensor_parallel.hpp"
@@ -250,12 +251,15 @@ void spawn_builders(rank_self self) {
 }
 
 // The executor's persistent graph inputs, sized for the plan; false (with a note in the plan)
-// when this executor cannot replay graphs.
-bool prepare_graphs(rank_state& st, cudagraph_plan& plan) {
+// when this executor cannot replay graphs; an error when a collective of the tensor-parallel
+// group failed on the way (its communicator is gone: the rank cannot serve).
+expected<bool> prepare_graphs(rank_state& st, cudagraph_plan& plan) {
   if (plan.mode == cudagraph_mode::none || plan.capture_sizes.empty()) return false;
-  const auto setup =
+  auto setup =
       graph_setup_for(plan, st.kv.layer_group, st.config.max_num_seqs, st.steps.requests.widths());
+  setup.fail_capture = st.runtime.fail_capture;
   if (auto ok = st.executor->prepare_graphs(setup); !ok) {
+    if (ok.err().code == errc::collective_failed) return ok.err();
     spdlog::warn("rank {}: {}", st.config.rank, ok.err().message);
     plan.notes.push_back(ok.err().message);
     return false;
@@ -350,7 +354,12 @@ void plan_graphs(rank_self self, promise<rank_ready> rp, int64_t num_blocks, int
             auto& st = self->state;
             trace(st, st.names.graphs, st.names.self, plan);
             record(st, "cudagraph plan", t, 0);
-            st.graphs.enabled = prepare_graphs(st, plan);
+            auto enabled = prepare_graphs(st, plan);
+            if (!enabled) {
+              rp.deliver(to_caf_error(enabled.err()));
+              return;
+            }
+            st.graphs.enabled = *enabled;
             auto ready = [self, rp, num_blocks, bytes, plan](caf::error err) mutable {
               auto& st = self->state;
               if (err) {
@@ -408,6 +417,7 @@ struct step_join {
   size_t pending = 0;
   int64_t metadata_ns = 0;
   batch_descriptor desc;
+  bool padding_settled = false; // tensor-parallel graphs: the ranks agreed on desc
   caf::error err;
 };
 
@@ -456,9 +466,45 @@ void fail_consumed_step(rank_state& st, step_join& j, const std::string& why, er
   j.rp.deliver(to_caf_error(make_error(code, fmt::format("step {}: {}", j.plan.seq, why))));
 }
 
-void finish_step(rank_self self, step_join& j) {
+void redispatch(rank_self self, std::shared_ptr<step_join> j, int32_t num_tokens);
+
+// Tensor-parallel ranks with graphs agree on what each dispatched (docs/vllm-semantics.md §8.2),
+// so that all replay the same graph or all run eagerly. False when the step goes on later (a
+// re-dispatch to the agreed size) or has failed.
+bool agree_on_padding(rank_self self, const std::shared_ptr<step_join>& j) {
+  auto& st = self->state;
+  if (j->padding_settled || !st.graphs.enabled || !st.comm || st.comm->world_size() <= 1)
+    return true;
+  j->padding_settled = true;
+  const auto& b = *st.steps.batch;
+  padding_sync sync;
+  try {
+    sync = sync_padding(*st.comm, b, j->desc);
+  } catch (const kernels::collective_error& e) {
+    st.steps.busy = false;
+    fail_consumed_step(st, *j, fmt::format("agreeing on the graph padding: {}", e.what()),
+                       errc::collective_failed);
+    return false;
+  }
+  if (sync.unanimous) return true;
+  const auto& a = sync.agreement;
+  spdlog::info("rank {}: step {}: the ranks dispatched differently ({} here); they agree on {}",
+               st.config.rank, j->plan.seq, to_string(j->desc.mode),
+               a.eager ? std::string{"eager"}
+                       : fmt::format("a graph of at least {} tokens", a.synced_tokens));
+  if (!a.redispatch) {
+    j->desc = eager_step(b);
+    return true;
+  }
+  redispatch(self, j, a.synced_tokens);
+  return false;
+}
+
+void finish_step(rank_self self, const std::shared_ptr<step_join>& jp) {
+  auto& j = *jp;
   if (--j.pending > 0) return;
   auto& st = self->state;
+  if (!j.err && !agree_on_padding(self, jp)) return;
   st.steps.busy = false;
   if (j.err) {
     fail_consumed_step(st, j, from_caf_error(j.err).message, errc::step_failed);
@@ -489,11 +535,11 @@ void build_metadata(rank_self self, std::shared_ptr<step_join> j, const ubatch_w
             auto& st = self->state;
             trace(st, st.names.builders[u], st.names.self, r);
             j->metadata_ns = std::max(j->metadata_ns, r.build_ns);
-            finish_step(self, *j);
+            finish_step(self, j);
           },
           [self, j](caf::error& e) {
             j->err = std::move(e);
-            finish_step(self, *j);
+            finish_step(self, j);
           });
 }
 
@@ -507,11 +553,31 @@ void dispatch(rank_self self, std::shared_ptr<step_join> j) {
             auto& st = self->state;
             trace(st, st.names.graphs, st.names.self, d);
             j->desc = d;
-            finish_step(self, *j);
+            finish_step(self, j);
           },
           [self, j](caf::error& e) {
             j->err = std::move(e);
-            finish_step(self, *j);
+            finish_step(self, j);
+          });
+}
+
+// The graph manager's dispatch at the agreed token count (this rank's own requests).
+void redispatch(rank_self self, std::shared_ptr<step_join> j, int32_t num_tokens) {
+  auto& st = self->state;
+  const auto& b = *st.steps.batch;
+  ++j->pending;
+  self->request(st.children.graphs, caf::infinite, atom::dispatch_v, b.num_reqs(), num_tokens,
+                uniform_decode(b))
+      .then(
+          [self, j](batch_descriptor& d) {
+            auto& st = self->state;
+            trace(st, st.names.graphs, st.names.self, d);
+            j->desc = d.mode == cudagraph_mode::none ? eager_step(*st.steps.batch) : d;
+            finish_step(self, j);
+          },
+          [self, j](caf::error& e) {
+            j->err = std::move(e);
+            finish_step(self, j);
           });
 }
 

@@ -48,6 +48,7 @@ struct rank_runtime {
   std::function<void(std::shared_ptr<kernels::communicator>)> on_join;
   std::chrono::milliseconds collective_timeout{120'000}; // NCCL init and collective waits
   uint64_t stall_before_collective = 0; // fault injection for NCCL ranks (--debug-stall)
+  uint64_t fail_capture = 0;            // fault injection: this rank's graph capture number N fails
   /// The executors the rank chooses from (rank_config::executor); null: the built-in ones.
   std::shared_ptr<const executor_registry> executors;
 };

@@ -166,10 +166,6 @@ public:
   }
 
   status prepare_graphs(const graph_setup& setup) override {
-    if (comm_ && comm_->world_size() > 1)
-      return make_error(errc::unsupported,
-                        "CUDA graphs: tensor-parallel ranks all-reduce through a communicator that "
-                        "is not graph-capturable yet; every step runs eagerly");
     if (!hidden_)
       return make_error(errc::invalid_argument, "CUDA graphs: prepare_graphs before bind");
     if (setup.layer_group.size() != names_.size())
@@ -180,23 +176,36 @@ public:
     num_groups_ = 0;
     for (int32_t g : setup.layer_group)
       num_groups_ = std::max(num_groups_, g + 1);
-    auto r = graph_runner::create(*stack_, views_, setup.layer_group, num_groups_,
-                                  {setup.max_reqs, setup.max_tokens, setup.max_width}, hidden_);
+    auto r =
+        graph_runner::create(*stack_, views_, setup.layer_group, num_groups_,
+                             {setup.max_reqs, setup.max_tokens, setup.max_width}, hidden_, comm_);
     if (!r) return r.err();
     graphs_ = std::move(*r);
     layer_group_ = setup.layer_group;
+    fail_capture_ = setup.fail_capture;
+    captures_ = 0;
     return ok();
   }
 
+  // Every rank of a tensor-parallel group captures the same graphs in the same order; a graph
+  // one of them could not capture is dropped by all, so that they all run that size eagerly.
   expected<graph_capture> capture(const batch_descriptor& graph) override {
     if (!graphs_)
       return make_error(errc::invalid_argument, "CUDA graphs: capture before prepare_graphs");
     const auto t0 = std::chrono::steady_clock::now();
-    if (auto st = graphs_->capture(graph); !st) return st.err();
-    return graph_capture{
-        graphs_->graph_bytes(graph),
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count()};
+    status captured = ++captures_ == fail_capture_
+                          ? status{make_error(errc::io_error, fmt::format("capture #{} fails "
+                                                                          "(--debug-fail-capture)",
+                                                                          captures_))}
+                          : graphs_->capture(graph);
+    if (auto agreed = agree_on_capture(graph, static_cast<bool>(captured)); !agreed)
+      return agreed.err();
+    if (!captured) return captured.err();
+    auto bytes = agree_on_bytes(graphs_->graph_bytes(graph));
+    if (!bytes) return bytes.err();
+    return graph_capture{*bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - t0)
+                                     .count()};
   }
 
   expected<std::vector<int32_t>> run_dispatched(const step_batch& b,
@@ -211,7 +220,16 @@ public:
     const bool full = wanted.mode == cudagraph_mode::full;
     const int32_t reqs = full ? wanted.num_reqs : b.num_reqs();
     if (auto st = graphs_->stage(b, groups, wanted.num_tokens, reqs); !st) return st.err();
-    if (auto st = graphs_->replay(wanted, reqs); !st) return st.err();
+    if (auto st = graphs_->replay(wanted, reqs); !st) {
+      if (comm_) comm_->abort(fmt::format("rank {}: {}", comm_->rank(), st.err().message));
+      return st.err();
+    }
+    // Sampling waits on the stream: first make sure no collective in the graph waits for a peer.
+    if (comm_ && comm_->world_size() > 1) try {
+        comm_->synchronize();
+      } catch (const kernels::collective_error& e) {
+        return make_error(errc::collective_failed, e.what());
+      }
     std::vector<int32_t> tokens;
     if (auto st = stack_->sample(hidden_, rows_to_sample(b), tokens); !st) return from_status(st);
     executed = wanted;
@@ -234,6 +252,38 @@ public:
   const char* device() const override { return "cuda"; }
 
 private:
+  // With tensor parallelism: whether every rank captured `graph`; a graph only some captured is
+  // dropped (`captured` says how this rank fared). A failed agreement is the capture's error.
+  status agree_on_capture(const batch_descriptor& graph, bool captured) {
+    if (!comm_ || comm_->world_size() <= 1) return ok();
+    int64_t everyone = 0;
+    try {
+      everyone = comm_->agree(captured ? 1 : 0, kernels::reduce_op::min);
+    } catch (const kernels::collective_error& e) {
+      graphs_->drop(graph);
+      return make_error(errc::collective_failed, e.what());
+    }
+    if (everyone == 1 || !captured) return ok();
+    graphs_->drop(graph);
+    return make_error(errc::unsupported,
+                      fmt::format("a peer could not capture the {} graph of {} tokens: the group "
+                                  "runs it eagerly",
+                                  to_string(graph.mode), graph.num_tokens));
+  }
+
+  // With tensor parallelism: the bytes every rank reports for a graph, the same on all, so that
+  // every rank's graph manager stops at the same graph when --cudagraph-memory runs out. The
+  // graphs of a group are alike; what differs is what cudaMemGetInfo saw around each capture,
+  // which includes the captures of ranks sharing the GPU: the least is the nearest.
+  expected<int64_t> agree_on_bytes(int64_t measured) {
+    if (!comm_ || comm_->world_size() <= 1) return measured;
+    try {
+      return comm_->agree(measured, kernels::reduce_op::min);
+    } catch (const kernels::collective_error& e) {
+      return make_error(errc::collective_failed, e.what());
+    }
+  }
+
   // The step's sampled rows with each request's sampling parameters and draw key.
   static kernels::sample_rows rows_to_sample(const step_batch& b) {
     kernels::sample_rows out;
@@ -360,6 +410,7 @@ private:
   std::unique_ptr<graph_runner> graphs_; // null: every step eager
   std::vector<int32_t> layer_group_;
   int32_t num_groups_ = 0; // max(layer_group_) + 1
+  uint64_t fail_capture_ = 0, captures_ = 0;
 };
 
 // Makes `device` current and checks that the communicator can all-reduce there; a stream for

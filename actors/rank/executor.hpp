@@ -46,6 +46,7 @@ struct graph_setup {
   int32_t max_reqs = 0;             // requests of one step (max_num_seqs)
   int32_t max_tokens = 0;           // tokens of the largest graph
   int32_t max_width = 0;            // block-table entries of the longest request
+  uint64_t fail_capture = 0;        // testing: this rank's capture number N fails; 0: none
 };
 
 /// One finished capture.

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "kvactor/kernels/collective_ledger.h"
+
 namespace kvactor {
 
 namespace {
@@ -34,7 +36,45 @@ struct layout {
 expected<std::unique_ptr<graph_runner>>
 graph_runner::create(kernels::cuda_stack& stack, std::vector<kernels::kv_view> views,
                      std::vector<int32_t> layer_group, int32_t num_groups,
-                     graph_runner_limits limits, float* hidden) {
+                     graph_runner_limits limits, float* hidden,
+                     std::shared_ptr<kernels::communicator> comm) {
+  auto r = allocate(stack, std::move(views), std::move(layer_group), num_groups, limits, hidden);
+  if (comm && comm->world_size() > 1) {
+    // The warm-up all-reduces: a rank that could not set up its buffers must not leave its
+    // peers waiting in them. The group goes on together or not at all.
+    int64_t everyone = 0;
+    try {
+      everyone = comm->agree(r ? 1 : 0, kernels::reduce_op::min);
+    } catch (const kernels::collective_error& e) {
+      return make_error(errc::collective_failed, e.what());
+    }
+    if (!r) return r.err();
+    if (everyone == 0)
+      return make_error(errc::unsupported, "graph_runner: a peer could not set up its graph "
+                                           "buffers; no rank of the group captures graphs");
+    (*r)->comm_ = std::move(comm);
+  }
+  if (!r) return r.err();
+  // One eager forward before any capture: lazily initialised state (cuBLAS, kernel attributes)
+  // must not be set up inside a capture.
+  auto& g = **r;
+  if (auto st = stack.forward(g.step_for(1, 1), g.views_, g.reducer(), hidden); !st)
+    return make_error(errc::io_error, fmt::format("graph_runner: warm-up step: {}", st.message()));
+  if (g.comm_) try {
+      g.comm_->synchronize(); // a peer that never warms up is a timeout, not a blocked stream
+    } catch (const kernels::collective_error& e) {
+      return make_error(errc::collective_failed,
+                        fmt::format("graph_runner: warm-up step: {}", e.what()));
+    }
+  if (auto e = cudaStreamSynchronize(stack.stream()); e != cudaSuccess)
+    return cuda_error(e, "graph_runner: warm-up step");
+  return r;
+}
+
+expected<std::unique_ptr<graph_runner>>
+graph_runner::allocate(kernels::cuda_stack& stack, std::vector<kernels::kv_view> views,
+                       std::vector<int32_t> layer_group, int32_t num_groups,
+                       graph_runner_limits limits, float* hidden) {
   if (limits.max_reqs <= 0 || limits.max_tokens <= 0 || limits.max_width <= 0 || num_groups <= 0)
     return make_error(errc::invalid_argument,
                       fmt::format("graph_runner: max_reqs {}, max_tokens {}, max_width {}, "
@@ -91,12 +131,6 @@ graph_runner::create(kernels::cuda_stack& stack, std::vector<kernels::kv_view> v
   }
   if (auto e = cudaMemcpy(r->device_, r->host_, l.bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
     return cuda_error(e, "graph_runner: initial copy");
-  // One eager forward before any capture: lazily initialised state (cuBLAS, kernel attributes)
-  // must not be set up inside a capture.
-  if (auto st = stack.forward(r->step_for(1, 1), r->views_, {}, hidden); !st)
-    return make_error(errc::io_error, fmt::format("graph_runner: warm-up step: {}", st.message()));
-  if (auto e = cudaStreamSynchronize(stack.stream()); e != cudaSuccess)
-    return cuda_error(e, "graph_runner: warm-up step");
   return r;
 }
 
@@ -185,6 +219,28 @@ status graph_runner::stage(const step_batch& b, const std::vector<const backend_
   return ok();
 }
 
+std::function<kernels::cuda_status(float*, size_t)> graph_runner::reducer() {
+  if (!comm_) return {};
+  return [this](float* buf, size_t n) -> kernels::cuda_status {
+    try {
+      comm_->all_reduce(buf, n, kernels::reduce_op::sum, stack_->stream());
+      return {};
+    } catch (const kernels::collective_error& e) {
+      return kernels::cuda_status::failure(cudaErrorUnknown, e.what());
+    }
+  };
+}
+
+status graph_runner::launched(const std::vector<kernels::collective_record>& collectives) {
+  if (!comm_ || collectives.empty()) return ok();
+  try {
+    comm_->replayed(collectives, stack_->stream());
+    return ok();
+  } catch (const kernels::collective_error& e) {
+    return make_error(errc::collective_failed, e.what());
+  }
+}
+
 kernels::device_step graph_runner::step_for(int32_t tokens, int32_t reqs, bool decodes_only) const {
   kernels::device_step s;
   s.token_ids = ids_;
@@ -196,6 +252,11 @@ kernels::device_step graph_runner::step_for(int32_t tokens, int32_t reqs, bool d
     s.layers.push_back({b.qsl, b.seq_lens, b.table, b.slots, limits_.max_width, reqs});
   }
   return s;
+}
+
+void graph_runner::drop(const batch_descriptor& graph) {
+  if (graph.mode == cudagraph_mode::full) full_.erase(graph.num_reqs);
+  if (graph.mode == cudagraph_mode::piecewise) piecewise_.erase(graph.num_tokens);
 }
 
 bool graph_runner::captured(const batch_descriptor& graph) const {
@@ -223,15 +284,21 @@ status graph_runner::capture(const batch_descriptor& graph) {
                       fmt::format("capturing the {} graph of {} tokens: {}", to_string(graph.mode),
                                   graph.num_tokens, s.message()));
   };
+  // Nothing captured before belongs to this graph (a failed capture may leave some behind).
+  if (comm_) comm_->take_captured();
   if (full) {
     auto g = kernels::stack_graph::capture(
-        *stack_, step_for(graph.num_tokens, graph.num_reqs, true), views_, hidden_);
+        *stack_, step_for(graph.num_tokens, graph.num_reqs, true), views_, hidden_, reducer());
     if (!g.status) return failed(g.status);
-    full_[graph.num_reqs] = std::move(g.graph);
+    full_[graph.num_reqs] = {std::move(g.graph), comm_ ? comm_->take_captured()
+                                                       : std::vector<kernels::collective_record>{}};
   } else {
-    auto g = kernels::piecewise_graph::capture(*stack_, step_for(graph.num_tokens, 1), hidden_);
+    auto g = kernels::piecewise_graph::capture(*stack_, step_for(graph.num_tokens, 1), hidden_,
+                                               reducer());
     if (!g.status) return failed(g.status);
-    piecewise_[graph.num_tokens] = std::move(g.graph);
+    piecewise_[graph.num_tokens] = {std::move(g.graph),
+                                    comm_ ? comm_->take_captured()
+                                          : std::vector<kernels::collective_record>{}};
   }
   return ok();
 }
@@ -242,19 +309,27 @@ status graph_runner::replay(const batch_descriptor& graph, int32_t reqs) {
                       fmt::format("graph_runner: no {} graph of {} tokens captured",
                                   to_string(graph.mode), graph.num_tokens));
   kernels::cuda_status st;
+  const std::vector<kernels::collective_record>* collectives = nullptr;
   if (graph.mode == cudagraph_mode::full) {
-    st = full_.at(graph.num_reqs)->replay();
+    const auto& g = full_.at(graph.num_reqs);
+    if (comm_) comm_->before_replay(g.collectives);
+    st = g.graph->replay();
+    collectives = &g.collectives;
   } else {
     // The rows keep their max_width stride: the attention reads them at that pitch.
-    st = piecewise_.at(graph.num_tokens)->replay(step_for(graph.num_tokens, reqs), views_);
+    const auto& g = piecewise_.at(graph.num_tokens);
+    if (comm_) comm_->before_replay(g.collectives);
+    st = g.graph->replay(step_for(graph.num_tokens, reqs), views_);
+    collectives = &g.collectives;
   }
   if (!st) return make_error(errc::io_error, st.message());
-  return ok();
+  return launched(*collectives);
 }
 
 status graph_runner::forward_eager(const batch_descriptor& graph, int32_t reqs) {
   const bool full = graph.mode == cudagraph_mode::full;
-  if (auto st = stack_->forward(step_for(graph.num_tokens, reqs, full), views_, {}, hidden_); !st)
+  if (auto st = stack_->forward(step_for(graph.num_tokens, reqs, full), views_, reducer(), hidden_);
+      !st)
     return make_error(errc::io_error, st.message());
   return ok();
 }
@@ -262,18 +337,18 @@ status graph_runner::forward_eager(const batch_descriptor& graph, int32_t reqs) 
 int64_t graph_runner::graph_bytes(const batch_descriptor& graph) const {
   if (graph.mode == cudagraph_mode::full) {
     auto it = full_.find(graph.num_reqs);
-    return it == full_.end() ? 0 : it->second->bytes();
+    return it == full_.end() ? 0 : it->second.graph->bytes();
   }
   auto it = piecewise_.find(graph.num_tokens);
-  return it == piecewise_.end() ? 0 : it->second->bytes();
+  return it == piecewise_.end() ? 0 : it->second.graph->bytes();
 }
 
 int64_t graph_runner::graph_bytes() const {
   int64_t total = 0;
   for (const auto& [n, g] : full_)
-    total += g->bytes();
+    total += g.graph->bytes();
   for (const auto& [n, g] : piecewise_)
-    total += g->bytes();
+    total += g.graph->bytes();
   return total;
 }
 

@@ -3,9 +3,14 @@
 // between its attention ops, attention eager), and the staging of each step's batch into those
 // buffers. Padded tokens get token 0, position 0 and slot -1 (no KV write); padded requests (FULL
 // only) one padded token each, seq_len 0 (attention skipped) and a null-block row. Real rows then
-// compute what an eager forward of the padded step computes, bit for bit. CUDA build; no CAF.
+// compute what an eager forward of the padded step computes, bit for bit. With tensor
+// parallelism the all-reduces of the forward go through the rank's communicator, captured into
+// the graphs with everything else; after each launch the runner hands the communicator the
+// collectives that launch holds, so its ledger and timeout cover them as eager ones. CUDA build;
+// no CAF.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -13,6 +18,7 @@
 
 #include "actors/metadata/builder.hpp"
 #include "actors/metadata/step_batch.hpp"
+#include "kvactor/kernels/communicator.h"
 #include "kvactor/kernels/cuda/cuda_stack.h"
 #include "kvactor/kernels/cuda/stack_graph.h"
 #include "messages/cudagraph.hpp"
@@ -30,12 +36,13 @@ struct graph_runner_limits {
 class graph_runner {
 public:
   /// Buffers for `num_groups` metadata groups (layers sharing one metadata object share a
-  /// group; layer_group[l] names layer l's). `hidden` receives the step's rows.
-  static expected<std::unique_ptr<graph_runner>> create(kernels::cuda_stack& stack,
-                                                        std::vector<kernels::kv_view> views,
-                                                        std::vector<int32_t> layer_group,
-                                                        int32_t num_groups,
-                                                        graph_runner_limits limits, float* hidden);
+  /// group; layer_group[l] names layer l's). `hidden` receives the step's rows. `comm`: the
+  /// tensor-parallel communicator (null or world 1: none); every rank of the group must create
+  /// its runner at the same time (the warm-up step all-reduces).
+  static expected<std::unique_ptr<graph_runner>>
+  create(kernels::cuda_stack& stack, std::vector<kernels::kv_view> views,
+         std::vector<int32_t> layer_group, int32_t num_groups, graph_runner_limits limits,
+         float* hidden, std::shared_ptr<kernels::communicator> comm = nullptr);
   ~graph_runner();
 
   /// Writes the batch (group g's metadata in groups[g]) into the persistent buffers on the
@@ -47,6 +54,8 @@ public:
   /// graph.num_tokens tokens), once; its device bytes are measured.
   status capture(const batch_descriptor& graph);
   bool captured(const batch_descriptor& graph) const;
+  /// Forgets the graph of `graph` (a peer could not capture it: the group runs it eagerly).
+  void drop(const batch_descriptor& graph);
   /// Replays the graph of `graph` over what stage() wrote; `reqs` is the staged request count
   /// (the eager attention of PIECEWISE reads it).
   status replay(const batch_descriptor& graph, int32_t reqs);
@@ -63,8 +72,17 @@ public:
 
 private:
   graph_runner() = default;
+  /// create() up to the warm-up: the checks, the buffers and their first contents.
+  static expected<std::unique_ptr<graph_runner>>
+  allocate(kernels::cuda_stack& stack, std::vector<kernels::kv_view> views,
+           std::vector<int32_t> layer_group, int32_t num_groups, graph_runner_limits limits,
+           float* hidden);
   /// decodes_only: one token per request (FULL graphs), so attention skips its prefill launch.
   kernels::device_step step_for(int32_t tokens, int32_t reqs, bool decodes_only = false) const;
+  /// The forward's all-reduce through comm_ (empty without tensor parallelism).
+  std::function<kernels::cuda_status(float*, size_t)> reducer();
+  /// After a launch: the collectives it holds join the communicator's ledger.
+  status launched(const std::vector<kernels::collective_record>& collectives);
 
   kernels::cuda_stack* stack_ = nullptr;
   std::vector<kernels::kv_view> views_;
@@ -87,8 +105,14 @@ private:
     int32_t* table = nullptr;
   };
   std::vector<group_buffers> groups_;
-  std::map<int32_t, std::unique_ptr<kernels::stack_graph>> full_;          // by num_reqs
-  std::map<int32_t, std::unique_ptr<kernels::piecewise_graph>> piecewise_; // by num_tokens
+  std::shared_ptr<kernels::communicator> comm_; // null: no tensor parallelism
+  template <class G>
+  struct held {
+    std::unique_ptr<G> graph;
+    std::vector<kernels::collective_record> collectives; // what one launch all-reduces
+  };
+  std::map<int32_t, held<kernels::stack_graph>> full_;          // by num_reqs
+  std::map<int32_t, held<kernels::piecewise_graph>> piecewise_; // by num_tokens
 };
 
 } // namespace kvactor

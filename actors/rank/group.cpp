@@ -21,6 +21,8 @@ std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_grou
     rt.collective_timeout = opt.collective_timeout;
     rt.executors = opt.executors;
     rt.stall_before_collective = opt.nccl ? stall_of(r) : 0;
+    if (opt.fail_capture && opt.fail_capture->rank == r)
+      rt.fail_capture = opt.fail_capture->capture;
     if (!opt.gpus.empty()) rt.device_index = opt.gpus[static_cast<size_t>(r)];
     return rt;
   };

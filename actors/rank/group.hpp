@@ -24,11 +24,18 @@ struct collective_stall {
   uint64_t collective = 1;
 };
 
+/// --debug-fail-capture RANK:N: rank RANK's CUDA graph capture number N fails.
+struct capture_failure {
+  int32_t rank = 0;
+  uint64_t capture = 1;
+};
+
 struct rank_group_options {
   int32_t world = 1;
   bool nccl = false; // GPU ranks joined by NCCL; the driver bootstraps it (driver_setup)
   std::chrono::milliseconds collective_timeout{120'000};
   std::optional<collective_stall> stall;
+  std::optional<capture_failure> fail_capture;
   std::shared_ptr<trace_recorder> recorder; // null: no --record
   bool metadata_digest = false;
   /// What rank_config::executor names (a program's own executors registered beside the built-in

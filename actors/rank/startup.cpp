@@ -143,9 +143,6 @@ cudagraph_request cudagraph_request_for(const rank_config& cfg, const graph_supp
   gr.gpu = gpu;
   gr.lazy = cfg.cudagraph_lazy;
   gr.memory_cap = cfg.cudagraph_memory;
-  if (gr.gpu && cfg.tensor_parallel_size > 1)
-    gr.not_capturable = "tensor parallelism: the NCCL all-reduce is not captured in graphs yet, "
-                        "every step runs eagerly";
   return gr;
 }
 

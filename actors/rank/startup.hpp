@@ -55,8 +55,8 @@ std::vector<group_geometry> group_geometries(const std::vector<kv_cache_group>& 
 std::vector<std::vector<attention_group>>
 builder_attention_groups(const backend_assignment& backends, size_t num_planned_groups);
 
-/// What the rank asks its graph manager to plan. `gpu`: the executor runs on a GPU. A GPU rank
-/// with tensor parallelism captures nothing (a note says why: the all-reduce is not captured).
+/// What the rank asks its graph manager to plan. `gpu`: the executor runs on a GPU (with tensor
+/// parallelism too: the all-reduces are captured into the graphs).
 cudagraph_request cudagraph_request_for(const rank_config& cfg, const graph_support_info& support,
                                         int64_t num_blocks, bool gpu);
 

@@ -279,19 +279,21 @@ cuda_status decoder_cuda::forward(const device_step& step, const std::vector<kv_
 cuda_status decoder_cuda::check_forward(const device_step& step, const std::vector<kv_view>& kv,
                                         const float* hidden) const {
   try {
-    return check_step(*impl_, step, kv, false, hidden);
+    // The all-reduce is not forward()'s to check here: pieces take it one by one.
+    return check_step(*impl_, step, kv, true, hidden);
   } catch (const std::exception& e) {
     return cuda_status::failure(cudaErrorUnknown, std::string(forward_prefix) + e.what());
   }
 }
 
-cuda_status decoder_cuda::forward_piece(const device_step& step, size_t piece, float* hidden) {
+cuda_status decoder_cuda::forward_piece(const device_step& step, size_t piece,
+                                        const reducer& all_reduce, float* hidden) {
   KVACTOR_CUDA_CHECK_ARG(piece <= impl_->layers.size(), forward_prefix, "piece: ", piece,
                          " outside [0, ", impl_->layers.size(), "]");
-  KVACTOR_CUDA_CHECK_ARG(impl_->opt.tp_size == 1, forward_prefix, "forward_piece: tp_size ",
-                         impl_->opt.tp_size, " (pieces run tp_size 1)");
+  KVACTOR_CUDA_CHECK_ARG(all_reduce || impl_->opt.tp_size == 1, forward_prefix,
+                         "forward_piece: all_reduce: empty with tp_size ", impl_->opt.tp_size);
   if (step.num_tokens == 0) return {};
-  return run_piece(*impl_, step, piece, {}, hidden, nullptr);
+  return run_piece(*impl_, step, piece, all_reduce, hidden, nullptr);
 }
 
 cuda_status decoder_cuda::forward_attention(const device_step& step, const std::vector<kv_view>& kv,

@@ -11,11 +11,11 @@ struct captured {
   cuda_status status;
 };
 
-cuda_status check_capturable(const cuda_stack& stack, const device_step& step, const char* who) {
-  if (stack.tp_size() != 1)
-    return detail::invalid_cuda_argument(
-        who, ": tp_size: ", stack.tp_size(),
-        " (a graph-capturable all-reduce comes with NCCL graphs; capture tp_size 1)");
+cuda_status check_capturable(const cuda_stack& stack, const device_step& step, bool reduces,
+                             const char* who) {
+  if (stack.tp_size() != 1 && !reduces)
+    return detail::invalid_cuda_argument(who, ": tp_size: ", stack.tp_size(),
+                                         " with no all_reduce to capture");
   if (step.num_tokens <= 0)
     return detail::invalid_cuda_argument(who, ": num_tokens: ", step.num_tokens,
                                          " (nothing to capture)");
@@ -61,13 +61,16 @@ stack_graph_created stack_graph::capture_on(cudaStream_t stream,
   return stack_graph_created{std::move(g), {}};
 }
 
-stack_graph_created stack_graph::capture(cuda_stack& stack, const device_step& step,
-                                         const std::vector<kv_view>& kv, float* hidden) {
-  if (auto st = check_capturable(stack, step, "stack_graph::capture"); !st)
+stack_graph_created
+stack_graph::capture(cuda_stack& stack, const device_step& step, const std::vector<kv_view>& kv,
+                     float* hidden, const std::function<cuda_status(float*, size_t)>& all_reduce) {
+  if (auto st =
+          check_capturable(stack, step, static_cast<bool>(all_reduce), "stack_graph::capture");
+      !st)
     return stack_graph_created{nullptr, st};
   cudaStream_t stream = stack.stream();
   const int64_t free_before = free_device_bytes();
-  auto made = capture_on(stream, [&] { return stack.forward(step, kv, {}, hidden); });
+  auto made = capture_on(stream, [&] { return stack.forward(step, kv, all_reduce, hidden); });
   if (!made.status) return made;
   if (auto e = cudaStreamSynchronize(stream); e != cudaSuccess)
     return stack_graph_created{
@@ -86,10 +89,14 @@ cuda_status stack_graph::replay() {
   return {};
 }
 
-piecewise_graph_created piecewise_graph::capture(cuda_stack& stack, const device_step& step,
-                                                 float* hidden) {
+piecewise_graph_created
+piecewise_graph::capture(cuda_stack& stack, const device_step& step, float* hidden,
+                         const std::function<cuda_status(float*, size_t)>& all_reduce) {
   auto fail = [](cuda_status s) { return piecewise_graph_created{nullptr, std::move(s)}; };
-  if (auto st = check_capturable(stack, step, "piecewise_graph::capture"); !st) return fail(st);
+  if (auto st =
+          check_capturable(stack, step, static_cast<bool>(all_reduce), "piecewise_graph::capture");
+      !st)
+    return fail(st);
   if (hidden == nullptr || step.token_ids == nullptr || step.positions == nullptr)
     return fail(detail::invalid_cuda_argument(
         "piecewise_graph::capture: token_ids, positions and hidden must be device arrays"));
@@ -102,8 +109,8 @@ piecewise_graph_created piecewise_graph::capture(cuda_stack& stack, const device
   g->hidden_ = hidden;
   const size_t num_pieces = stack.num_layers() + 1;
   for (size_t k = 0; k < num_pieces; ++k) {
-    auto piece =
-        stack_graph::capture_on(stream, [&] { return stack.forward_piece(step, k, hidden); });
+    auto piece = stack_graph::capture_on(
+        stream, [&] { return stack.forward_piece(step, k, all_reduce, hidden); });
     if (!piece.status)
       return fail(detail::invalid_cuda_argument("piecewise_graph::capture: piece ", k, ": ",
                                                 piece.status.message()));

@@ -73,5 +73,30 @@ TEST(PaddingAgreement, ADeadRankNeverVetoes) {
   EXPECT_EQ(a.padded_tokens, 4);
 }
 
+TEST(PaddingAgreement, RowsTravelAsSevenValuesAndComeBackWhole) {
+  const padding_row a{37, cudagraph_mode::piecewise, 0, -1, true, 5, true};
+  const padding_row b{0, cudagraph_mode::none, 0, 9, false, 0, false};
+  auto table = encode_row(a);
+  ASSERT_EQ(table.size(), 7u);
+  const auto more = encode_row(b);
+  table.insert(table.end(), more.begin(), more.end());
+  const auto rows = decode_rows(table);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(encode_row(rows[0]), encode_row(a));
+  EXPECT_EQ(encode_row(rows[1]), encode_row(b));
+}
+
+TEST(PaddingAgreement, WithoutADispatcherTheGraphCaseAsksForARedispatchToTheLargestBatch) {
+  auto a = agree_padding_rows({decode(3), decode(7)}, 0, 1 << 30);
+  EXPECT_TRUE(a.redispatch);
+  EXPECT_EQ(a.synced_tokens, 7);
+  EXPECT_EQ(a.own.num_tokens, 0) << "left to the caller's dispatcher";
+  // The eager and skip cases need no dispatcher: no re-dispatch.
+  auto eager = decode(7);
+  eager.mode = cudagraph_mode::none;
+  EXPECT_FALSE(agree_padding_rows({decode(3), eager}, 0, 1 << 30).redispatch);
+  EXPECT_FALSE(agree_padding_rows({{}, {}}, 0, 1 << 30).redispatch);
+}
+
 } // namespace
 } // namespace kvactor

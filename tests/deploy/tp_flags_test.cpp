@@ -88,5 +88,24 @@ TEST(TpFlags, RanksSharingAVisibleGpuMeetThroughTheDeviceLocalCommunicator) {
   }
 }
 
+TEST(TpFlags, AFailedCaptureIsInjectedIntoOneGpuRankByNumber) {
+  auto f = flags("auto");
+  f.debug_fail_capture = "1:3";
+  auto cpu = resolve_tp_flags(f, device_kind::cpu, 2);
+  ASSERT_FALSE(cpu);
+  EXPECT_NE(error_of(cpu).find("--debug-fail-capture: only GPU ranks capture CUDA graphs"),
+            std::string::npos)
+      << error_of(cpu);
+  for (auto bad : {"2:1", "1:0", "x:1", "1", "1:2:3", "-1:1"}) {
+    f.debug_fail_capture = bad;
+    auto r = resolve_tp_flags(f, device_kind::cuda, 2);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(error_of(r).find(std::string{"--debug-fail-capture: '"} + bad
+                               + "' is not RANK:N (a rank in [0, 2) and a capture number"),
+              std::string::npos)
+        << error_of(r);
+  }
+}
+
 } // namespace
 } // namespace kvactor

@@ -173,10 +173,10 @@ private:
     }
     status_ = d_.check_forward(st, views_, hidden_->get());
     for (size_t l = 0; l < views_.size() && status_; ++l) {
-      status_ = d_.forward_piece(st, l, hidden_->get());
+      status_ = d_.forward_piece(st, l, {}, hidden_->get());
       if (status_) status_ = d_.forward_attention(st, views_, l);
     }
-    if (status_) status_ = d_.forward_piece(st, views_.size(), hidden_->get());
+    if (status_) status_ = d_.forward_piece(st, views_.size(), {}, hidden_->get());
   }
 
   decoder_cuda& d_;

@@ -2,15 +2,21 @@
 // persistent buffers and padded to a captured
 // size replays bit for bit what the eager forward of the same staged batch computes, for FULL
 // (uniform decode, requests padded) and PIECEWISE (a mixed batch, tokens padded, attention
-// eager), and its real rows agree with the eager step of the real requests alone.
+// eager), and its real rows agree with the eager step of the real requests alone. Tensor-parallel
+// ranks sharing the GPU do the same with their all-reduces captured inside the graphs.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <thread>
 
 #include "actors/rank/graph_runner.hpp"
 #include "decoder_fixtures.hpp"
 #include "gpu_support.hpp"
+#include "kvactor/kernels/collective_ledger.h"
+#include "kvactor/kernels/device_local_communicator.h"
 
 namespace kvactor::kernels::gpu_test {
 namespace {
@@ -91,21 +97,23 @@ struct eager_and_replayed {
 eager_and_replayed eager_then_replay(graph_runner& r, const kvactor::step_batch& b,
                                      const backend_metadata& meta, const batch_descriptor& graph,
                                      int32_t reqs, device_array<float>& hidden, size_t rows,
-                                     const warm_cache& w) {
+                                     cudaStream_t stream, int32_t hidden_size,
+                                     const std::function<void()>& before_replay = {}) {
   eager_and_replayed out;
   auto st = r.stage(b, {&meta}, graph.num_tokens, reqs);
   EXPECT_TRUE(st) << st.err().message;
   st = r.forward_eager(graph, reqs);
   EXPECT_TRUE(st) << st.err().message;
-  EXPECT_EQ(cudaStreamSynchronize(w.stream), cudaSuccess);
-  out.eager = rows_of(hidden, rows, w.hidden_size);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  out.eager = rows_of(hidden, rows, hidden_size);
   hidden.fill_bytes(0xff);
   st = r.stage(b, {&meta}, graph.num_tokens, reqs);
   EXPECT_TRUE(st) << st.err().message;
+  if (before_replay) before_replay();
   st = r.replay(graph, reqs);
   EXPECT_TRUE(st) << st.err().message;
-  EXPECT_EQ(cudaStreamSynchronize(w.stream), cudaSuccess);
-  out.replayed = rows_of(hidden, rows, w.hidden_size);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  out.replayed = rows_of(hidden, rows, hidden_size);
   return out;
 }
 
@@ -118,7 +126,8 @@ void expect_replay_matches(graph_runner& r, const kvactor::step_batch& b,
                            const device_array<float>& alone, int32_t real_tokens,
                            const std::vector<int32_t>& sample_rows, const warm_cache& w) {
   const auto out =
-      eager_then_replay(r, b, meta, graph, reqs, hidden, static_cast<size_t>(graph.num_tokens), w);
+      eager_then_replay(r, b, meta, graph, reqs, hidden, static_cast<size_t>(graph.num_tokens),
+                        w.stream, w.hidden_size);
   // README.md and bench/RESULTS.md: a replay equals the eager forward of the same padded batch
   // bit for bit.
   EXPECT_TRUE(bit_identical(out.eager, out.replayed))
@@ -186,6 +195,102 @@ TEST(GraphRunner, APiecewiseGraphReplaysTheEagerStepOfAPaddedMixedBatchBitForBit
   auto bad = r.capture({cudagraph_mode::full, 24, 3, 0, 0, 0, false, 1});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.err().message.find("uniform one-token decode"), std::string::npos);
+}
+
+// What one tensor-parallel rank's graphs gave: eager and replayed rows of a FULL decode graph and
+// of a PIECEWISE mixed batch, and the collectives its ledger holds at the end.
+struct tp_rank_result {
+  eager_and_replayed full, piecewise;
+  std::vector<collective_record> ledger;
+};
+
+// Rank `r` of the group: the warm cache of warm_cache (its shard of the llama fixture, the
+// all-reduces through `comm`), then each graph captured, run eagerly and replayed.
+void run_tp_rank(loaded_decoder& d, communicator& comm, const std::shared_ptr<communicator>& shared,
+                 tp_rank_result& out) {
+  cudaSetDevice(0);
+  decoder_cuda_runner run(*d.decoder, 3, 64);
+  run.set_all_reduce([&](float* buf, size_t count) -> cuda_status {
+    try {
+      comm.all_reduce(buf, count, reduce_op::sum, d.stream);
+      return {};
+    } catch (const collective_error& e) {
+      return cuda_status::failure(cudaErrorUnknown, e.what());
+    }
+  });
+  prefill(run, {30, 21, 12});
+  const int32_t hidden_size = d.decoder->hidden_size();
+  device_array<float> hidden(static_cast<size_t>(32) * hidden_size);
+  hidden.fill_bytes(0xff);
+  auto runner =
+      graph_runner::create(*d.decoder, run.views(), std::vector<int32_t>(run.views().size(), 0), 1,
+                           {8, 32, 8}, hidden.get(), shared);
+  ASSERT_TRUE(runner) << runner.err().message;
+  auto& g = **runner;
+  // A replay waits on the device for the peers, and a memset or an allocation waits for the
+  // whole device: the ranks meet on the host before each replay, as kvactor's ranks do.
+  auto meet = [&] { comm.barrier(); };
+  run.prepare({0, 1, 2}, {5, 6, 7});
+  comm.barrier(); // prepare synchronizes the device, which no rank may do while a peer captures
+  const auto decode = batch_of(run, {5, 6, 7});
+  const batch_descriptor full{cudagraph_mode::full, 4, 4, 1, 0, 0, false, 1};
+  auto st = g.capture(full);
+  ASSERT_TRUE(st) << st.err().message;
+  out.full = eager_then_replay(g, decode.batch, *decode.meta, full, 4, hidden, 4, d.stream,
+                               hidden_size, meet);
+  std::vector<int32_t> seqs{0, 1}, tokens{8, 9};
+  for (int32_t i = 0; i < 18; ++i)
+    seqs.push_back(2), tokens.push_back(100 + i);
+  run.prepare(seqs, tokens);
+  comm.barrier();
+  const auto mixed = batch_of(run, tokens);
+  const batch_descriptor piecewise{cudagraph_mode::piecewise, 24, 0, 0, 0, 0, false, 1};
+  st = g.capture(piecewise);
+  ASSERT_TRUE(st) << st.err().message;
+  out.piecewise = eager_then_replay(g, mixed.batch, *mixed.meta, piecewise, 3, hidden, 24, d.stream,
+                                    hidden_size, meet);
+  comm.synchronize();
+  out.ledger = comm.ledger().entries();
+}
+
+TEST(GraphRunner, TensorParallelRanksReplayTheirEagerStepsWithTheAllReducesInside) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  constexpr int tp = 2;
+  std::vector<std::unique_ptr<loaded_decoder>> shards;
+  for (int r = 0; r < tp; ++r) {
+    shards.push_back(fixture_decoder("llama", 64, tp, r));
+    ASSERT_TRUE(shards.back()->error.empty()) << shards.back()->error;
+  }
+  auto comms = make_device_local_group(tp, 0, std::chrono::seconds(60));
+  std::vector<tp_rank_result> results(tp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tp; ++r)
+    threads.emplace_back([&, r] {
+      const auto i = static_cast<size_t>(r);
+      try {
+        run_tp_rank(*shards[i], *comms[i], comms[i], results[i]);
+      } catch (const collective_error& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+        comms[i]->abort(e.what()); // the peer must not wait for this rank
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  for (int r = 0; r < tp; ++r) {
+    const auto& got = results[static_cast<size_t>(r)];
+    EXPECT_TRUE(bit_identical(got.full.eager, got.full.replayed)) << "FULL, rank " << r;
+    EXPECT_TRUE(bit_identical(got.piecewise.eager, got.piecewise.replayed))
+        << "PIECEWISE, rank " << r;
+    // One rank-order reduction for all: every rank holds rank 0's rows.
+    EXPECT_TRUE(bit_identical(got.full.replayed, results[0].full.replayed)) << "rank " << r;
+    EXPECT_TRUE(bit_identical(got.piecewise.replayed, results[0].piecewise.replayed))
+        << "rank " << r;
+    // Replays entered their all-reduces into the ledger as eager steps do, all completed.
+    ASSERT_FALSE(got.ledger.empty());
+    for (const auto& e : got.ledger)
+      EXPECT_EQ(e.status, collective_status::completed) << describe(e);
+    EXPECT_EQ(got.ledger.size(), results[0].ledger.size()) << "rank " << r;
+  }
 }
 
 } // namespace

@@ -60,9 +60,12 @@ public:
   /// The argument checks of forward() alone (no all-reduce).
   virtual cuda_status check_forward(const device_step& step, const std::vector<kv_view>& kv,
                                     const float* hidden) const = 0;
-  /// forward() split at its attention ops (tp_size 1): piece 0, attention 0, piece 1, ...,
-  /// attention L-1, piece L. Only `piece` / `layer` is checked: check_forward() first.
-  virtual cuda_status forward_piece(const device_step& step, size_t piece, float* hidden) = 0;
+  /// forward() split at its attention ops: piece 0, attention 0, piece 1, ..., attention L-1,
+  /// piece L; the pieces' all-reduces go through `all_reduce` as forward()'s do. Only `piece` /
+  /// `layer` is checked: check_forward() first.
+  virtual cuda_status forward_piece(const device_step& step, size_t piece,
+                                    const std::function<cuda_status(float*, size_t)>& all_reduce,
+                                    float* hidden) = 0;
   virtual cuda_status forward_attention(const device_step& step, const std::vector<kv_view>& kv,
                                         size_t layer) = 0;
   /// The next token of each row of `hidden` (device float) as `what` asks; waits for them.

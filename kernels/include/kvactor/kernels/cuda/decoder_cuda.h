@@ -89,7 +89,9 @@ public:
                       float* hidden) override;
   cuda_status check_forward(const device_step& step, const std::vector<kv_view>& kv,
                             const float* hidden) const override;
-  cuda_status forward_piece(const device_step& step, size_t piece, float* hidden) override;
+  cuda_status forward_piece(const device_step& step, size_t piece,
+                            const std::function<cuda_status(float*, size_t)>& all_reduce,
+                            float* hidden) override;
   cuda_status forward_attention(const device_step& step, const std::vector<kv_view>& kv,
                                 size_t layer) override;
 

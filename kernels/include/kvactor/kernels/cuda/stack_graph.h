@@ -25,11 +25,13 @@ struct stack_graph_created {
 
 class stack_graph {
 public:
-  /// Captures stack.forward(step, kv, {}, hidden) on stack.stream() (tensor parallelism inside a
-  /// graph needs a graph-capturable all-reduce: not yet). Nothing runs during capture; the
-  /// graph is instantiated and uploaded, and its device memory measured with cudaMemGetInfo.
-  static stack_graph_created capture(cuda_stack& stack, const device_step& step,
-                                     const std::vector<kv_view>& kv, float* hidden);
+  /// Captures stack.forward(step, kv, all_reduce, hidden) on stack.stream(). With tensor
+  /// parallelism `all_reduce` must enqueue graph-capturable collectives on that stream (NCCL's,
+  /// the device-local communicator's). Nothing runs during capture; the graph is instantiated
+  /// and uploaded, and its device memory measured with cudaMemGetInfo.
+  static stack_graph_created
+  capture(cuda_stack& stack, const device_step& step, const std::vector<kv_view>& kv, float* hidden,
+          const std::function<cuda_status(float*, size_t)>& all_reduce = {});
 
   ~stack_graph();
   stack_graph(const stack_graph&) = delete;
@@ -70,8 +72,11 @@ struct piecewise_graph_created {
 /// request count and metadata. Token ids, positions, num_tokens and hidden are baked in.
 class piecewise_graph {
 public:
-  /// Captures every piece of `step` (tp_size 1) on stack.stream(); nothing runs.
-  static piecewise_graph_created capture(cuda_stack& stack, const device_step& step, float* hidden);
+  /// Captures every piece of `step` on stack.stream(), their all-reduces through `all_reduce`
+  /// (as stack_graph::capture); nothing runs.
+  static piecewise_graph_created
+  capture(cuda_stack& stack, const device_step& step, float* hidden,
+          const std::function<cuda_status(float*, size_t)>& all_reduce = {});
 
   /// Replays the pieces with the eager attention of `step` between them. `step` must carry the
   /// captured token_ids, positions and num_tokens (checked), its layers the step's metadata.
