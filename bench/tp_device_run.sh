@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Tensor parallelism on the GPU machine it runs on, in one device call (issues 7 and 17):
-#   1. the NCCL and device-local tests, and the TP decoder tests on one GPU;
+#   1. the NCCL and device-local tests, the TP decoder tests and the TP graph tests on one GPU;
 #   2. the Llama-3.1-8B shape (generated weights) at TP 1, 2, 4 and 8 with one workload: on a
 #      machine with at least TP GPUs over NCCL, one rank per GPU; otherwise the ranks share GPU 0
-#      (the device-local communicator). Each size's tokens against TP 1 and its median step time;
+#      (the device-local communicator). Each size's tokens against TP 1 and its median step time,
+#      with CUDA graphs (the default) and, for ranks sharing GPU 0, eagerly (--cudagraph-mode none);
 #      and a transformers checkpoint fixture at TP 1 and 2 the same way;
 #   3. all-reduce latency at 4 KiB-4 MiB (a decode step of batch 1 reduces 16 KiB, of batch 256
 #      4 MiB on this model): NCCL over 1, 2, 4 and 8 GPUs as visible, device-local with 2-8 ranks;
@@ -21,7 +22,8 @@ echo "visible GPUs: $gpus"
 declare -A status
 start=$SECONDS
 timeout 300 bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 \
-  --gtest_filter='*Nccl*:DeviceLocal*:GpuRanksSharing*:*TpShared*' >"$out/tp_tests.log" 2>&1
+  --gtest_filter='*Nccl*:DeviceLocal*:GpuRanksSharing*:*TpShared*:GraphRunner.TensorParallel*' \
+  >"$out/tp_tests.log" 2>&1
 status[tp_tests]=$?
 grep -E "^\[  (FAILED|PASSED|SKIPPED) \]| TP [0-9]" "$out/tp_tests.log" | grep -v "not split"
 
@@ -41,6 +43,13 @@ for tp in 1 2 4 8; do
   status[run_tp$tp]=$?
   echo "TP $tp ($how): rc=${status[run_tp$tp]} ($((SECONDS - start)) s)"
   ((tp > 1)) && pairs+=("TP $tp ($how) vs 1=$out/llama8b_tp$tp.json,$out/llama8b_tp1.json")
+  [[ $how == shared ]] || continue
+  timeout 240 bash .devpack/run.sh kvactor run --device cuda --no-progress -tp "$tp" \
+    "${placement[@]}" --model llama-3.1-8b --max-model-len 2048 --requests 32 \
+    --prompt-len 64:512 --output-len 32 --seed 3 --log-level info --cudagraph-mode none \
+    --summary-json "$out/llama8b_tp${tp}_eager.json" >"$out/llama8b_tp${tp}_eager.log" 2>&1
+  status[run_tp${tp}_eager]=$?
+  pairs+=("TP $tp graphs vs eager=$out/llama8b_tp$tp.json,$out/llama8b_tp${tp}_eager.json")
 done
 for tp in 1 2; do
   placement=()
