@@ -54,8 +54,9 @@ grep -q "larger than the bound of 67108864 bytes" "$dir/node.err" ||
 echo "hostile_peers: node survived $(grep -c 'transport: ' "$dir/node.err") logged refusals and cuts, served the driver"
 
 # 2. A run's injection port under attack takes a legitimate injection; an oversized one is refused.
-# 30 arrivals at 2 per second keep the run open for 15 s: room for the attacks on a loaded machine.
-"$kvactor" run --inject-port 0 --requests 30 --arrival-rate 2 --prompt-len 8:24 --output-len 4:8 \
+# 60 arrivals at 1 per second keep the run open for a minute: room for the attacks when the rest of
+# the suite loads the machine (15 s was once not enough: the run had ended before the injection).
+"$kvactor" run --inject-port 0 --requests 60 --arrival-rate 1 --prompt-len 8:24 --output-len 4:8 \
   --max-message-bytes 64KiB --no-progress >"$dir/run.out" 2>"$dir/run.err" &
 run=$!
 pids+=("$run")
@@ -80,8 +81,8 @@ fi
 cat "$dir/big.err"
 grep -q "larger than its --max-message-bytes" "$dir/big.err" || fail "the injector was not told why"
 wait "$run" || { cat "$dir/run.err"; fail "the run failed"; }
-grep -q "requests   31 finished, 0 failed" "$dir/run.out" ||
-  { cat "$dir/run.out"; fail "not 31 requests finished (30 and the injected one)"; }
+grep -q "requests   61 finished, 0 failed" "$dir/run.out" ||
+  { cat "$dir/run.out"; fail "not 61 requests finished (60 and the injected one)"; }
 grep -qE "after [1-9][0-9]* good frame\(s\): direct_message frame refused: payload_len [0-9]+ bytes is larger than the bound of 65536 bytes" "$dir/run.err" ||
   fail "the run did not say why it refused the injector's oversized message"
 echo "hostile_peers: ok"
