@@ -47,19 +47,25 @@ std::string describe(const collective_record& r) {
   return out;
 }
 
-collective_ledger::collective_ledger(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {}
-
-uint64_t collective_ledger::enter(collective_kind kind, reduce_op op, collective_dtype dtype,
-                                  size_t count, int root) {
-  std::lock_guard<std::mutex> lock(mu_);
+collective_record make_record(collective_kind kind, reduce_op op, collective_dtype dtype,
+                              size_t count, int root, uint64_t seq) {
   collective_record r;
-  r.seq = next_++;
+  r.seq = seq;
   r.kind = kind;
   r.op = op;
   r.dtype = dtype;
   r.count = count;
   r.bytes = count * size_of(dtype);
   r.root = root;
+  return r;
+}
+
+collective_ledger::collective_ledger(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {}
+
+uint64_t collective_ledger::enter(collective_kind kind, reduce_op op, collective_dtype dtype,
+                                  size_t count, int root) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto r = make_record(kind, op, dtype, count, root, next_++);
   records_.push_back(r);
   if (records_.size() > capacity_) records_.pop_front();
   return r.seq;

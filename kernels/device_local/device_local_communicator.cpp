@@ -44,15 +44,9 @@ bool same_collective(const entry& a, const entry& b) {
 }
 
 collective_record record_of(const entry& e, uint64_t seq) {
-  collective_record r;
-  r.seq = seq;
-  r.kind = static_cast<collective_kind>(e.kind);
-  r.op = static_cast<reduce_op>(e.op);
-  r.dtype = static_cast<collective_dtype>(e.dtype);
-  r.count = static_cast<size_t>(e.count);
-  r.bytes = r.count * size_of(r.dtype);
-  r.root = static_cast<int>(e.root);
-  return r;
+  return make_record(static_cast<collective_kind>(e.kind), static_cast<reduce_op>(e.op),
+                     static_cast<collective_dtype>(e.dtype), static_cast<size_t>(e.count),
+                     static_cast<int>(e.root), seq);
 }
 
 template <class T>
@@ -65,19 +59,6 @@ T pointer(int64_t w) {
   return reinterpret_cast<T>(static_cast<intptr_t>(w));
 }
 
-collective_record record_of(collective_kind kind, reduce_op op, collective_dtype dtype,
-                            size_t count, int root, uint64_t seq) {
-  collective_record r;
-  r.seq = seq;
-  r.kind = kind;
-  r.op = op;
-  r.dtype = dtype;
-  r.count = count;
-  r.bytes = count * size_of(dtype);
-  r.root = root;
-  return r;
-}
-
 collective_record record_of(uint64_t signature, uint64_t seq) {
   collective_kind kind{};
   reduce_op op{};
@@ -85,7 +66,7 @@ collective_record record_of(uint64_t signature, uint64_t seq) {
   size_t count = 0;
   int root = -1;
   detail::unpack_signature(signature, kind, op, dtype, count, root);
-  return record_of(kind, op, dtype, count, root, seq);
+  return make_record(kind, op, dtype, count, root, seq);
 }
 
 std::string ranks_in(uint64_t mask) {
@@ -362,7 +343,7 @@ private:
     cuda(static_cast<cudaError_t>(detail::enqueue_collective(group_->sync, rank(), kind, op, dtype,
                                                              count, root, in, out, timeout_ns, s)),
          "the collective kernels (captured)");
-    note_captured(record_of(kind, op, dtype, count, root, 0));
+    note_captured(make_record(kind, op, dtype, count, root));
   }
 
   std::shared_ptr<group_state> group_;

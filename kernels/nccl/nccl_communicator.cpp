@@ -192,13 +192,7 @@ private:
     cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
     // Under graph capture the collective joins the graph: no ledger entry, no event.
     const bool captured = capturing(s);
-    collective_record entered;
-    entered.kind = kind;
-    entered.op = op;
-    entered.dtype = dtype;
-    entered.count = count;
-    entered.bytes = count * size_of(dtype);
-    entered.root = root;
+    auto entered = make_record(kind, op, dtype, count, root);
     if (!captured) entered.seq = ledger_.enter(kind, op, dtype, count, root);
     ncclResult_t r = call(s);
     if (r == ncclInProgress) r = poll_until(comm_, clock_type::now() + timeout_);

@@ -44,6 +44,10 @@ std::string operation_name(const collective_record& r);
 /// "all_reduce(sum) #38 (8192 float32, 32768 bytes, pending)"; a barrier: "barrier #4 (completed)".
 std::string describe(const collective_record& r);
 
+/// A pending record of one collective's shape (bytes from count and dtype).
+collective_record make_record(collective_kind kind, reduce_op op, collective_dtype dtype,
+                              size_t count, int root = -1, uint64_t seq = 0);
+
 class collective_ledger {
 public:
   static constexpr size_t default_capacity = 256;
