@@ -86,7 +86,9 @@ using driver_actor = caf::typed_actor<
     // Serve every submitted request to the end; reply with the summary.
     caf::replies_to<atom::run>::with<run_summary>,
     // Take the next step (the driver's own clock: sent to itself, e.g. when a request arrives).
-    caf::reacts_to<atom::step>>;
+    caf::reacts_to<atom::step>,
+    // One of the driver's timers is due (sent to itself: step deadlines, --chaos delays).
+    caf::reacts_to<atom::timer, uint64_t>>;
 
 /// The NODE actor (cluster mode): one per node process; spawns ranks for a driver.
 using node_actor = caf::typed_actor<

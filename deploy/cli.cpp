@@ -98,6 +98,30 @@ void add_plan_flags(CLI::App& cmd, plan_flags& f, vllm_options& v) {
   cmd.add_flag("--json", f.json, "print one JSON object (schema kvactor.plan/1)");
 }
 
+// Fault injection and benchmark modes, grouped apart in --help.
+void add_run_testing_flags(CLI::App& cmd, run_flags& f) {
+  cmd.add_option("--chaos", f.chaos.chaos,
+                 "testing: SEED:RATE, with probability RATE each message between the driver "
+                 "and a rank is lost, repeated or late, and each from a rank to its builders and "
+                 "graph manager late; steps not answered are re-sent")
+      ->group("Testing");
+  cmd.add_option("--chaos-kill", f.chaos.kill, "testing: rank RANK exits at step STEP (RANK:STEP)")
+      ->group("Testing");
+  cmd.add_option("--chaos-stall", f.chaos.stall,
+                 "testing: rank RANK stops answering at step STEP (RANK:STEP)")
+      ->group("Testing");
+  cmd.add_flag("--no-kernels", f.no_kernels,
+               "benchmarks: run the step protocol alone (no decoder; tokens are 0)")
+      ->group("Testing");
+  cmd.add_option("--debug-stall", f.tp.debug_stall,
+                 "testing: rank RANK stops answering before its collective #N (RANK:N)")
+      ->group("Testing");
+  cmd.add_option("--debug-fail-capture", f.tp.debug_fail_capture,
+                 "testing: rank RANK's CUDA graph capture #N fails (RANK:N); the group runs "
+                 "that graph eagerly")
+      ->group("Testing");
+}
+
 void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   f.plan.device = "auto";
   add_model_flags(cmd, f.plan, false, v);
@@ -161,16 +185,11 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   cmd.add_option("--load-format", f.load_format,
                  "auto (a model directory's safetensors; a config alone, weights generated from "
                  "--seed) | synthetic (generated weights for a model directory too)");
-  cmd.add_flag("--no-kernels", f.no_kernels,
-               "benchmarks: run the step protocol alone (no decoder; tokens are 0)")
-      ->group("Testing");
-  cmd.add_option("--debug-stall", f.tp.debug_stall,
-                 "testing: rank RANK stops answering before its collective #N (RANK:N)")
-      ->group("Testing");
-  cmd.add_option("--debug-fail-capture", f.tp.debug_fail_capture,
-                 "testing: rank RANK's CUDA graph capture #N fails (RANK:N); the group runs "
-                 "that graph eagerly")
-      ->group("Testing");
+  cmd.add_option("--step-timeout", f.chaos.step_timeout_s,
+                 "seconds a rank may take to answer a step before the run ends naming it (0: "
+                 "no limit)")
+      ->capture_default_str();
+  add_run_testing_flags(cmd, f);
 }
 
 void add_trace_show_flags(CLI::App& cmd, trace_show_flags& f) {

@@ -231,6 +231,8 @@ int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) 
   caf::actor_system sys{cfg};
   token_stream stream(prompt->tok.get(), out, err);
   local_serving serving{flags, start->run, start->tp, nullptr, {}};
+  serving.chaos.deadlines
+      .step_timeout = {}; // one request, watched: a long CPU prompt may take minutes
   if (!g.json)
     serving.on_tokens = [&stream](const std::vector<sampled_token>& s) { stream.on_tokens(s); };
   const auto session = serve_locally(sys, serving, err);

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <string>
 
+#include "deploy/chaos_flags.hpp"
 #include "deploy/plan_command.hpp"
 #include "deploy/tp_flags.hpp"
 #include "messages/request.hpp"
@@ -42,6 +43,7 @@ struct run_flags {
   std::string load_format = "auto"; // auto | synthetic (the whole decoder, generated weights)
   std::string cudagraph_capture = "startup"; // startup | lazy
   std::string cudagraph_memory = "1GiB";     // cap on the bytes all graphs hold
+  chaos_flags chaos; // --step-timeout, and --chaos, --chaos-kill, --chaos-stall for testing
 };
 
 /// The JSON object of --summary-json (schema kvactor.run/1).

@@ -81,6 +81,8 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   group.collective_timeout = s.tp.collective_timeout;
   group.stall = s.tp.stall;
   group.fail_capture = s.tp.fail_capture;
+  group.step_faults = s.chaos.faults;
+  group.chaos = s.chaos.chaos;
   group.recorder = s.recorder;
   group.gpus = s.tp.gpus;
   if (s.tp.device_local) try {
@@ -99,6 +101,8 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   setup.bootstrap_communicator = s.tp.nccl;
   setup.collective_timeout = s.tp.collective_timeout;
   setup.on_tokens = s.on_tokens;
+  setup.deadlines = s.chaos.deadlines;
+  setup.chaos = s.chaos.chaos;
   auto drv = sys.spawn(driver, std::move(setup));
   auto on_ready = [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
     return s.on_ready ? s.on_ready(drv, ranks, ready) : std::nullopt;
@@ -158,6 +162,7 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
   const auto recorder = *rec ? (*rec)->recorder : nullptr;
   injector_actor gateway;
   local_serving serving{flags, run, start->tp, recorder, {}};
+  serving.chaos = o.chaos;
   serving.metrics = &*metrics;
   serving.on_ready = [&](const driver_actor& drv, const std::vector<rank_actor>& ranks,
                          const std::vector<rank_ready>& ready) -> std::optional<run_failure> {

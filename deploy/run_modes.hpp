@@ -45,6 +45,8 @@ struct local_serving {
   std::function<void(const std::vector<sampled_token>&)> on_tokens = {};
   /// What --metrics-port serves, fed by the driver's progress reports; null without it.
   const served_metrics* metrics = nullptr;
+  /// The step timeout, and --chaos and its faults.
+  chaos_setup chaos = {};
 };
 
 /// Spawns the ranks and the driver in `sys`, serves the workload, stops them.

@@ -33,6 +33,9 @@ status check_mode_flags(const run_flags& f, bool cluster) {
     if (!f.tp.debug_fail_capture.empty())
       return bad("--debug-fail-capture: a local fault injection; not for --nodes");
     if (f.inject_port) return bad("--inject-port: not with --nodes (yet)");
+    if (!f.chaos.kill.empty() || !f.chaos.stall.empty())
+      return bad("--chaos-kill/--chaos-stall: local fault injections; not for --nodes (kill a "
+                 "node process instead)");
   }
   if (f.load_format != "auto" && f.load_format != "synthetic")
     return bad(fmt::format("--load-format: unknown value '{}' (expected auto or synthetic)",
@@ -142,6 +145,9 @@ expected<run_options> check_run_flags(const run_flags& f) {
   auto limits = transport_limits_from(f.max_message_bytes);
   if (!limits) return limits.err();
   o.transport = *limits;
+  auto chaos = resolve_chaos_flags(f.chaos, f.plan.tensor_parallel_size);
+  if (!chaos) return chaos.err();
+  o.chaos = *chaos;
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "deploy/chaos_flags.hpp"
 #include "deploy/cluster.hpp"
 #include "deploy/run_command.hpp"
 #include "messages/cudagraph.hpp"
@@ -36,6 +37,7 @@ struct run_options {
   std::chrono::milliseconds restart_wait{60'000};
   tls_files tls;
   transport_limits transport; // --max-message-bytes and the connection limits
+  chaos_setup chaos;          // --step-timeout, --chaos, --chaos-kill, --chaos-stall
 };
 
 /// Checks every flag that needs no device and no model.

@@ -43,7 +43,9 @@ std::string summary_json(const run_summary& s, const std::string& device, int32_
   j["ttft_ms"] = {{"p50", s.ttft_ms_p50}, {"p99", s.ttft_ms_p99}};
   j["tpot_ms"] = {{"p50", s.tpot_ms_p50}, {"p99", s.tpot_ms_p99}};
   j["e2e_ms"] = {{"p50", s.e2e_ms_p50}, {"p99", s.e2e_ms_p99}};
-  j["kv_blocks"] = {{"total", s.kv_blocks_total}, {"peak_used", s.kv_blocks_peak_used}};
+  j["kv_blocks"] = {{"total", s.kv_blocks_total},
+                    {"peak_used", s.kv_blocks_peak_used},
+                    {"held_at_end", s.kv_blocks_held_at_end}};
   j["prefix_cache"] = {{"hit_tokens", s.prefix_hit_tokens}};
   j["graphs"] = {{"replays", s.graph_replays}, {"eager_steps", s.eager_steps}};
   j["output_digest"] = s.output_digest;

@@ -93,6 +93,7 @@ struct run_summary {
   double e2e_ms_p50 = 0.0, e2e_ms_p99 = 0.0;   // arrival to last token
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_peak_used = 0;
+  int64_t kv_blocks_held_at_end = 0; // held by requests when the run ended: 0 unless one leaked
   int64_t graph_replays = 0;
   int64_t eager_steps = 0;
   int64_t prefix_hit_tokens = 0; // prompt tokens admissions took from the prefix cache
@@ -108,8 +109,8 @@ auto inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("kvactor::run_summary"), x.finished, x.failed, x.preempted,
            x.prompt_tokens, x.generated_tokens, x.steps, x.wall_s, x.step_ms_p50, x.step_ms_p99,
            x.ttft_ms_p50, x.ttft_ms_p99, x.tpot_ms_p50, x.tpot_ms_p99, x.e2e_ms_p50, x.e2e_ms_p99,
-           x.kv_blocks_total, x.kv_blocks_peak_used, x.graph_replays, x.eager_steps,
-           x.prefix_hit_tokens, x.output_digest, x.results, x.error);
+           x.kv_blocks_total, x.kv_blocks_peak_used, x.kv_blocks_held_at_end, x.graph_replays,
+           x.eager_steps, x.prefix_hit_tokens, x.output_digest, x.results, x.error);
 }
 
 } // namespace kvactor

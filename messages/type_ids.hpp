@@ -152,5 +152,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvactor, kvactor::atom, release, "release")
   // device.hpp
   CAF_ADD_TYPE_ID(kvactor, (kvactor::device_kind))
+  // the driver's own timers (step deadlines, --chaos)
+  CAF_ADD_ATOM(kvactor, kvactor::atom, timer, "timer")
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

@@ -63,12 +63,26 @@ run_summary summarize(const driver_state& st) {
   s.e2e_ms_p99 = lat.e2e_ms_p99;
   s.kv_blocks_total = st.num_blocks - 1; // block 0 is the null block
   s.kv_blocks_peak_used = sched.peak_blocks_used();
+  s.kv_blocks_held_at_end = sched.pool().num_used();
   s.graph_replays = st.graph_replays;
   s.eager_steps = st.eager_steps;
   s.prefix_hit_tokens = sched.num_prefix_hit_tokens();
   s.output_digest = output_digest(s.results);
   s.error = st.error;
   return s;
+}
+
+// Every link's faults, summed (--chaos).
+link_counts chaos_counts(const driver_state& st) {
+  link_counts sum;
+  for (const auto* links : {&st.to_rank, &st.from_rank})
+    for (const auto& l : *links) {
+      sum.messages += l.counts().messages;
+      sum.dropped += l.counts().dropped;
+      sum.duplicated += l.counts().duplicated;
+      sum.delayed += l.counts().delayed;
+    }
+  return sum;
 }
 
 void report(driver_state& st) {
@@ -93,6 +107,8 @@ void report(driver_state& st) {
   p.collective_timeouts = st.collectives.timed_out;
   p.collective_failures = st.collectives.failed;
   p.prefix_hit_tokens = st.sched->num_prefix_hit_tokens();
+  p.chaos = chaos_counts(st);
+  p.steps_resent = st.steps_resent;
   p.elapsed_s = elapsed_s(st);
   p.step_s = std::exchange(st.events.step_s, {});
   p.ttft_s = std::exchange(st.events.ttft_s, {});
@@ -111,6 +127,12 @@ void finish_run(self_ptr self) {
   report(st);
   spdlog::info("driver: {} finished, {} failed, {} steps in {:.2f} s", s.finished, s.failed,
                s.steps, s.wall_s);
+  if (st.setup.chaos) {
+    const auto c = chaos_counts(st);
+    spdlog::warn("driver: --chaos: {} messages, {} lost, {} repeated, {} late; {} step copies "
+                 "re-sent",
+                 c.messages, c.dropped, c.duplicated, c.delayed, st.steps_resent);
+  }
   st.done.deliver(std::move(s));
 }
 
@@ -246,35 +268,180 @@ void on_step_answered(self_ptr self, const step_plan& plan, const step_verdict& 
   next_step(self); // directly: a message to itself would cost one more hop per step
 }
 
+} // namespace
+
+// The step in flight: sent to every rank (again to those silent under --chaos) until each has
+// answered, or the step timeout gives up on the silent ones.
+struct step_flight {
+  step_flight(step_plan p, clock_type::time_point t, size_t ranks)
+      : plan(std::move(p)), t0(t), sent(clock_type::now()), replies(ranks) {}
+  step_plan plan;
+  clock_type::time_point t0;   // scheduled (the step's time counts from here)
+  clock_type::time_point sent; // this plan first sent (a re-sent plan starts anew)
+  step_replies replies;
+};
+
+namespace {
+
+using flight_ptr = std::shared_ptr<step_flight>;
+
+// Runs `fn` on the driver's thread after `delay` (atom::timer).
+void after(self_ptr self, std::chrono::microseconds delay, std::function<void()> fn) {
+  auto& st = self->state;
+  const auto id = ++st.next_timer;
+  st.timers.emplace(id, std::move(fn));
+  self->delayed_send(self, delay, atom::timer_v, id);
+}
+
+void on_timer(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  auto it = st.timers.find(id);
+  if (it == st.timers.end()) return; // injected, or already run
+  auto fn = std::move(it->second);
+  st.timers.erase(it);
+  fn();
+}
+
+// What a --chaos link does to one message: `deliver` runs now, twice, later or never.
+void through_link(self_ptr self, std::vector<chaos_link>& links, size_t i,
+                  std::function<void()> deliver) {
+  if (links.empty()) {
+    deliver();
+    return;
+  }
+  const auto d = links[i].next();
+  switch (d.fault) {
+  case link_fault::deliver: deliver(); return;
+  case link_fault::drop: return;
+  case link_fault::duplicate:
+    deliver();
+    after(self, d.delay, std::move(deliver));
+    return;
+  case link_fault::delay: after(self, d.delay, std::move(deliver)); return;
+  }
+}
+
+std::string rank_name(size_t i) {
+  return "rank[" + std::to_string(i) + "]";
+}
+
+void on_rank_done(self_ptr self, const flight_ptr& f, size_t i, step_done d) {
+  if (auto& rec = self->state.setup.recorder) rec->record(rank_name(i), "driver", d);
+  if (f->replies.on_done(static_cast<int32_t>(i), std::move(d)) && !f->replies.collective_failed())
+    on_step_answered(self, f->plan, f->replies.verdict(f->plan), f->t0);
+}
+
+void on_rank_error(self_ptr self, const flight_ptr& f, size_t i, const caf::error& e) {
+  const auto rank = static_cast<int32_t>(i);
+  auto err = from_caf_error(e);
+  auto ids = request_ids_of(e);
+  if (auto& rec = self->state.setup.recorder)
+    rec->record(rank_name(i), "driver", step_rejected{f->plan.seq, rank, err, ids});
+  const bool last = f->replies.on_error(rank, std::move(err), std::move(ids));
+  // A failed collective: the peers may never answer this step (one may be stuck), so the
+  // diagnosis starts now instead of after every reply.
+  if (f->replies.collective_failed_now()) {
+    f->replies.close();
+    stop_on_collective_failure(self, f->plan, f->replies.failures());
+  }
+  if (last && !f->replies.collective_failed())
+    on_step_answered(self, f->plan, f->replies.verdict(f->plan), f->t0);
+}
+
+// One copy of the plan to rank i; its answer comes back through the link from the rank.
+void request_step(self_ptr self, const flight_ptr& f, size_t i) {
+  auto& st = self->state;
+  if (st.setup.recorder) st.setup.recorder->record("driver", rank_name(i), f->plan);
+  self->request(st.setup.ranks[i], caf::infinite, f->plan)
+      .then(
+          [self, f, i](step_done& d) {
+            through_link(self, self->state.from_rank, i,
+                         [self, f, i, d = std::move(d)] { on_rank_done(self, f, i, d); });
+          },
+          [self, f, i](caf::error& e) {
+            through_link(self, self->state.from_rank, i,
+                         [self, f, i, e = std::move(e)] { on_rank_error(self, f, i, e); });
+          });
+}
+
+void send_to_rank(self_ptr self, const flight_ptr& f, size_t i) {
+  through_link(self, self->state.to_rank, i, [self, f, i] { request_step(self, f, i); });
+}
+
+bool settled(const driver_state& st, const step_flight& f) {
+  return !st.running || f.replies.complete() || f.replies.closed();
+}
+
+// --chaos: the plan again to every rank that has not answered, until all have.
+void resend_unanswered(self_ptr self, const flight_ptr& f) {
+  auto& st = self->state;
+  after(self, st.setup.deadlines.resend_after(st.step_ms), [self, f] {
+    if (settled(self->state, *f)) return;
+    for (auto r : f->replies.silent()) {
+      ++self->state.steps_resent;
+      send_to_rank(self, f, static_cast<size_t>(r));
+    }
+    resend_unanswered(self, f);
+  });
+}
+
+// Rank r, with its location when it has one ("rank 1 on node 10.0.0.2:7400").
+std::string describe_rank(const driver_state& st, int32_t r) {
+  const auto i = static_cast<size_t>(r);
+  if (i < st.setup.rank_locations.size() && !st.setup.rank_locations[i].empty())
+    return fmt::format("rank {} on {}", r, st.setup.rank_locations[i]);
+  return fmt::format("rank {}", r);
+}
+
+// The step timeout passed with ranks silent: the run ends naming them, every request reported.
+void give_up_on_silent_ranks(self_ptr self, const flight_ptr& f) {
+  auto& st = self->state;
+  f->replies.close();
+  std::vector<std::string> silent;
+  for (auto r : f->replies.silent())
+    silent.push_back(describe_rank(st, r));
+  const auto why =
+      fmt::format("step {}: {} did not answer within {:.1f} s (--step-timeout)", f->plan.seq,
+                  fmt::join(silent, ", "),
+                  std::chrono::duration<double>(st.setup.deadlines.step_timeout).count());
+  spdlog::error("driver: {}", why);
+  st.error = make_error(errc::rank_lost, why);
+  for (const auto& s : f->plan.scheduled)
+    st.sched->fail_request(s.request_id, why);
+  fail_unfinished(st, fmt::format("not run: {}", why));
+  st.stepping = false;
+  finish_run(self);
+}
+
+// One pending check at a time: at the flight's deadline it gives up, or waits for the next one.
+void arm_watchdog(self_ptr self, clock_type::time_point deadline) {
+  auto& st = self->state;
+  if (st.watchdog_armed) return;
+  st.watchdog_armed = true;
+  const auto wait = std::max(deadline - clock_type::now(), clock_type::duration::zero());
+  after(self, std::chrono::duration_cast<std::chrono::microseconds>(wait), [self] {
+    auto& st = self->state;
+    st.watchdog_armed = false;
+    auto f = st.flight;
+    if (!f || settled(st, *f)) return; // the next step arms it again
+    const auto due = f->sent + st.setup.deadlines.step_timeout;
+    if (clock_type::now() >= due)
+      give_up_on_silent_ranks(self, f);
+    else
+      arm_watchdog(self, due);
+  });
+}
+
 // Sends `plan` to every rank and gathers their replies (step_replies).
 void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
   auto& st = self->state;
-  auto replies = std::make_shared<step_replies>(st.setup.ranks.size());
-  for (size_t i = 0; i < st.setup.ranks.size(); ++i) {
-    const auto name = "rank[" + std::to_string(i) + "]";
-    if (st.setup.recorder) st.setup.recorder->record("driver", name, plan);
-    self->request(st.setup.ranks[i], caf::infinite, plan)
-        .then(
-            [self, replies, plan, t0, name](step_done& d) {
-              if (auto& rec = self->state.setup.recorder) rec->record(name, "driver", d);
-              if (replies->on_done(std::move(d)) && !replies->collective_failed())
-                on_step_answered(self, plan, replies->verdict(plan), t0);
-            },
-            [self, replies, plan, t0, name, i](caf::error& e) {
-              const auto rank = static_cast<int32_t>(i);
-              auto err = from_caf_error(e);
-              auto ids = request_ids_of(e);
-              if (auto& rec = self->state.setup.recorder)
-                rec->record(name, "driver", step_rejected{plan.seq, rank, err, ids});
-              const bool last = replies->on_error(rank, std::move(err), std::move(ids));
-              // A failed collective: the peers may never answer this step (one may be stuck), so
-              // the diagnosis starts now instead of after every reply.
-              if (replies->collective_failed_now())
-                stop_on_collective_failure(self, plan, replies->failures());
-              if (last && !replies->collective_failed())
-                on_step_answered(self, plan, replies->verdict(plan), t0);
-            });
-  }
+  auto f = std::make_shared<step_flight>(std::move(plan), t0, st.setup.ranks.size());
+  st.flight = f;
+  for (size_t i = 0; i < st.setup.ranks.size(); ++i)
+    send_to_rank(self, f, i);
+  const auto& deadlines = st.setup.deadlines;
+  if (deadlines.step_timeout.count() > 0) arm_watchdog(self, f->sent + deadlines.step_timeout);
+  if (deadlines.retransmit) resend_unanswered(self, f);
 }
 
 void next_step(self_ptr self) {
@@ -422,6 +589,13 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
                                    driver_setup setup) {
   refuse_unexpected(self);
   self->state.setup = std::move(setup);
+  if (const auto& chaos = self->state.setup.chaos) {
+    const auto n = self->state.setup.ranks.size();
+    for (size_t i = 0; i < n; ++i) {
+      self->state.to_rank.emplace_back(*chaos, 2 * i);
+      self->state.from_rank.emplace_back(*chaos, 2 * i + 1);
+    }
+  }
   for (const auto& r : self->state.setup.ranks)
     self->monitor(r);
   self->set_down_handler([self](const caf::down_msg& msg) { on_rank_down(self, msg); });
@@ -434,6 +608,7 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
       },
       [self](atom::run) -> caf::result<run_summary> { return on_run(self); },
       [self](atom::step) { next_step(self); },
+      [self](atom::timer, uint64_t id) { on_timer(self, id); },
   };
 }
 

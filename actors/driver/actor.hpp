@@ -7,20 +7,27 @@
 //              ▲                                                                                │
 //              └────────────────────────────── step (to itself) ◄──────────────────────────────┘
 // A rank that rejects a step names the requests at fault: those fail (reported, never dropped)
-// and the step is re-sent without them under the same sequence number. A rank whose collective
-// failed (errc::collective_failed) ends the run: the driver gathers every rank's collective
-// ledger (at most the collective timeout), fails the step's requests with the diagnosis of which
-// rank diverged and where, fails every other unfinished request, and reports the run's error.
+// and the step is re-sent without them under the same sequence number. A rank that does not
+// answer within the step timeout ends the run, named (step_deadlines.hpp); under --chaos the
+// links lose, repeat and delay messages and the driver re-sends what was not answered. A rank whose
+// collective failed (errc::collective_failed) ends the run: the driver gathers every rank's
+// collective ledger (at most the collective timeout), fails the step's requests with the diagnosis
+// of which rank diverged and where, fails every other unfinished request, and reports the run's
+// error.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "actors/chaos/chaos_link.hpp"
 #include "actors/driver/collective_diagnosis.hpp"
 #include "actors/driver/latency.hpp"
 #include "actors/driver/scheduler.hpp"
+#include "actors/driver/step_deadlines.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/trace_recorder.hpp"
 
@@ -41,6 +48,8 @@ struct run_progress {
   // Ranks whose last collective timed out, or failed otherwise (count_collective_outcomes).
   int64_t collective_timeouts = 0, collective_failures = 0;
   int64_t prefix_hit_tokens = 0; // prompt tokens admissions took from the prefix cache
+  link_counts chaos;             // --chaos: what the links did, both directions of every link
+  int64_t steps_resent = 0;      // copies of a step re-sent to a rank that had not answered
   double elapsed_s = 0.0;
   // Since the previous report: the steps' durations, each first token's TTFT, and the TPOT
   // (requests of two tokens or more) and end-to-end latency of each request that finished.
@@ -59,7 +68,13 @@ struct driver_setup {
   std::vector<std::string> rank_locations;
   /// Each applied step's sampled tokens, as they arrive (may be empty): what streams output.
   std::function<void(const std::vector<sampled_token>&)> on_tokens = {};
+  /// How long a rank may take to answer a step, and whether unanswered steps are re-sent.
+  step_deadlines deadlines = {};
+  /// Testing: disturb every message between the driver and its ranks (kvactor run --chaos).
+  std::optional<chaos_spec> chaos = std::nullopt;
 };
+
+struct step_flight; // the step in flight: its plan and replies (actor.cpp)
 
 struct driver_state {
   driver_setup setup;
@@ -83,8 +98,14 @@ struct driver_state {
   int64_t steps = 0;
   int64_t graph_replays = 0;
   int64_t eager_steps = 0;
-  collective_outcomes collectives; // of the failed step that ended the run, if one did
-  kvactor::error error;            // why the run stopped early (run_summary::error)
+  collective_outcomes collectives;     // of the failed step that ended the run, if one did
+  kvactor::error error;                // why the run stopped early (run_summary::error)
+  std::shared_ptr<step_flight> flight; // the step in flight, if one is
+  bool watchdog_armed = false;         // a step-timeout check is pending
+  std::map<uint64_t, std::function<void()>> timers; // due on atom::timer
+  uint64_t next_timer = 0;
+  std::vector<chaos_link> to_rank, from_rank; // --chaos: [ranks] each direction of each link
+  int64_t steps_resent = 0;
   static inline const char* name = "kvactor.driver";
   driver_state() = default;
 };

@@ -6,13 +6,34 @@
 
 namespace kvactor {
 
-bool step_replies::on_done(step_done done) {
+bool step_replies::first_answer(int32_t rank) {
   collective_failed_now_ = false;
+  if (closed_ || rank < 0 || static_cast<size_t>(rank) >= answered_.size()) return false;
+  if (answered_[static_cast<size_t>(rank)]) return false;
+  answered_[static_cast<size_t>(rank)] = true;
+  return true;
+}
+
+bool step_replies::answered(int32_t rank) const {
+  return rank >= 0 && static_cast<size_t>(rank) < answered_.size()
+         && answered_[static_cast<size_t>(rank)];
+}
+
+std::vector<int32_t> step_replies::silent() const {
+  std::vector<int32_t> out;
+  for (size_t r = 0; r < answered_.size(); ++r)
+    if (!answered_[r]) out.push_back(static_cast<int32_t>(r));
+  return out;
+}
+
+bool step_replies::on_done(int32_t rank, step_done done) {
+  if (!first_answer(rank)) return false;
   done_.push_back(std::move(done));
   return --pending_ == 0;
 }
 
 bool step_replies::on_error(int32_t rank, error err, std::vector<uint64_t> request_ids) {
+  if (!first_answer(rank)) return false;
   failures_.emplace_back(rank, err.message);
   collective_failed_now_ = !collective_failed_ && err.code == errc::collective_failed;
   collective_failed_ = collective_failed_ || collective_failed_now_;

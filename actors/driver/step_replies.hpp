@@ -1,6 +1,7 @@
 // The driver's gathering of one step's replies (pure: no CAF): every rank answers a step_plan
 // with step_done or an error, and once all have answered (or one collective failed) the gathered
-// replies say what the driver does next.
+// replies say what the driver does next. A step re-sent to a rank that had not answered may be
+// answered twice: the first answer of each rank counts.
 #pragma once
 
 #include <cstddef>
@@ -32,13 +33,23 @@ struct step_verdict {
 
 class step_replies {
 public:
-  explicit step_replies(size_t num_ranks) : pending_(num_ranks) {}
+  explicit step_replies(size_t num_ranks) : pending_(num_ranks), answered_(num_ranks, false) {}
 
-  /// A rank executed the step. Returns true when this was the last reply awaited.
-  bool on_done(step_done done);
+  /// Rank `rank` executed the step. Returns true when this was the last reply awaited. A second
+  /// answer from the same rank (a re-sent step answered twice), an unknown rank or any answer
+  /// once closed() changes nothing and returns false.
+  bool on_done(int32_t rank, step_done done);
   /// A rank answered with an error (request_ids: the requests it names, maybe none). Returns true
-  /// when this was the last reply awaited.
+  /// when this was the last reply awaited. Duplicates are ignored as for on_done.
   bool on_error(int32_t rank, error err, std::vector<uint64_t> request_ids);
+
+  bool answered(int32_t rank) const;
+  /// The ranks that have not answered yet, in rank order.
+  std::vector<int32_t> silent() const;
+  bool complete() const { return pending_ == 0; }
+  /// The step is over without them (the run ended, or the driver gave up on a silent rank).
+  void close() { closed_ = true; }
+  bool closed() const { return closed_; }
 
   /// True once the first collective failure arrived: the run ends, later replies change nothing.
   /// Returns true only for the reply that made it so.
@@ -53,7 +64,11 @@ public:
   step_verdict verdict(const step_plan& plan) const;
 
 private:
+  bool first_answer(int32_t rank);
+
   size_t pending_;
+  std::vector<bool> answered_;
+  bool closed_ = false;
   std::vector<step_done> done_;
   std::optional<error> first_error_;
   std::vector<uint64_t> first_error_ids_;

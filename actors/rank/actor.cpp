@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/chaos/actor.hpp"
 #include "actors/cudagraph/actor.hpp"
 #include "actors/kv_cache/actor.hpp"
 #include "actors/model/loader.hpp"
@@ -152,13 +153,23 @@ caf::error make_executor(rank_state& st) {
   return {};
 }
 
+// --chaos: a child behind a relay that delays some of the rank's messages to it (link `n` of
+// this rank's children; the graph manager is link 15).
+template <class Handle>
+Handle disturbed(rank_self self, const Handle& child, uint64_t n) {
+  const auto& chaos = self->state.runtime.chaos;
+  if (!chaos) return child;
+  return behind_chaos(self, child, *chaos,
+                      1000 + 16 * static_cast<uint64_t>(std::max(self->state.config.rank, 0)) + n);
+}
+
 void spawn_children(rank_self self) {
   auto& st = self->state;
   st.kv.allocator = std::make_shared<kv_cache_allocator>(
       st.config.device == device_kind::cuda ? device_kv_memory(gpu_of(st)) : host_kv_memory());
   st.children.kv = self->spawn(kv_cache, st.kv.allocator);
   st.children.registry = self->spawn(registry, std::vector<backend_capabilities>{});
-  st.children.graphs = self->spawn(plain<&cudagraph>, nullptr);
+  st.children.graphs = disturbed(self, self->spawn(plain<&cudagraph>, nullptr), 15);
 }
 
 void assign_backends(rank_self self, promise<rank_plan> rp, kv_local_plan kv) {
@@ -244,8 +255,10 @@ void spawn_builders(rank_self self) {
     auto out = std::make_shared<ubatch_output>();
     st.steps.outputs.push_back(out);
     st.children.builders.push_back(
-        self->spawn(builder, builder_setup{u, st.steps.batch, out, attention, st.kv.geometry,
-                                           st.runtime.metadata_digest}));
+        disturbed(self,
+                  self->spawn(builder, builder_setup{u, st.steps.batch, out, attention,
+                                                     st.kv.geometry, st.runtime.metadata_digest}),
+                  static_cast<uint64_t>(u)));
     st.names.builders.push_back("builder[" + std::to_string(u) + "]@" + st.names.self);
   }
 }
@@ -459,11 +472,27 @@ void capture_lazily(rank_self self) {
   });
 }
 
+// The step's one answer, to its request and to every copy of it that came meanwhile; kept for
+// copies that come later (a step the driver re-sends).
+void answer_step(rank_state& st, step_join& j, expected<step_done> answer) {
+  st.steps.answers.end(std::move(j.plan), answer); // the step is over: its plan is kept, not j's
+  auto copies = std::exchange(st.steps.copies, {});
+  auto deliver = [&](promise<step_done>& rp) {
+    if (answer)
+      rp.deliver(*answer);
+    else
+      rp.deliver(to_caf_error(answer.err()));
+  };
+  deliver(j.rp);
+  for (auto& rp : copies)
+    deliver(rp);
+}
+
 // Past apply() the step's sequence number is consumed: the failure says so, and tensor-parallel
 // peers that may wait in an all-reduce for this rank are released.
 void fail_consumed_step(rank_state& st, step_join& j, const std::string& why, errc code) {
   if (st.comm) st.comm->abort(fmt::format("rank {}: {}", st.config.rank, why));
-  j.rp.deliver(to_caf_error(make_error(code, fmt::format("step {}: {}", j.plan.seq, why))));
+  answer_step(st, j, make_error(code, fmt::format("step {}: {}", j.plan.seq, why)));
 }
 
 void redispatch(rank_self self, std::shared_ptr<step_join> j, int32_t num_tokens);
@@ -521,7 +550,7 @@ void finish_step(rank_self self, const std::shared_ptr<step_join>& jp) {
   done->timing.metadata_ns = j.metadata_ns;
   done->timing.compute_ns = since(compute_start);
   done->timing.total_ns = since(j.started);
-  j.rp.deliver(std::move(*done));
+  answer_step(st, j, std::move(*done));
   capture_lazily(self);
 }
 
@@ -581,9 +610,45 @@ void redispatch(rank_self self, std::shared_ptr<step_join> j, int32_t num_tokens
           });
 }
 
+// --chaos-kill / --chaos-stall aimed at this step: the rank exits, or never answers (true).
+bool suffer_step_fault(rank_self self, const step_plan& plan) {
+  auto& st = self->state;
+  for (const auto& f : st.runtime.step_faults) {
+    if (f.seq != plan.seq) continue;
+    // Unanswered either way: the driver learns of a kill from the rank's exit, of a stall from
+    // its step timeout or from the peers' collective timeout.
+    st.steps.stalled.push_back(self->make_response_promise<step_done>());
+    const bool kill = f.what == step_fault::kind::kill;
+    spdlog::warn("rank {}: {} at step {}", st.config.rank,
+                 kill ? "--chaos-kill: exiting" : "--chaos-stall: no more answers", plan.seq);
+    if (kill) self->quit(caf::exit_reason::kill);
+    return true;
+  }
+  return false;
+}
+
+// A copy of a step seen before: the first copy's answer (now or when it ends).
+std::optional<caf::result<step_done>> answer_copy(rank_self self, const step_plan& plan) {
+  auto& st = self->state;
+  switch (st.steps.answers.classify(plan)) {
+  case step_answers::seen::new_step: return std::nullopt;
+  case step_answers::seen::in_flight:
+    st.steps.copies.push_back(self->make_response_promise<step_done>());
+    return caf::result<step_done>{st.steps.copies.back()};
+  case step_answers::seen::answered: break;
+  }
+  const auto& last = st.steps.answers.last();
+  if (last) return caf::result<step_done>{*last};
+  return caf::result<step_done>{to_caf_error(last.err())};
+}
+
 caf::result<step_done> step(rank_self self, const step_plan& plan) {
   auto& st = self->state;
   if (!st.ready) return fail(errc::invalid_argument, "step_plan: the rank is not allocated");
+  if (!st.steps.stalled.empty()) // a stalled rank answers no step again
+    st.steps.stalled.push_back(self->make_response_promise<step_done>());
+  if (!st.steps.stalled.empty() || suffer_step_fault(self, plan)) return st.steps.stalled.back();
+  if (auto copy = answer_copy(self, plan)) return std::move(*copy);
   if (st.steps.busy)
     return fail(errc::invalid_argument,
                 fmt::format("seq: step {} arrived while a step is in flight", plan.seq));
@@ -592,7 +657,11 @@ caf::result<step_done> step(rank_self self, const step_plan& plan) {
   const auto started = clock_type::now();
   st.steps.requests.apply(plan, *st.steps.batch);
   const auto& b = *st.steps.batch;
-  if (b.num_tokens() == 0) return step_done{plan.seq, plan.epoch, st.config.rank, {}, {}, {}};
+  if (b.num_tokens() == 0) {
+    step_done done{plan.seq, plan.epoch, st.config.rank, {}, {}, {}};
+    st.steps.answers.end(plan, done);
+    return done;
+  }
   const auto work = slice_step(b, plan.seq, plan.num_ubatches, st.children.builders.size());
   // Builders without work this step must not look current (seq 0 starts every epoch).
   for (size_t u = work.size(); u < st.steps.outputs.size(); ++u)
@@ -602,6 +671,7 @@ caf::result<step_done> step(rank_self self, const step_plan& plan) {
   j->plan = plan;
   j->started = started;
   j->rp = self->make_response_promise<step_done>();
+  st.steps.answers.begin(j->plan);
   // Without graphs every batch runs eagerly: no dispatch round trip to ask that.
   j->pending = work.size() + (st.graphs.enabled ? 1 : 0);
   if (!st.graphs.enabled) j->desc = eager_step(b);

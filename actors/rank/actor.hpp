@@ -14,13 +14,19 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/chaos/chaos_link.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/kv_cache/allocation.hpp"
 #include "actors/metadata/actor.hpp"
 #include "actors/rank/executor.hpp"
 #include "actors/rank/executor_registry.hpp"
+#include "actors/rank/group.hpp"
+#include "actors/rank/step_answers.hpp"
 #include "actors/rank/step_state.hpp"
 #include "actors/trace_recorder.hpp"
 #include "kvactor/kernels/communicator.h"
@@ -49,6 +55,8 @@ struct rank_runtime {
   std::chrono::milliseconds collective_timeout{120'000}; // NCCL init and collective waits
   uint64_t stall_before_collective = 0; // fault injection for NCCL ranks (--debug-stall)
   uint64_t fail_capture = 0;            // fault injection: this rank's graph capture number N fails
+  std::vector<step_fault> step_faults;  // --chaos-kill / --chaos-stall aimed at this rank
+  std::optional<chaos_spec> chaos;      // --chaos: delay messages to the builders and graphs
   /// The executors the rank chooses from (rank_config::executor); null: the built-in ones.
   std::shared_ptr<const executor_registry> executors;
 };
@@ -74,6 +82,9 @@ struct rank_kv {
 /// Steps: the requests the rank holds, the current batch and the builders' outputs.
 struct rank_steps {
   step_state requests;
+  step_answers answers; // a step seen again gets its first answer
+  std::vector<caf::typed_response_promise<step_done>> copies;  // copies of the step in flight
+  std::vector<caf::typed_response_promise<step_done>> stalled; // --chaos-stall: never answered
   std::shared_ptr<step_batch> batch;
   std::vector<std::shared_ptr<ubatch_output>> outputs; // [num_ubatches]
   bool busy = false;                                   // a step is in flight; steps never overlap

@@ -23,6 +23,9 @@ std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_grou
     rt.stall_before_collective = opt.nccl ? stall_of(r) : 0;
     if (opt.fail_capture && opt.fail_capture->rank == r)
       rt.fail_capture = opt.fail_capture->capture;
+    rt.chaos = opt.chaos;
+    for (const auto& f : opt.step_faults)
+      if (f.rank == r) rt.step_faults.push_back(f);
     if (!opt.gpus.empty()) rt.device_index = opt.gpus[static_cast<size_t>(r)];
     return rt;
   };

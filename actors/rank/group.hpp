@@ -11,6 +11,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "actors/chaos/chaos_link.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/rank/executor_registry.hpp"
 #include "actors/trace_recorder.hpp"
@@ -30,12 +31,23 @@ struct capture_failure {
   uint64_t capture = 1;
 };
 
+/// --chaos-kill / --chaos-stall RANK:STEP: rank RANK exits, or never answers, when step STEP
+/// arrives.
+struct step_fault {
+  enum class kind : uint8_t { kill, stall };
+  kind what = kind::stall;
+  int32_t rank = 0;
+  uint64_t seq = 0;
+};
+
 struct rank_group_options {
   int32_t world = 1;
   bool nccl = false; // GPU ranks joined by NCCL; the driver bootstraps it (driver_setup)
   std::chrono::milliseconds collective_timeout{120'000};
   std::optional<collective_stall> stall;
   std::optional<capture_failure> fail_capture;
+  std::vector<step_fault> step_faults;
+  std::optional<chaos_spec> chaos;          // --chaos: each rank's links to its builders and graphs
   std::shared_ptr<trace_recorder> recorder; // null: no --record
   bool metadata_digest = false;
   /// What rank_config::executor names (a program's own executors registered beside the built-in

@@ -22,22 +22,6 @@
 namespace kvactor::test {
 namespace {
 
-// 6 requests whose prompts (258 tokens in all) exceed one step's budget of 256 tokens, so that
-// prefill is chunked; some prompts cross the sliding window of 64 and several 16-token blocks.
-std::vector<request_spec> six_requests() {
-  const std::vector<int32_t> prompt_lens{12, 33, 70, 5, 48, 90};
-  std::vector<request_spec> out;
-  for (size_t i = 0; i < prompt_lens.size(); ++i) {
-    request_spec r;
-    r.request_id = i;
-    for (int32_t k = 0; k < prompt_lens[i]; ++k)
-      r.prompt.push_back(static_cast<int32_t>((i * 131 + static_cast<size_t>(k) * 17) % 512));
-    r.max_output_tokens = 6 + static_cast<int32_t>(i % 3);
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
 class EndToEnd : public real_system_fixture {
 protected:
   // start -> submit -> run with fresh actors; a failure is reported and gives an empty summary.
@@ -56,7 +40,7 @@ protected:
       return {};
     }
     EXPECT_EQ(ready->size(), 1u);
-    auto queued = request_within<int64_t>(drv, atom::submit_v, six_requests());
+    auto queued = request_within<int64_t>(drv, atom::submit_v, tiny_six_requests());
     if (!queued) {
       ADD_FAILURE() << "submit: " << message_of(queued.error());
       return {};
@@ -79,7 +63,7 @@ TEST_F(EndToEnd, OneRankServesEveryRequestOfKvactorTinyToTheEnd) {
   EXPECT_EQ(s.finished, 6);
   EXPECT_EQ(s.failed, 0);
   ASSERT_EQ(s.results.size(), 6u);
-  const auto specs = six_requests();
+  const auto specs = tiny_six_requests();
   for (size_t i = 0; i < specs.size(); ++i) {
     EXPECT_TRUE(s.results[i].finished) << "request " << i << ": " << s.results[i].failure;
     EXPECT_EQ(s.results[i].output.size(), static_cast<size_t>(specs[i].max_output_tokens))

@@ -316,9 +316,37 @@ TEST_F(RankProtocol, RejectsAStepWithAGapInSequenceNumbersUnchanged) {
   expect_rejected_unchanged(decode_request_1(2, 9), "seq: gap", {}, {decode_request_1(1, 9)});
 }
 
-TEST_F(RankProtocol, RejectsAReplayedStepUnchanged) {
-  expect_rejected_unchanged(admit_request_1(), "seq: step 0 was already executed", {},
+TEST_F(RankProtocol, RejectsAnotherPlanUnderAnExecutedSeqUnchanged) {
+  auto other = admit_request_1();
+  other.scheduled[0].token_ids = {5, 6, 7}; // valid on its own (a chunk), but not step 0 again
+  expect_rejected_unchanged(other, "seq: step 0 was already executed", {},
                             {decode_request_1(1, 9)});
+}
+
+TEST_F(RankProtocol, AnswersACopyOfTheLastStepWithItsFirstAnswerWithoutRunningItAgain) {
+  ASSERT_TRUE(make_ready(rk));
+  auto first = step(rk, admit_request_1());
+  ASSERT_TRUE(first);
+  auto again = step(rk, admit_request_1());
+  ASSERT_TRUE(again) << "a re-sent step is answered, not rejected";
+  EXPECT_EQ(*again, *first) << "the same answer, its timing included: not run twice";
+  ASSERT_TRUE(step(rk, decode_request_1(1, 9))) << "the copy did not advance the sequence";
+  auto stale = rejected_step(rk, admit_request_1());
+  ASSERT_TRUE(stale) << "a copy older than the last step is rejected";
+  EXPECT_TRUE(is_kvactor_error(*stale, errc::invalid_argument, "seq: step 0 was already executed"));
+}
+
+TEST_F(RankProtocol, TwoCopiesOfAStepSentTogetherGetOneAnswerTwice) {
+  ASSERT_TRUE(make_ready(rk));
+  inject(rec.actor, rk, admit_request_1());
+  inject(rec.actor, rk, admit_request_1());
+  run_all_but(rec.actor);
+  auto a = expect_reply<step_done>(rk, rec.actor);
+  auto b = expect_reply<step_done>(rk, rec.actor);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b) << "the second copy waits for the first's answer, or gets it from memory";
+  EXPECT_EQ(*a, *b);
+  ASSERT_TRUE(step(rk, decode_request_1(1, 9)));
 }
 
 TEST_F(RankProtocol, RejectsAStaleEpochUnchanged) {

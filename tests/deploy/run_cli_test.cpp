@@ -255,7 +255,12 @@ TEST(RunCliErrors, BadFlagsAreExitTwoNamingTheFlag) {
                                                         {"--cudagraph-memory", "plenty"},
                                                         {"--cudagraph-capture-sizes", "4,x"},
                                                         {"--cudagraph-capture-sizes", "0"},
-                                                        {"--cudagraph-mode", "always"}}) {
+                                                        {"--cudagraph-mode", "always"},
+                                                        {"--chaos", "7"},
+                                                        {"--chaos", "7:2"},
+                                                        {"--chaos-kill", "1:0"},
+                                                        {"--chaos-stall", "0:x"},
+                                                        {"--step-timeout", "-1"}}) {
     auto r = run_cli(small_run({flag, value}));
     EXPECT_EQ(r.code, 2) << flag;
     EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
@@ -510,3 +515,28 @@ TEST(RunCliLoadFormat, SyntheticRunsTheWholeDecoderOfAConfigOrADirectoryWithGene
 
 } // namespace
 } // namespace kvactor::test
+
+TEST(RunCli, AChaosRunServesTheCalmRunsTokensWithOneOrTwoRanks) {
+  for (const std::string tp : {"1", "2"}) {
+    auto calm = run_cli(small_run({"--seed", "5", "--tensor-parallel-size", tp}));
+    auto chaos =
+        run_cli(small_run({"--seed", "5", "--tensor-parallel-size", tp, "--chaos", "11:0.3"}));
+    ASSERT_EQ(calm.code, 0) << calm.err;
+    ASSERT_EQ(chaos.code, 0) << chaos.err;
+    EXPECT_NE(chaos.out.find("6 finished, 0 failed"), std::string::npos) << chaos.out;
+    EXPECT_EQ(digest_of(chaos.out), digest_of(calm.out)) << "TP " << tp;
+  }
+}
+
+TEST(RunCli, AStalledRankIsNamedAtTheStepTimeoutAndTheRunExitsOne) {
+  const auto path = testing::TempDir() + "stalled.json";
+  auto r =
+      run_cli(small_run({"--chaos-stall", "0:2", "--step-timeout", "0.3", "--summary-json", path}));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find("step 2: rank 0 did not answer within 0.3 s (--step-timeout)"),
+            std::string::npos)
+      << r.err;
+  auto j = read_json(path);
+  EXPECT_EQ(j["requests"]["failed"], 6);
+  EXPECT_EQ(j["kv_blocks"]["held_at_end"], 0);
+}

@@ -33,8 +33,8 @@ step_done done_by(int32_t rank, std::vector<sampled_token> sampled) {
 
 TEST(StepReplies, WaitsForEveryRankThenAppliesRankZerosReply) {
   step_replies r(2);
-  EXPECT_FALSE(r.on_done(done_by(1, {{7, 3}})));
-  EXPECT_TRUE(r.on_done(done_by(0, {{7, 3}})));
+  EXPECT_FALSE(r.on_done(1, done_by(1, {{7, 3}})));
+  EXPECT_TRUE(r.on_done(0, done_by(0, {{7, 3}})));
   auto v = r.verdict(plan_of({7}));
   EXPECT_EQ(v.what, action::apply);
   EXPECT_TRUE(v.failed.empty());
@@ -44,8 +44,8 @@ TEST(StepReplies, WaitsForEveryRankThenAppliesRankZerosReply) {
 
 TEST(StepReplies, RanksThatSampleDifferentTokensFailTheStepsRequests) {
   step_replies r(2);
-  r.on_done(done_by(0, {{7, 3}, {8, 4}}));
-  r.on_done(done_by(1, {{7, 3}, {8, 5}}));
+  r.on_done(0, done_by(0, {{7, 3}, {8, 4}}));
+  r.on_done(1, done_by(1, {{7, 3}, {8, 5}}));
   auto v = r.verdict(plan_of({7, 8}));
   EXPECT_EQ(v.what, action::apply);
   EXPECT_EQ(v.failed, (std::set<uint64_t>{7, 8}));
@@ -54,7 +54,7 @@ TEST(StepReplies, RanksThatSampleDifferentTokensFailTheStepsRequests) {
 
 TEST(StepReplies, ARejectionNamingRequestsResendsThePlanWithoutThem) {
   step_replies r(2);
-  r.on_done(done_by(0, {}));
+  r.on_done(0, done_by(0, {}));
   EXPECT_TRUE(r.on_error(1, make_error(errc::invalid_argument, "block_updates: bad"), {8}));
   auto v = r.verdict(plan_of({7, 8}));
   EXPECT_EQ(v.what, action::resend);
@@ -88,9 +88,41 @@ TEST(StepReplies, TheFirstCollectiveFailureIsSeenOnceAndEveryFailureIsKept) {
   EXPECT_FALSE(r.on_error(0, make_error(errc::collective_failed, "aborted"), {}));
   EXPECT_FALSE(r.collective_failed_now()) << "only the first one starts the diagnosis";
   EXPECT_TRUE(r.collective_failed());
-  EXPECT_TRUE(r.on_done(done_by(1, {})));
+  EXPECT_TRUE(r.on_done(1, done_by(1, {})));
   ASSERT_EQ(r.failures().size(), 2u);
   EXPECT_EQ(r.failures()[0], (std::pair<int32_t, std::string>{2, "timed out"}));
   EXPECT_EQ(r.failures()[1], (std::pair<int32_t, std::string>{0, "aborted"}));
   EXPECT_EQ(r.verdict(plan_of({7})).what, action::consumed);
+}
+
+TEST(StepReplies, ASecondAnswerFromOneRankIsIgnoredSoARetransmittedStepCountsOnce) {
+  step_replies r(2);
+  EXPECT_FALSE(r.on_done(0, done_by(0, {{7, 3}})));
+  EXPECT_FALSE(r.on_done(0, done_by(0, {{7, 3}}))) << "rank 0 answered twice: still waits";
+  EXPECT_FALSE(r.on_error(0, make_error(errc::invalid_argument, "seq: late copy"), {}))
+      << "an error after rank 0's first answer changes nothing";
+  EXPECT_EQ(r.silent(), (std::vector<int32_t>{1}));
+  EXPECT_TRUE(r.on_done(1, done_by(1, {{7, 3}})));
+  EXPECT_TRUE(r.complete());
+  EXPECT_EQ(r.verdict(plan_of({7})).what, action::apply);
+}
+
+TEST(StepReplies, NamesTheRanksThatHaveNotAnswered) {
+  step_replies r(3);
+  r.on_done(1, done_by(1, {}));
+  EXPECT_TRUE(r.answered(1));
+  EXPECT_FALSE(r.answered(0));
+  EXPECT_FALSE(r.answered(7)) << "no such rank";
+  EXPECT_EQ(r.silent(), (std::vector<int32_t>{0, 2}));
+  EXPECT_FALSE(r.complete());
+}
+
+TEST(StepReplies, AnswersAfterCloseOrFromAnUnknownRankChangeNothing) {
+  step_replies r(1);
+  EXPECT_FALSE(r.on_done(3, done_by(3, {})));
+  EXPECT_FALSE(r.on_done(-1, done_by(0, {})));
+  r.close();
+  EXPECT_FALSE(r.on_done(0, done_by(0, {})));
+  EXPECT_TRUE(r.closed());
+  EXPECT_FALSE(r.complete());
 }

@@ -482,6 +482,7 @@ inline run_summary sample<run_summary>() {
   x.e2e_ms_p99 = 900.125;
   x.kv_blocks_total = 8192;
   x.kv_blocks_peak_used = 8000;
+  x.kv_blocks_held_at_end = 3;
   x.graph_replays = 700;
   x.eager_steps = 112;
   x.prefix_hit_tokens = 4096;

@@ -10,6 +10,7 @@
 
 #include "actors/kv_cache/allocation.hpp"
 #include "actors/model/loader.hpp"
+#include "messages/request.hpp"
 #include "messages/runtime.hpp"
 
 namespace kvactor::test {
@@ -83,6 +84,22 @@ inline std::vector<kv_cache_group> tiny_groups() {
     return {};
   }
   return allocator.groups();
+}
+
+// 6 requests whose prompts (258 tokens in all) exceed one step's budget of 256 tokens, so that
+// prefill is chunked; some prompts cross the sliding window of 64 and several 16-token blocks.
+inline std::vector<request_spec> tiny_six_requests() {
+  const std::vector<int32_t> prompt_lens{12, 33, 70, 5, 48, 90};
+  std::vector<request_spec> out;
+  for (size_t i = 0; i < prompt_lens.size(); ++i) {
+    request_spec r;
+    r.request_id = i;
+    for (int32_t k = 0; k < prompt_lens[i]; ++k)
+      r.prompt.push_back(static_cast<int32_t>((i * 131 + static_cast<size_t>(k) * 17) % 512));
+    r.max_output_tokens = 6 + static_cast<int32_t>(i % 3);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 } // namespace kvactor::test
