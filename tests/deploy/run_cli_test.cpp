@@ -117,6 +117,7 @@ TEST(RunCli, WritesTheSummaryContract) {
   // block.
   EXPECT_EQ(j["kv_blocks"]["total"], (int64_t{256} << 20) / (16 * 1024) - 1);
   EXPECT_EQ(j["kv_blocks"]["peak_used"], peak_blocks(workload));
+  EXPECT_EQ(j["kv_blocks"]["held_at_end"], 0) << "every finished request gave its blocks back";
   EXPECT_EQ(j["output_digest"].get<std::string>().size(), 16u);
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["tensor_parallel_size"], 1);
