@@ -204,8 +204,32 @@ void plan_kv(rank_self self, promise<rank_plan> rp) {
           deliver_error(rp));
 }
 
+// The actor that configures the rank drives it: the rank watches it (follow_driver below).
+void watch_driver(rank_self self) {
+  const auto& driver = self->current_sender();
+  if (!driver || self->state.driver) return;
+  self->state.driver = caf::actor_cast<caf::actor_addr>(driver);
+  self->monitor(driver);
+}
+
+// Its driver is gone (the run ended without stopping it, the driver was killed, its link was
+// cut): the rank stops, so that a detached rank never keeps its thread, its slot on a node and
+// its GPU memory for a driver that will not come back. Peers blocked in a collective with it are
+// released by the abort.
+void follow_driver(rank_self self) {
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& st = self->state;
+    if (msg.source != st.driver) return;
+    spdlog::warn("rank {}: its driver is gone ({}); stopping", st.config.rank,
+                 to_string(msg.reason));
+    if (st.comm) st.comm->abort(fmt::format("rank {}: its driver is gone", st.config.rank));
+    self->quit(caf::exit_reason::user_shutdown);
+  });
+}
+
 caf::result<rank_plan> configure(rank_self self, const rank_config& cfg) {
   auto& st = self->state;
+  watch_driver(self);
   if (auto err = accept_config(st, cfg)) return err;
   if (auto err = load_rank_model(st)) return err;
   if (auto err = make_executor(st)) return err;
@@ -708,6 +732,7 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
     st.comm = kernels::host_communicator::create_group(1).front();
   st.runtime.metadata_digest = st.runtime.metadata_digest || st.runtime.recorder != nullptr;
   handle_exceptions(self);
+  follow_driver(self);
   return {
       [self](atom::configure, const rank_config& cfg) -> caf::result<rank_plan> {
         return configure(self, cfg);

@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include <caf/actor_addr.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/chaos/chaos_link.hpp"
@@ -108,6 +109,7 @@ struct rank_trace_names {
 
 struct rank_state {
   rank_runtime runtime;                        // as the process spawned it
+  caf::actor_addr driver;                      // who configured it; the rank stops when it goes
   std::shared_ptr<kernels::communicator> comm; // this rank's end of its TP group (world 1 alone)
   std::unique_ptr<kernels::socket_listener> listener; // rank 0 of a socket group, until join
   rank_config config;

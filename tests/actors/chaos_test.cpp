@@ -229,5 +229,30 @@ TEST_F(Chaos, EveryRequestIsFinishedOrReportedWhenRanksAlsoStallOrDieUnderChaos)
             << " requests finished, " << failed << " failed with a reason\n";
 }
 
+TEST_F(Chaos, DetachedRanksWhoseDriverIsGoneStopInsteadOfHoldingTheirThreadsAndMemory) {
+  // A GPU node's ranks are detached: nothing but their driver would ever stop them. The driver
+  // here is a scoped actor that configures both ranks of a TP 2 group and then ends.
+  rank_group_options opt;
+  opt.world = 2;
+  auto ranks = spawn_rank_group(sys, opt);
+  for (auto& r : ranks)
+    self->monitor(r);
+  {
+    caf::scoped_actor driver{sys};
+    for (int32_t r = 0; r < 2; ++r) {
+      auto cfg = tiny_rank_config();
+      cfg.rank = r;
+      cfg.tensor_parallel_size = 2;
+      driver->request(ranks[static_cast<size_t>(r)], reply_timeout, atom::configure_v, cfg)
+          .receive([](rank_plan&) {},
+                   [&](caf::error& e) { ADD_FAILURE() << "configure: " << message_of(e); });
+    }
+  } // the driver ends
+  for (int n = 0; n < 2; ++n)
+    self->receive(
+        [](const caf::down_msg& m) { EXPECT_EQ(m.reason, caf::exit_reason::user_shutdown); },
+        caf::after(reply_timeout) >> [] { ADD_FAILURE() << "a rank outlived its driver"; });
+}
+
 } // namespace
 } // namespace kvactor::test
