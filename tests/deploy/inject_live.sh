@@ -5,9 +5,10 @@
 #
 # The one timing this test depends on: both injections must reach the process before its run
 # ends, and kvactor has no way to hold a run open. The workload's arrivals do it: at 2 requests
-# per second the last of the 12 arrives 3.85 s into the run (the default seed fixes the
+# per second the last of the 40 arrives about 20 s into the run (the default seed fixes the
 # schedule), and the run cannot end before serving it; on a 2-core VM busy with a build the two
-# injections landed 0.35 s and 0.49 s after the process started. Every other step waits on its
+# injections landed 0.35 s and 0.49 s after the process started, but a CI run beside other heavy
+# work once took longer than the 3.85 s that 12 requests gave. Every other step waits on its
 # event.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=wait_for.sh
@@ -20,7 +21,7 @@ fail() {
   echo "inject_live: FAIL: $*"
   exit 1
 }
-"$kvactor" run --inject-port 0 --requests 12 --arrival-rate 2 --prompt-len 8:24 --output-len 4:8 \
+"$kvactor" run --inject-port 0 --requests 40 --arrival-rate 2 --prompt-len 8:24 --output-len 4:8 \
   --no-progress --record "$dir/live.kvtrace" >"$dir/run.out" 2>"$dir/run.err" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
@@ -42,8 +43,8 @@ grep -q "epoch" "$dir/stale.err" || fail "the stale step was refused without nam
 wait $pid || { cat "$dir/run.err"; fail "the run failed"; }
 trap - EXIT
 cat "$dir/run.out"
-grep -q "requests   13 finished, 0 failed" "$dir/run.out" ||
-  fail "not 13 requests finished (the workload's 12 and the injected one)"
+grep -q "requests   41 finished, 0 failed" "$dir/run.out" ||
+  fail "not 41 requests finished (the workload's 40 and the injected one)"
 "$kvactor" trace show "$dir/live.kvtrace" >"$dir/show.txt"
 grep -q "inject -> driver" "$dir/show.txt" || fail "the trace does not show the injection"
 echo "live injection: ok"
