@@ -1,9 +1,10 @@
 #include "deploy/chaos_flags.hpp"
 
-#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
+
+#include "deploy/tp_flags.hpp"
 
 namespace kvactor {
 
@@ -13,24 +14,12 @@ error bad(std::string message) {
   return make_error(errc::invalid_argument, std::move(message));
 }
 
-template <class T>
-bool parse_whole(std::string_view text, T& out) {
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return !text.empty() && ec == std::errc{} && end == text.data() + text.size();
-}
-
 // "RANK:STEP": a rank in [0, tp) and a step sequence number (the first step is 0).
 expected<step_fault> parse_step_fault(const char* flag, step_fault::kind what,
                                       const std::string& text, int32_t tp) {
-  step_fault f;
-  f.what = what;
-  const auto colon = text.find(':');
-  const std::string_view all{text};
-  if (colon == std::string::npos || !parse_whole(all.substr(0, colon), f.rank)
-      || !parse_whole(all.substr(colon + 1), f.seq) || f.rank < 0 || f.rank >= tp)
-    return bad(fmt::format("{}: '{}' is not RANK:STEP (a rank in [0, {}) and a step number from 0)",
-                           flag, text, tp));
-  return f;
+  auto parsed = parse_rank_fault(flag, "step", text, tp, 0);
+  if (!parsed) return parsed.err();
+  return step_fault{what, parsed->first, parsed->second};
 }
 
 } // namespace

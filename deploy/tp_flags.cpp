@@ -19,30 +19,6 @@ error bad(std::string message) {
   return make_error(errc::invalid_argument, std::move(message));
 }
 
-// "RANK:N" with 0 <= RANK < tp and N >= 1.
-// "RANK:N" of `flag`: a rank in [0, tp) and a number from 1 (of `what`).
-expected<std::pair<int32_t, uint64_t>> parse_rank_fault(const char* flag, const char* what,
-                                                        const std::string& text, int32_t tp) {
-  auto invalid = [&] {
-    return bad(fmt::format("{}: '{}' is not RANK:N (a rank in [0, {}) and a {} number from 1)",
-                           flag, text, tp, what));
-  };
-  const auto colon = text.find(':');
-  if (colon == std::string::npos) return invalid();
-  try {
-    size_t used_rank = 0, used_seq = 0;
-    const auto rank_text = text.substr(0, colon), seq_text = text.substr(colon + 1);
-    const long rank = std::stol(rank_text, &used_rank);
-    const long long seq = std::stoll(seq_text, &used_seq);
-    if (used_rank != rank_text.size() || used_seq != seq_text.size() || rank < 0 || rank >= tp
-        || seq < 1)
-      return invalid();
-    return std::pair{static_cast<int32_t>(rank), static_cast<uint64_t>(seq)};
-  } catch (const std::exception&) {
-    return invalid();
-  }
-}
-
 // "0,0,1": one CUDA ordinal per rank, each in [0, 1024).
 expected<std::vector<int32_t>> parse_gpu_ids(const std::string& text, int32_t tp) {
   std::vector<int32_t> ids;
@@ -134,6 +110,29 @@ expected<tp_setup> parse_faults(const tp_flags& flags, device_kind device, int32
 }
 
 } // namespace
+
+expected<std::pair<int32_t, uint64_t>> parse_rank_fault(const char* flag, const char* what,
+                                                        const std::string& text, int32_t tp,
+                                                        uint64_t first) {
+  auto invalid = [&] {
+    return bad(fmt::format("{}: '{}' is not RANK:N (a rank in [0, {}) and a {} number from {})",
+                           flag, text, tp, what, first));
+  };
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return invalid();
+  try {
+    size_t used_rank = 0, used_seq = 0;
+    const auto rank_text = text.substr(0, colon), seq_text = text.substr(colon + 1);
+    const long rank = std::stol(rank_text, &used_rank);
+    const long long seq = std::stoll(seq_text, &used_seq);
+    if (used_rank != rank_text.size() || used_seq != seq_text.size() || rank < 0 || rank >= tp
+        || seq < static_cast<long long>(first))
+      return invalid();
+    return std::pair{static_cast<int32_t>(rank), static_cast<uint64_t>(seq)};
+  } catch (const std::exception&) {
+    return invalid();
+  }
+}
 
 expected<std::chrono::milliseconds> parse_collective_timeout(double s) {
   if (!std::isfinite(s) || s <= 0 || s > 86400)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/rank/group.hpp"
@@ -32,6 +33,12 @@ struct tp_setup {
   std::optional<collective_stall> stall;
   std::optional<capture_failure> fail_capture;
 };
+
+/// "RANK:N" of a fault injection `flag`: a rank in [0, tp) and a `what` number from `first`; the
+/// error names the flag, the text and both ranges.
+expected<std::pair<int32_t, uint64_t>> parse_rank_fault(const char* flag, const char* what,
+                                                        const std::string& text, int32_t tp,
+                                                        uint64_t first = 1);
 
 /// --collective-timeout in seconds: in (0, 86400], else an error naming the flag.
 expected<std::chrono::milliseconds> parse_collective_timeout(double seconds);

@@ -302,9 +302,10 @@ void on_timer(self_ptr self, uint64_t id) {
   fn();
 }
 
-// What a --chaos link does to one message: `deliver` runs now, twice, later or never.
-void through_link(self_ptr self, std::vector<chaos_link>& links, size_t i,
-                  std::function<void()> deliver) {
+// What a --chaos link does to one message: `deliver` runs now, twice, later or never. Without
+// --chaos it runs at once, as a plain call: the step's hot path holds no std::function.
+template <class Deliver>
+void through_link(self_ptr self, std::vector<chaos_link>& links, size_t i, Deliver deliver) {
   if (links.empty()) {
     deliver();
     return;
@@ -314,8 +315,8 @@ void through_link(self_ptr self, std::vector<chaos_link>& links, size_t i,
   case link_fault::deliver: deliver(); return;
   case link_fault::drop: return;
   case link_fault::duplicate:
+    after(self, d.delay, deliver); // the later copy first: `deliver` may move what it holds
     deliver();
-    after(self, d.delay, std::move(deliver));
     return;
   case link_fault::delay: after(self, d.delay, std::move(deliver)); return;
   }
@@ -355,8 +356,9 @@ void request_step(self_ptr self, const flight_ptr& f, size_t i) {
   self->request(st.setup.ranks[i], caf::infinite, f->plan)
       .then(
           [self, f, i](step_done& d) {
-            through_link(self, self->state.from_rank, i,
-                         [self, f, i, d = std::move(d)] { on_rank_done(self, f, i, d); });
+            through_link(self, self->state.from_rank, i, [self, f, i, d = std::move(d)]() mutable {
+              on_rank_done(self, f, i, std::move(d));
+            });
           },
           [self, f, i](caf::error& e) {
             through_link(self, self->state.from_rank, i,
@@ -497,11 +499,8 @@ void on_rank_down(self_ptr self, const caf::down_msg& msg) {
   auto& st = self->state;
   std::string who = "a rank";
   for (size_t i = 0; i < st.setup.ranks.size(); ++i)
-    if (msg.source == caf::actor_cast<caf::actor_addr>(st.setup.ranks[i])) {
-      who = fmt::format("rank {}", i);
-      if (i < st.setup.rank_locations.size() && !st.setup.rank_locations[i].empty())
-        who += " on " + st.setup.rank_locations[i];
-    }
+    if (msg.source == caf::actor_cast<caf::actor_addr>(st.setup.ranks[i]))
+      who = describe_rank(st, static_cast<int32_t>(i));
   auto why = msg.reason == caf::exit_reason::remote_link_unreachable
                  ? fmt::format("{} is unreachable: its node died or the link to it was cut", who)
                  : fmt::format("{} stopped: {}", who, to_string(msg.reason));

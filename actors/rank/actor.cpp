@@ -499,8 +499,6 @@ void capture_lazily(rank_self self) {
 // The step's one answer, to its request and to every copy of it that came meanwhile; kept for
 // copies that come later (a step the driver re-sends).
 void answer_step(rank_state& st, step_join& j, expected<step_done> answer) {
-  st.steps.answers.end(std::move(j.plan), answer); // the step is over: its plan is kept, not j's
-  auto copies = std::exchange(st.steps.copies, {});
   auto deliver = [&](promise<step_done>& rp) {
     if (answer)
       rp.deliver(*answer);
@@ -508,8 +506,10 @@ void answer_step(rank_state& st, step_join& j, expected<step_done> answer) {
       rp.deliver(to_caf_error(answer.err()));
   };
   deliver(j.rp);
-  for (auto& rp : copies)
+  for (auto& rp : std::exchange(st.steps.copies, {}))
     deliver(rp);
+  // The step is over: its plan and answer are kept (moved, not copied) for later copies.
+  st.steps.answers.end(std::move(j.plan), std::move(answer));
 }
 
 // Past apply() the step's sequence number is consumed: the failure says so, and tensor-parallel
@@ -634,14 +634,14 @@ void redispatch(rank_self self, std::shared_ptr<step_join> j, int32_t num_tokens
           });
 }
 
-// --chaos-kill / --chaos-stall aimed at this step: the rank exits, or never answers (true).
+// --chaos-kill / --chaos-stall aimed at this step: the rank exits, or answers no step again
+// (true). Unanswered either way: the driver learns of a kill from the rank's exit, of a stall
+// from its step timeout or from the peers' collective timeout.
 bool suffer_step_fault(rank_self self, const step_plan& plan) {
   auto& st = self->state;
   for (const auto& f : st.runtime.step_faults) {
     if (f.seq != plan.seq) continue;
-    // Unanswered either way: the driver learns of a kill from the rank's exit, of a stall from
-    // its step timeout or from the peers' collective timeout.
-    st.steps.stalled.push_back(self->make_response_promise<step_done>());
+    st.steps.stalled = true;
     const bool kill = f.what == step_fault::kind::kill;
     spdlog::warn("rank {}: {} at step {}", st.config.rank,
                  kill ? "--chaos-kill: exiting" : "--chaos-stall: no more answers", plan.seq);
@@ -669,9 +669,10 @@ std::optional<caf::result<step_done>> answer_copy(rank_self self, const step_pla
 caf::result<step_done> step(rank_self self, const step_plan& plan) {
   auto& st = self->state;
   if (!st.ready) return fail(errc::invalid_argument, "step_plan: the rank is not allocated");
-  if (!st.steps.stalled.empty()) // a stalled rank answers no step again
-    st.steps.stalled.push_back(self->make_response_promise<step_done>());
-  if (!st.steps.stalled.empty() || suffer_step_fault(self, plan)) return st.steps.stalled.back();
+  if (st.steps.stalled || suffer_step_fault(self, plan)) { // kept, never delivered
+    st.steps.unanswered.push_back(self->make_response_promise<step_done>());
+    return st.steps.unanswered.back();
+  }
   if (auto copy = answer_copy(self, plan)) return std::move(*copy);
   if (st.steps.busy)
     return fail(errc::invalid_argument,

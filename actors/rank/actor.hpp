@@ -84,8 +84,9 @@ struct rank_kv {
 struct rank_steps {
   step_state requests;
   step_answers answers; // a step seen again gets its first answer
-  std::vector<caf::typed_response_promise<step_done>> copies;  // copies of the step in flight
-  std::vector<caf::typed_response_promise<step_done>> stalled; // --chaos-stall: never answered
+  std::vector<caf::typed_response_promise<step_done>> copies; // copies of the step in flight
+  bool stalled = false; // --chaos-stall / --chaos-kill: answers no step again
+  std::vector<caf::typed_response_promise<step_done>> unanswered; // held, never delivered
   std::shared_ptr<step_batch> batch;
   std::vector<std::shared_ptr<ubatch_output>> outputs; // [num_ubatches]
   bool busy = false;                                   // a step is in flight; steps never overlap
