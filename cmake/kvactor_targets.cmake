@@ -43,3 +43,11 @@ function(kvactor_add_test name)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
     PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 endfunction()
+
+# kvactor_test_timeout(name seconds): the test's time limit, times KVACTOR_TEST_SLOWDOWN (a
+# sanitizer build, tests/sanitize.sh, runs that many times slower).
+set(KVACTOR_TEST_SLOWDOWN 1 CACHE STRING "How many times slower than a plain build the tests run")
+function(kvactor_test_timeout name seconds)
+  math(EXPR limit "${seconds} * ${KVACTOR_TEST_SLOWDOWN}")
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${limit})
+endfunction()

@@ -27,9 +27,14 @@ done
   --kv-cache-memory 20GiB >"$work/plan.out" 2>&1) || { cat "$work/plan.out"; fail "installed kvactor plan"; }
 grep -q "$work/prefix/share/kvactor/models/llama-3.1-8b.json" "$work/plan.out" ||
   { cat "$work/plan.out"; fail "the installed kvactor did not use the installed configs"; }
+# The examples take the build's own flags and prefixes: a package built with sanitizers
+# (tests/sanitize.sh) links only into code built with the same ones.
+cached() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
+prefixes=$(cached CMAKE_PREFIX_PATH)
 for example in plan_deployment custom_executor inject_request; do
   cmake -S "$src/examples/$example" -B "$work/$example" -G Ninja \
-    -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/${example}_configure.log" 2>&1 ||
+    -DCMAKE_PREFIX_PATH="$work/prefix${prefixes:+;$prefixes}" -DCMAKE_CXX_FLAGS="$(cached CMAKE_CXX_FLAGS)" \
+    -DCMAKE_EXE_LINKER_FLAGS="$(cached CMAKE_EXE_LINKER_FLAGS)" >"$work/${example}_configure.log" 2>&1 ||
     { tail -30 "$work/${example}_configure.log"; fail "$example: find_package(kvactor)"; }
   cmake --build "$work/$example" >"$work/${example}_build.log" 2>&1 ||
     { tail -30 "$work/${example}_build.log"; fail "$example: building against the package"; }

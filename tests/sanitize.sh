@@ -6,8 +6,11 @@
 #   tsan   ThreadSanitizer
 # BUILD_DIR defaults to build-asan or build-tsan. CUDA is off (these are the CPU paths; the GPU
 # kernels are checked by compute-sanitizer on a GPU machine: bench/sanitize_device_run.sh).
-# Debian's CAF is not instrumented: ASan and UBSan still check kvactor's side of every call; what
-# TSan cannot see inside CAF is described in tests/sanitize/tsan.supp.
+# Debian's CAF is not instrumented. ASan and UBSan still check kvactor's side of every call. TSan
+# must see CAF's mailboxes and scheduler to know that a message's sender happened before its
+# receiver, so the tsan build links a CAF built with -fsanitize=thread from Debian's source
+# (tests/sanitize/build_caf.sh, into BUILD_DIR/caf once; KVACTOR_CAF_TARBALL names the source
+# tarball when apt-get source cannot fetch it). What remains suppressed is in tests/sanitize/tsan.supp.
 set -euo pipefail
 kind=${1:?usage: sanitize.sh asan|tsan [BUILD_DIR] [-- CTEST_ARGS...]}
 shift
@@ -23,10 +26,12 @@ asan)
   flags="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  export KVACTOR_TEST_SLOWDOWN=3 # as tests/support/sanitizer_slowdown.hpp
   ;;
 tsan)
   flags="-O1 -g -fsanitize=thread -fno-omit-frame-pointer"
   export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1:suppressions=$root/tests/sanitize/tsan.supp}
+  export KVACTOR_TEST_SLOWDOWN=10
   ;;
 *)
   echo "sanitize.sh: unknown kind '$kind' (expected asan or tsan)" >&2
@@ -35,8 +40,14 @@ tsan)
 esac
 start=$SECONDS
 mkdir -p "$build"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_WITH_CUDA=OFF \
-  -DKVACTOR_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+prefix_path=()
+if [[ $kind == tsan ]]; then
+  [[ -f $build/caf/include/caf/config.hpp ]] ||
+    bash "$root/tests/sanitize/build_caf.sh" "$build/caf" "${KVACTOR_CAF_TARBALL:-}"
+  prefix_path=(-DCMAKE_PREFIX_PATH="$build/caf")
+fi
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_WITH_CUDA=OFF "${prefix_path[@]}" \
+  -DKVACTOR_BUILD_BENCH=OFF -DKVACTOR_TEST_SLOWDOWN="$KVACTOR_TEST_SLOWDOWN" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
   -DCMAKE_SHARED_LINKER_FLAGS="$flags" >"$build/configure.log" 2>&1 ||
   { tail -20 "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"${KVACTOR_SANITIZE_JOBS:-2}"

@@ -7,11 +7,14 @@
 #include <sstream>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "cli_support.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/request.hpp"
 #include "messages/step.hpp"
 #include "messages/trace.hpp"
+#include "tests/support/sanitizer_slowdown.hpp"
 
 using namespace kvactor::test;
 
@@ -449,7 +452,8 @@ TEST(RunCliTensorParallel, AStalledRankIsDiagnosedFromEveryLedgerInSecondsNotAHa
   const auto started = std::chrono::steady_clock::now();
   auto r = run_cli(small_run(
       {"--tensor-parallel-size", "4", "--collective-timeout", "0.5", "--debug-stall", "1:10"}));
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));
+  EXPECT_LT(std::chrono::steady_clock::now() - started,
+            std::chrono::seconds(30) * sanitizer_slowdown());
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("kvactor run: error: step 1: a collective failed: rank 1 is at "
                        "all_reduce(sum) #9 ("),
@@ -531,10 +535,12 @@ TEST(RunCli, AChaosRunServesTheCalmRunsTokensWithOneOrTwoRanks) {
 
 TEST(RunCli, AStalledRankIsNamedAtTheStepTimeoutAndTheRunExitsOne) {
   const auto path = testing::TempDir() + "stalled.json";
-  auto r =
-      run_cli(small_run({"--chaos-stall", "0:2", "--step-timeout", "0.3", "--summary-json", path}));
+  // A live step takes well under the timeout, also on a loaded machine or in a sanitizer build.
+  const std::string timeout = fmt::format("{:.1f}", 2.0 * sanitizer_slowdown());
+  auto r = run_cli(
+      small_run({"--chaos-stall", "0:2", "--step-timeout", timeout, "--summary-json", path}));
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.err.find("step 2: rank 0 did not answer within 0.3 s (--step-timeout)"),
+  EXPECT_NE(r.err.find("step 2: rank 0 did not answer within " + timeout + " s (--step-timeout)"),
             std::string::npos)
       << r.err;
   auto j = read_json(path);

@@ -4,9 +4,10 @@
 # wait_for SECONDS COMMAND...: runs COMMAND until it succeeds (every 50 ms) and returns 0 then;
 # returns 1 once SECONDS have passed without it, so that the caller fails with a message naming
 # the event that never came. The bound is wall time, not a count of tries: a loaded machine gets
-# the same time, and a fast one never waits longer than the event takes.
+# the same time, and a fast one never waits longer than the event takes. A sanitizer build
+# (tests/sanitize.sh) sets KVACTOR_TEST_SLOWDOWN, the factor by which it runs slower.
 wait_for() {
-  local limit=$1
+  local limit=$(($1 * ${KVACTOR_TEST_SLOWDOWN:-1}))
   shift
   local deadline
   deadline=$(($(date +%s%N) + limit * 1000000000))

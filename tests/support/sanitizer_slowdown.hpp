@@ -1,0 +1,33 @@
+#pragma once
+// How many times slower this build runs than a plain one. Tests scale their timing budgets (a
+// step timeout, a bound on how long a diagnosis may take) by it, so that a sanitizer build
+// (tests/sanitize.sh) checks the same behaviour without racing its own instrumentation.
+
+namespace kvactor::test {
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KVACTOR_TSAN_BUILD 1
+#endif
+#if __has_feature(address_sanitizer)
+#define KVACTOR_ASAN_BUILD 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define KVACTOR_TSAN_BUILD 1
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define KVACTOR_ASAN_BUILD 1
+#endif
+
+constexpr int sanitizer_slowdown() {
+#if defined(KVACTOR_TSAN_BUILD)
+  return 10;
+#elif defined(KVACTOR_ASAN_BUILD)
+  return 3;
+#else
+  return 1;
+#endif
+}
+
+} // namespace kvactor::test
