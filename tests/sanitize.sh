@@ -45,6 +45,8 @@ if [[ $kind == tsan ]]; then
   [[ -f $build/caf/include/caf/config.hpp ]] ||
     bash "$root/tests/sanitize/build_caf.sh" "$build/caf" "${KVACTOR_CAF_TARBALL:-}"
   prefix_path=(-DCMAKE_PREFIX_PATH="$build/caf")
+  # The installed kvactor (the install test) has no build RPATH: point it at this CAF too.
+  export LD_LIBRARY_PATH="$build/caf/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_WITH_CUDA=OFF "${prefix_path[@]}" \
   -DKVACTOR_BUILD_BENCH=OFF -DKVACTOR_TEST_SLOWDOWN="$KVACTOR_TEST_SLOWDOWN" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \

@@ -16,6 +16,14 @@ kvactor=$1
 dir=$2
 mkdir -p "$dir"
 tag=kv$$
+# A run killed at ctest's time limit runs no trap and leaves its namespaces and bridge behind;
+# they hold this test's addresses, so remove any left by an earlier run first.
+remove_stale() {
+  local ns dev
+  for ns in $(ip netns list 2>/dev/null | grep -oE '^kv[0-9]+[ab]\b'); do ip netns del "$ns"; done
+  for dev in $(ip -br link 2>/dev/null | grep -oE '^kv[0-9]+(br|ha|hb)\b'); do ip link del "$dev"; done
+}
+[[ $(id -u) -ne 0 ]] || remove_stale 2>/dev/null || true
 if [[ $(id -u) -ne 0 ]] || ! ip netns add "${tag}a" 2>/dev/null; then
   echo "cluster_netns: SKIPPED: network namespaces need root (ip netns add failed)"
   exit 77
