@@ -31,7 +31,7 @@ asan)
 tsan)
   flags="-O1 -g -fsanitize=thread -fno-omit-frame-pointer"
   export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1:suppressions=$root/tests/sanitize/tsan.supp}
-  export KVACTOR_TEST_SLOWDOWN=10
+  export KVACTOR_TEST_SLOWDOWN=10 # as tests/support/sanitizer_slowdown.hpp
   ;;
 *)
   echo "sanitize.sh: unknown kind '$kind' (expected asan or tsan)" >&2
@@ -48,9 +48,10 @@ if [[ $kind == tsan ]]; then
   # The installed kvactor (the install test) has no build RPATH: point it at this CAF too.
   export LD_LIBRARY_PATH="$build/caf/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_WITH_CUDA=OFF "${prefix_path[@]}" \
-  -DKVACTOR_BUILD_BENCH=OFF -DKVACTOR_TEST_SLOWDOWN="$KVACTOR_TEST_SLOWDOWN" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
-  -DCMAKE_SHARED_LINKER_FLAGS="$flags" >"$build/configure.log" 2>&1 ||
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_WITH_CUDA=OFF \
+  -DKVACTOR_BUILD_BENCH=OFF -DKVACTOR_TEST_SLOWDOWN="$KVACTOR_TEST_SLOWDOWN" "${prefix_path[@]}" \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+  >"$build/configure.log" 2>&1 ||
   { tail -20 "$build/configure.log"; exit 1; }
 cmake --build "$build" -j"${KVACTOR_SANITIZE_JOBS:-2}"
 echo "sanitize.sh: $kind build took $((SECONDS - start)) s"

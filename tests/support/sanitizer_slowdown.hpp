@@ -1,7 +1,8 @@
 #pragma once
 // How many times slower this build runs than a plain one. Tests scale their timing budgets (a
 // step timeout, a bound on how long a diagnosis may take) by it, so that a sanitizer build
-// (tests/sanitize.sh) checks the same behaviour without racing its own instrumentation.
+// (tests/sanitize.sh) checks the same behaviour without racing its own instrumentation. The
+// scripts and ctest's limits take the same factors from tests/sanitize.sh (KVACTOR_TEST_SLOWDOWN).
 
 namespace kvactor::test {
 
