@@ -15,7 +15,7 @@ start=$SECONDS
 for tool in memcheck racecheck initcheck; do
   extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
-  timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
+  KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
     --print-limit 20 --error-exitcode 3 \
     bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 --gtest_filter="$filter" \
     >"$out/$tool.log" 2>&1
