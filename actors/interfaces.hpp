@@ -98,7 +98,9 @@ using node_actor = caf::typed_actor<
     // Spawn one rank on a free slot; replies the rank's handle (a rank_actor).
     caf::replies_to<atom::spawn, rank_spawn>::with<caf::strong_actor_ptr>,
     // Stop every rank this node spawned; replies how many it stopped.
-    caf::replies_to<atom::release>::with<int32_t>>;
+    caf::replies_to<atom::release>::with<int32_t>,
+    // One step for the node's ranks on the given slots: relayed to each, answered once by all.
+    caf::replies_to<node_step>::with<node_step_done>>;
 
 /// The INJECTOR actor: live injection of one message into a named actor (kvactor inject).
 using injector_actor = caf::typed_actor<

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Step fan-out latency of cluster mode (issue 9): driver -> 2 node processes (one rank each) ->
-# step_done, with the step protocol alone (--no-kernels: builders and the graph manager run, no
-# attention stack), on loopback; next to local mode (the same 2 ranks in the driver's process).
-# Each run's p50 and p99 step times come from its summary; the script reports the median over
-# REPEATS runs of each.
-#   usage: bench/cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT]]
-# JSON_OUT, when given, receives the medians for bench/plot.py --fanout.
+# Step fan-out latency of cluster mode (issues 9 and 22): driver -> NODES node processes (RANKS
+# ranks each, one tensor-parallel group of NODES x RANKS) -> step_done, with the step protocol
+# alone (--no-kernels: builders and the graph manager run, no attention stack), on loopback; next
+# to local mode (the same ranks in the driver's process). Each run's p50 and p99 step times come
+# from its summary; the script reports the median over REPEATS runs of each.
+#   usage: bench/cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT [NODESxRANKS]]]
+# JSON_OUT (may be "") receives the medians for bench/plot.py --fanout; NODESxRANKS is 2x1 unless
+# given (issue 22's goals: 2x2 and 8x1).
 set -euo pipefail
 kvactor=${1:?usage: cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT]]}
 repeats=${2:-5}
 json_out=${3:-}
+layout=${4:-2x1}
+num_nodes=${layout%x*}
+per_node=${layout#*x}
+[[ $num_nodes =~ ^[1-9][0-9]*$ && $per_node =~ ^[1-9][0-9]*$ ]] ||
+  { echo "cluster_fanout.sh: layout '$layout' is not NODESxRANKS (e.g. 2x2)" >&2; exit 2; }
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -19,8 +25,8 @@ cleanup() {
 }
 trap cleanup EXIT
 addr=()
-for i in 1 2; do
-  "$kvactor" node --listen 127.0.0.1:0 --cpu-ranks 1 >"$dir/node$i.log" 2>&1 &
+for i in $(seq 1 "$num_nodes"); do
+  "$kvactor" node --listen 127.0.0.1:0 --cpu-ranks "$per_node" >"$dir/node$i.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 200); do
     a=$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$dir/node$i.log" | awk '{print $3}' || true)
@@ -29,29 +35,32 @@ for i in 1 2; do
   done
   addr+=("$a")
 done
-workload=(--tensor-parallel-size 2 --no-kernels --no-progress --requests 64 --prompt-len 16:16
+nodes_flag=$(IFS=,; echo "${addr[*]}")
+workload=(--tensor-parallel-size $((num_nodes * per_node)) --no-kernels --no-progress --requests 64 --prompt-len 16:16
   --output-len 128:128)
 for mode in cluster local; do
   : >"$dir/$mode.txt"
   for _ in $(seq 1 "$repeats"); do
     extra=()
-    [[ $mode == cluster ]] && extra=(--nodes "${addr[0]},${addr[1]}")
+    [[ $mode == cluster ]] && extra=(--nodes "$nodes_flag")
     "$kvactor" run "${workload[@]}" "${extra[@]}" --summary-json "$dir/s.json" >/dev/null
     python3 -c "import json; s = json.load(open('$dir/s.json')); print(s['step_ms']['p50'] * 1000, s['step_ms']['p99'] * 1000, s['steps'])" >>"$dir/$mode.txt"
   done
 done
-python3 - "$dir" "$repeats" "$json_out" <<'PY'
+python3 - "$dir" "$repeats" "$json_out" "$num_nodes" "$per_node" <<'PY'
 import json, statistics, sys
 d, n, json_out = sys.argv[1], sys.argv[2], sys.argv[3]
+num_nodes, per_node = int(sys.argv[4]), int(sys.argv[5])
 rows = {}
 for mode in ("local", "cluster"):
     xs = [tuple(map(float, l.split())) for l in open(f"{d}/{mode}.txt")]
     rows[mode] = (statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs), int(xs[0][2]))
     print(f"{mode:8s} step fan-out: median p50 {rows[mode][0]:7.1f} us, median p99 {rows[mode][1]:7.1f} us "
           f"({rows[mode][2]} steps x {n} runs)")
-print(f"cluster / local (p50): {rows['cluster'][0] / rows['local'][0]:.2f}x; goal <= 60 us p50 on the cluster")
+print(f"{num_nodes}x{per_node}: cluster / local (p50): {rows['cluster'][0] / rows['local'][0]:.2f}x; goal <= {120 if num_nodes >= 8 else 60} us p50 on the cluster")
 if json_out:
-    ranks = {"local": "2 ranks in the driver's process", "cluster": "2 node processes x 1 rank"}
+    ranks = {"local": f"{num_nodes * per_node} ranks in the driver's process",
+             "cluster": f"{num_nodes} node processes x {per_node} rank(s)"}
     with open(json_out, "w") as f:
         json.dump({"title": f"Step fan-out on loopback, median of {n} runs each",
                    "goal_p50_us": 60,

@@ -1,7 +1,9 @@
 #include "deploy/cluster.hpp"
+
 #include "deploy/run_session.hpp"
 #include "deploy/tcp_probe.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -76,6 +78,16 @@ expected<node_actor> connect_node(guarded_transport& net, const std::string& hos
   return node;
 }
 
+// Rank r on placement p: its node's route (made when the node gets its first rank).
+void add_to_route(cluster& c, const rank_placement& p, int32_t r) {
+  const auto& node = c.nodes[static_cast<size_t>(p.node)];
+  auto it = std::find_if(c.routes.begin(), c.routes.end(),
+                         [&](const node_route& route) { return route.node == node; });
+  if (it == c.routes.end()) it = c.routes.insert(c.routes.end(), node_route{node, {}, {}});
+  it->ranks.push_back(r);
+  it->slots.push_back(p.slot);
+}
+
 } // namespace
 
 expected<cluster> connect_cluster(guarded_transport& net, const std::vector<std::string>& addresses,
@@ -138,6 +150,7 @@ expected<cluster> connect_cluster(guarded_transport& net, const std::vector<std:
             [&](caf::strong_actor_ptr& h) {
               c.ranks.push_back(caf::actor_cast<rank_actor>(std::move(h)));
               c.locations.push_back(fmt::format("node {} slot {}", addr, p.slot));
+              add_to_route(c, p, r);
             },
             [&](caf::error& e) {
               failed = make_error(errc::io_error,
@@ -200,6 +213,7 @@ expected<run_summary> rebuild_and_rerun(guarded_transport& net, cluster& c,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                again.size());
   driver_setup setup{c.ranks, req.configs, req.epoch, {}, nullptr};
+  setup.routes = c.routes;
   setup.bootstrap_communicator = true;
   setup.collective_timeout = req.collective_timeout;
   setup.rank_locations = c.locations;

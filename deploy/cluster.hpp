@@ -10,6 +10,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "actors/driver/actor.hpp"
 #include "actors/interfaces.hpp"
 #include "deploy/transport/guarded_transport.hpp"
 #include "messages/errc.hpp"
@@ -47,6 +48,7 @@ struct cluster {
   std::vector<node_info> infos;       // [nodes]
   std::vector<rank_actor> ranks;      // [world], rank order
   std::vector<std::string> locations; // [world]: "node HOST:PORT slot S"
+  std::vector<node_route> routes;     // the nodes that host ranks, each with its ranks
 };
 
 /// Connects to `addresses` ("host:port" each), says hello, places `world` ranks and spawns them.

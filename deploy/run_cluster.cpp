@@ -123,6 +123,7 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   setup.bootstrap_communicator = true; // sockets between CPU nodes, NCCL between GPU nodes
   setup.collective_timeout = *timeout;
   setup.rank_locations = nodes.locations;
+  setup.routes = nodes.routes;
   setup.deadlines = o.chaos.deadlines;
   setup.chaos = o.chaos.chaos;
   auto drv = sys.spawn(driver, std::move(setup));

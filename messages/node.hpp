@@ -1,19 +1,21 @@
-// Cluster mode: what a node process tells a driver about itself, and the driver's request to
-// spawn one rank of its tensor-parallel group on that node.
+// Cluster mode: what a node process tells a driver about itself, the driver's request to spawn
+// one rank of its tensor-parallel group on that node, and a step relayed through the node.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 
 #include "messages/device.hpp"
+#include "messages/step.hpp"
 
 namespace kvactor {
 
 /// The driver <-> node protocol; bumped when node messages change. A node and a driver of other
 /// versions (or other builds) refuse each other by name.
-inline constexpr uint32_t cluster_protocol = 1;
+inline constexpr uint32_t cluster_protocol = 2; // 2: node_step, node_step_done
 
 /// A node process, as it answers a driver's hello.
 struct node_info {
@@ -52,6 +54,43 @@ template <class Inspector>
 auto inspect(Inspector& f, rank_spawn& x) {
   return f(caf::meta::type_name("kvactor::rank_spawn"), x.rank, x.world, x.slot,
            x.collective_timeout_ms);
+}
+
+/// Driver -> node, once per step: `plan` for the node's ranks on `slots` (the node relays it to
+/// each and gathers their answers). The plan is a step_plan in kvactor's codec
+/// (messages/codec.hpp), encoded once by the driver for every node and decoded once by each,
+/// where CAF's serializer would walk the plan field by field for every node. A rank that has not
+/// answered after `answer_within_ms` (0: no limit) is reported silent, so that the driver names
+/// it before its own step timeout.
+struct node_step {
+  std::vector<char> plan;
+  std::vector<int32_t> slots;
+  int64_t answer_within_ms = 0;
+
+  bool operator==(const node_step&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, node_step& x) {
+  return f(caf::meta::type_name("kvactor::node_step"), x.plan, x.slots, x.answer_within_ms);
+}
+
+/// Node -> driver: the answers of a node_step's ranks, in one message. Every rank named by the
+/// step is in exactly one list: it executed the step (done), refused or failed it (rejected), or
+/// did not answer in time (silent, by rank). Sent early, with the ranks not yet heard from
+/// missing, as soon as one rank's collective failed: its peers may never answer.
+struct node_step_done {
+  uint64_t seq = 0;
+  std::vector<step_done> done;
+  std::vector<step_rejected> rejected;
+  std::vector<int32_t> silent;
+
+  bool operator==(const node_step_done&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, node_step_done& x) {
+  return f(caf::meta::type_name("kvactor::node_step_done"), x.seq, x.done, x.rejected, x.silent);
 }
 
 } // namespace kvactor

@@ -26,6 +26,8 @@ struct cudagraph_plan;
 struct cudagraph_captured;
 struct node_info;
 struct rank_spawn;
+struct node_step;
+struct node_step_done;
 struct error;
 struct new_request;
 struct block_table_update;
@@ -154,5 +156,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvactor, (kvactor::device_kind))
   // the driver's own timers (step deadlines, --chaos)
   CAF_ADD_ATOM(kvactor, kvactor::atom, timer, "timer")
+  // node.hpp: a step relayed through a node
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::node_step))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::node_step_done))
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

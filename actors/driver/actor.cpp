@@ -12,6 +12,7 @@
 #include "actors/driver/step_replies.hpp"
 #include "actors/unexpected.hpp"
 #include "messages/caf_error.hpp"
+#include "messages/codec.hpp"
 
 namespace kvactor {
 
@@ -332,10 +333,9 @@ void on_rank_done(self_ptr self, const flight_ptr& f, size_t i, step_done d) {
     on_step_answered(self, f->plan, f->replies.verdict(f->plan), f->t0);
 }
 
-void on_rank_error(self_ptr self, const flight_ptr& f, size_t i, const caf::error& e) {
+void on_rank_failure(self_ptr self, const flight_ptr& f, size_t i, error err,
+                     std::vector<uint64_t> ids) {
   const auto rank = static_cast<int32_t>(i);
-  auto err = from_caf_error(e);
-  auto ids = request_ids_of(e);
   if (auto& rec = self->state.setup.recorder)
     rec->record(rank_name(i), "driver", step_rejected{f->plan.seq, rank, err, ids});
   const bool last = f->replies.on_error(rank, std::move(err), std::move(ids));
@@ -347,6 +347,10 @@ void on_rank_error(self_ptr self, const flight_ptr& f, size_t i, const caf::erro
   }
   if (last && !f->replies.collective_failed())
     on_step_answered(self, f->plan, f->replies.verdict(f->plan), f->t0);
+}
+
+void on_rank_error(self_ptr self, const flight_ptr& f, size_t i, const caf::error& e) {
+  on_rank_failure(self, f, i, from_caf_error(e), request_ids_of(e));
 }
 
 // One copy of the plan to rank i; its answer comes back through the link from the rank.
@@ -368,6 +372,11 @@ void request_step(self_ptr self, const flight_ptr& f, size_t i) {
 
 void send_to_rank(self_ptr self, const flight_ptr& f, size_t i) {
   through_link(self, self->state.to_rank, i, [self, f, i] { request_step(self, f, i); });
+}
+
+// Through the nodes (cluster mode, no --chaos), else to every rank itself.
+bool relayed(const driver_state& st) {
+  return !st.setup.routes.empty() && st.to_rank.empty();
 }
 
 bool settled(const driver_state& st, const step_flight& f) {
@@ -415,6 +424,40 @@ void give_up_on_silent_ranks(self_ptr self, const flight_ptr& f) {
   finish_run(self);
 }
 
+// A node's answer for its ranks, entered rank by rank as if each had answered itself. Answers for
+// ranks the node does not host for this run are ignored (they stay silent).
+void on_node_done(self_ptr self, const flight_ptr& f, size_t n, node_step_done reply) {
+  const auto& route = self->state.setup.routes[n];
+  auto hosted = [&](int32_t r) {
+    return std::find(route.ranks.begin(), route.ranks.end(), r) != route.ranks.end();
+  };
+  for (auto& d : reply.done)
+    if (hosted(d.rank)) on_rank_done(self, f, static_cast<size_t>(d.rank), std::move(d));
+  for (auto& r : reply.rejected)
+    if (hosted(r.rank))
+      on_rank_failure(self, f, static_cast<size_t>(r.rank), std::move(r.reason),
+                      std::move(r.request_ids));
+  if (!reply.silent.empty() && !settled(self->state, *f)) give_up_on_silent_ranks(self, f);
+}
+
+// One node_step to node n, for all the ranks it hosts; its one answer comes back for all of them.
+void request_node_step(self_ptr self, const flight_ptr& f, size_t n,
+                       const std::vector<char>& plan) {
+  auto& st = self->state;
+  const auto& route = st.setup.routes[n];
+  if (st.setup.recorder)
+    for (auto r : route.ranks)
+      st.setup.recorder->record("driver", rank_name(static_cast<size_t>(r)), f->plan);
+  node_step step{plan, route.slots, st.setup.deadlines.relay_answer_within().count()};
+  self->request(route.node, caf::infinite, std::move(step))
+      .then([self, f, n](node_step_done& d) { on_node_done(self, f, n, std::move(d)); },
+            [self, f, n](caf::error& e) {
+              // The node itself failed (it stopped, or refused the step): each of its ranks did.
+              for (auto r : self->state.setup.routes[n].ranks)
+                on_rank_error(self, f, static_cast<size_t>(r), e);
+            });
+}
+
 // One pending check at a time: at the flight's deadline it gives up, or waits for the next one.
 void arm_watchdog(self_ptr self, clock_type::time_point deadline) {
   auto& st = self->state;
@@ -439,8 +482,14 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
   auto& st = self->state;
   auto f = std::make_shared<step_flight>(std::move(plan), t0, st.setup.ranks.size());
   st.flight = f;
-  for (size_t i = 0; i < st.setup.ranks.size(); ++i)
-    send_to_rank(self, f, i);
+  if (relayed(st)) {
+    const auto plan = encode(f->plan); // once for every node
+    for (size_t n = 0; n < st.setup.routes.size(); ++n)
+      request_node_step(self, f, n, plan);
+  } else {
+    for (size_t i = 0; i < st.setup.ranks.size(); ++i)
+      send_to_rank(self, f, i);
+  }
   const auto& deadlines = st.setup.deadlines;
   if (deadlines.step_timeout.count() > 0) arm_watchdog(self, f->sent + deadlines.step_timeout);
   if (deadlines.retransmit) resend_unanswered(self, f);

@@ -56,6 +56,13 @@ struct run_progress {
   std::vector<double> step_s, ttft_s, tpot_s, e2e_s;
 };
 
+/// Cluster mode: one node and the ranks it hosts for this run.
+struct node_route {
+  node_actor node;
+  std::vector<int32_t> ranks; // rank indices
+  std::vector<int32_t> slots; // [ranks]: the node's slot of each
+};
+
 struct driver_setup {
   std::vector<rank_actor> ranks;
   std::vector<rank_config> configs; // [ranks]; max_model_len resolved
@@ -72,6 +79,10 @@ struct driver_setup {
   step_deadlines deadlines = {};
   /// Testing: disturb every message between the driver and its ranks (kvactor run --chaos).
   std::optional<chaos_spec> chaos = std::nullopt;
+  /// Cluster mode: every rank's node. A step then goes once to each node, which relays it to its
+  /// ranks and answers for all of them (node_step); empty, or under --chaos (whose links disturb
+  /// each rank's messages), a step goes to every rank itself.
+  std::vector<node_route> routes = {};
 };
 
 struct step_flight; // the step in flight: its plan and replies (actor.cpp)

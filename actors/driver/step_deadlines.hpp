@@ -19,6 +19,11 @@ struct step_deadlines {
   /// When to re-send: four times the median of the last 16 steps' times (a slow step is not
   /// re-sent at once), within [resend_floor, resend_ceiling].
   std::chrono::milliseconds resend_after(const std::vector<double>& step_ms) const;
+
+  /// Cluster mode: how long a node relaying a step waits for its ranks before it reports the
+  /// silent ones (0: as long as it takes). Nine tenths of the step timeout, so that the driver
+  /// names the silent rank itself, not every rank of its node, when its own timeout comes.
+  std::chrono::milliseconds relay_answer_within() const { return step_timeout * 9 / 10; }
 };
 
 } // namespace kvactor

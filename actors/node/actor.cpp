@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/node/step_relay.hpp"
 #include "actors/rank/actor.hpp"
 #include "actors/unexpected.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/caf_error.hpp"
+#include "messages/codec.hpp"
 
 namespace kvactor {
 
@@ -40,78 +42,151 @@ status check_spawn(const rank_spawn& req) {
   return ok();
 }
 
+using node_self = node_actor::stateful_pointer<node_state>;
+
+caf::result<node_info> hello(node_self self, uint32_t protocol, uint32_t schema,
+                             const std::string& build) {
+  auto& st = self->state;
+  if (auto ok = check_peer(st.setup.info, protocol, schema, build); !ok) {
+    spdlog::warn("node: refused a driver: {}", ok.err().message);
+    return to_caf_error(ok.err());
+  }
+  auto info = st.setup.info;
+  info.busy = st.slots->busy();
+  if (info.device == device_kind::cuda)
+    if (auto mem = kernels::gpu_memory_info()) {
+      info.gpu_free_bytes = mem->first;
+      info.gpu_total_bytes = mem->second;
+    }
+  return info;
+}
+
+// The runtime of a rank on `slot`: NCCL on GPU nodes, sockets on CPU nodes.
+rank_runtime runtime_for(node_state& st, const rank_spawn& req) {
+  rank_runtime rt;
+  rt.collective_timeout = std::chrono::milliseconds(req.collective_timeout_ms);
+  rt.device_index = req.slot < static_cast<int32_t>(st.setup.gpus.size())
+                        ? st.setup.gpus[static_cast<size_t>(req.slot)]
+                        : req.slot;
+  if (st.setup.info.device == device_kind::cuda)
+    rt.nccl = true;
+  else
+    rt.socket_host = st.setup.socket_host;
+  rt.on_join = [comms = st.comms](std::shared_ptr<kernels::communicator> c) {
+    std::lock_guard<std::mutex> lock(comms->mu);
+    comms->all.push_back(c);
+  };
+  return rt;
+}
+
+caf::result<caf::strong_actor_ptr> spawn_rank(node_self self, const rank_spawn& req) {
+  auto& st = self->state;
+  if (auto ok = check_spawn(req); !ok) return to_caf_error(ok.err());
+  if (auto ok = st.slots->claim(req.slot); !ok) return to_caf_error(ok.err());
+  auto rt = runtime_for(st, req);
+  // CPU ranks are event-based: a message to a detached actor costs a thread wake-up, two
+  // per step. A rank may still block a scheduler thread in a collective; the node runs
+  // at least slots + 2 threads (node_command.cpp), so a builder always has one.
+  auto r = st.setup.info.device == device_kind::cuda
+               ? self->system().spawn<caf::detached>(rank_with, rt)
+               : self->system().spawn(rank_with, rt);
+  self->monitor(r);
+  st.ranks[caf::actor_cast<caf::actor_addr>(r)] = req.slot;
+  st.by_slot[req.slot] = hosted_rank{req.rank, r};
+  count_ranks(st, true);
+  spdlog::info("node: rank {} of {} on slot {}", req.rank, req.world, req.slot);
+  return caf::actor_cast<caf::strong_actor_ptr>(r);
+}
+
+int32_t release_ranks(node_self self) {
+  auto& st = self->state;
+  const auto n = static_cast<int32_t>(st.ranks.size());
+  st.comms->abort_all("released by the node: the driver ended the run");
+  for (const auto& [addr, slot] : st.ranks)
+    if (auto h = caf::actor_cast<caf::actor>(addr))
+      self->send_exit(h, caf::exit_reason::user_shutdown);
+  // Slots free as their ranks' down messages arrive.
+  return n;
+}
+
+// Hands `step` to one rank; its answer goes into the relay, which says when to answer the driver.
+void relay_to(node_self self, const hosted_rank& h, const step_plan& plan, caf::duration within,
+              const std::shared_ptr<step_relay>& relay,
+              caf::typed_response_promise<node_step_done> rp) {
+  self->request(h.handle, within, plan)
+      .then(
+          [relay, rp, rank = h.rank](step_done& d) mutable {
+            if (relay->on_done(rank, std::move(d))) rp.deliver(relay->take());
+          },
+          [relay, rp, rank = h.rank](caf::error& e) mutable {
+            const bool due = e == caf::sec::request_timeout
+                                 ? relay->on_silent(rank)
+                                 : relay->on_error(rank, from_caf_error(e), request_ids_of(e));
+            if (due) rp.deliver(relay->take());
+          });
+}
+
+// node_step: the plan to each rank on the step's slots, their answers back in one message.
+caf::result<node_step_done> relay_step(node_self self, const node_step& step) {
+  auto& st = self->state;
+  auto plan = decode<step_plan>(step.plan);
+  if (!plan)
+    return to_caf_error(
+        make_error(plan.err().code, fmt::format("node_step: plan: {}", plan.err().message)));
+  std::vector<hosted_rank> hosts;
+  for (auto slot : step.slots) {
+    auto it = st.by_slot.find(slot);
+    if (it == st.by_slot.end())
+      return to_caf_error(make_error(errc::invalid_argument,
+                                     fmt::format("node_step: slot {} hosts no rank", slot)));
+    hosts.push_back(it->second);
+  }
+  std::vector<int32_t> ranks;
+  for (const auto& h : hosts)
+    ranks.push_back(h.rank);
+  auto relay = std::make_shared<step_relay>(plan->seq, std::move(ranks));
+  if (hosts.empty()) return relay->take();
+  const auto within = step.answer_within_ms > 0
+                          ? caf::duration{std::chrono::milliseconds(step.answer_within_ms)}
+                          : caf::duration{caf::infinite};
+  auto rp = self->make_response_promise<node_step_done>();
+  for (const auto& h : hosts)
+    relay_to(self, h, *plan, within, relay, rp);
+  return rp;
+}
+
+void forget_rank(node_state& st, const caf::down_msg& msg) {
+  auto it = st.ranks.find(msg.source);
+  if (it == st.ranks.end()) return;
+  spdlog::info("node: rank on slot {} stopped ({})", it->second, to_string(msg.reason));
+  const auto slot = it->second;
+  st.slots->free(slot);
+  // A new run may hold the slot already (a rank spawned there before this one's down).
+  if (auto h = st.by_slot.find(slot);
+      h != st.by_slot.end() && caf::actor_cast<caf::actor_addr>(h->second.handle) == msg.source)
+    st.by_slot.erase(h);
+  st.ranks.erase(it);
+  count_ranks(st, false);
+}
+
 } // namespace
 
-node_actor::behavior_type node(node_actor::stateful_pointer<node_state> self, node_setup setup) {
+node_actor::behavior_type node(node_self self, node_setup setup) {
   refuse_unexpected(self);
   auto& st = self->state;
   st.setup = std::move(setup);
   if (!st.setup.build_override.empty()) st.setup.info.build = st.setup.build_override;
   st.slots = std::make_unique<node_slots>(st.setup.info.slots);
-  self->set_down_handler([self](const caf::down_msg& msg) {
-    auto& st = self->state;
-    auto it = st.ranks.find(msg.source);
-    if (it == st.ranks.end()) return;
-    spdlog::info("node: rank on slot {} stopped ({})", it->second, to_string(msg.reason));
-    st.slots->free(it->second);
-    st.ranks.erase(it);
-    count_ranks(st, false);
-  });
+  self->set_down_handler([self](const caf::down_msg& msg) { forget_rank(self->state, msg); });
   return {
-      [self](atom::hello, uint32_t protocol, uint32_t schema,
-             const std::string& build) -> caf::result<node_info> {
-        auto& st = self->state;
-        if (auto ok = check_peer(st.setup.info, protocol, schema, build); !ok) {
-          spdlog::warn("node: refused a driver: {}", ok.err().message);
-          return to_caf_error(ok.err());
-        }
-        auto info = st.setup.info;
-        info.busy = st.slots->busy();
-        if (info.device == device_kind::cuda)
-          if (auto mem = kernels::gpu_memory_info()) {
-            info.gpu_free_bytes = mem->first;
-            info.gpu_total_bytes = mem->second;
-          }
-        return info;
-      },
+      [self](atom::hello, uint32_t protocol, uint32_t schema, const std::string& build)
+          -> caf::result<node_info> { return hello(self, protocol, schema, build); },
       [self](atom::spawn, const rank_spawn& req) -> caf::result<caf::strong_actor_ptr> {
-        auto& st = self->state;
-        if (auto ok = check_spawn(req); !ok) return to_caf_error(ok.err());
-        if (auto ok = st.slots->claim(req.slot); !ok) return to_caf_error(ok.err());
-        rank_runtime rt;
-        rt.collective_timeout = std::chrono::milliseconds(req.collective_timeout_ms);
-        rt.device_index = req.slot < static_cast<int32_t>(st.setup.gpus.size())
-                              ? st.setup.gpus[static_cast<size_t>(req.slot)]
-                              : req.slot;
-        if (st.setup.info.device == device_kind::cuda)
-          rt.nccl = true;
-        else
-          rt.socket_host = st.setup.socket_host;
-        rt.on_join = [comms = st.comms](std::shared_ptr<kernels::communicator> c) {
-          std::lock_guard<std::mutex> lock(comms->mu);
-          comms->all.push_back(c);
-        };
-        // CPU ranks are event-based: a message to a detached actor costs a thread wake-up, two
-        // per step. A rank may still block a scheduler thread in a collective; the node runs
-        // at least slots + 2 threads (node_command.cpp), so a builder always has one.
-        auto r = st.setup.info.device == device_kind::cuda
-                     ? self->system().spawn<caf::detached>(rank_with, rt)
-                     : self->system().spawn(rank_with, rt);
-        self->monitor(r);
-        st.ranks[caf::actor_cast<caf::actor_addr>(r)] = req.slot;
-        count_ranks(st, true);
-        spdlog::info("node: rank {} of {} on slot {}", req.rank, req.world, req.slot);
-        return caf::actor_cast<caf::strong_actor_ptr>(r);
+        return spawn_rank(self, req);
       },
-      [self](atom::release) -> int32_t {
-        auto& st = self->state;
-        const auto n = static_cast<int32_t>(st.ranks.size());
-        st.comms->abort_all("released by the node: the driver ended the run");
-        for (const auto& [addr, slot] : st.ranks)
-          if (auto h = caf::actor_cast<caf::actor>(addr))
-            self->send_exit(h, caf::exit_reason::user_shutdown);
-        // Slots free as their ranks' down messages arrive.
-        return n;
+      [self](atom::release) -> int32_t { return release_ranks(self); },
+      [self](const node_step& step) -> caf::result<node_step_done> {
+        return relay_step(self, step);
       },
   };
 }

@@ -48,11 +48,18 @@ struct joined_communicators {
   void abort_all(const std::string& why);
 };
 
+/// A rank this node hosts: its index in the group and its handle.
+struct hosted_rank {
+  int32_t rank = 0;
+  rank_actor handle;
+};
+
 struct node_state {
   node_setup setup;
   std::shared_ptr<joined_communicators> comms = std::make_shared<joined_communicators>();
   std::unique_ptr<node_slots> slots;
   std::map<caf::actor_addr, int32_t> ranks; // rank handle -> slot
+  std::map<int32_t, hosted_rank> by_slot;   // slot -> its rank, for relayed steps
   static inline const char* name = "kvactor.node";
   node_state() = default;
 };

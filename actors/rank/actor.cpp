@@ -220,8 +220,12 @@ void follow_driver(rank_self self) {
   self->set_down_handler([self](const caf::down_msg& msg) {
     auto& st = self->state;
     if (msg.source != st.driver) return;
-    spdlog::warn("rank {}: its driver is gone ({}); stopping", st.config.rank,
-                 to_string(msg.reason));
+    // A driver stopped at the end of its run (user_shutdown) is the normal end: the rank may see
+    // that before its own stop arrives. Anything else is worth a warning.
+    const auto level =
+        msg.reason == caf::exit_reason::user_shutdown ? spdlog::level::info : spdlog::level::warn;
+    spdlog::log(level, "rank {}: its driver is gone ({}); stopping", st.config.rank,
+                to_string(msg.reason));
     if (st.comm) st.comm->abort(fmt::format("rank {}: its driver is gone", st.config.rank));
     self->quit(caf::exit_reason::user_shutdown);
   });

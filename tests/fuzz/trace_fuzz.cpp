@@ -46,8 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   decode_as<step_plan, step_done, ubatch_work, metadata_ready, rank_config, rank_plan, rank_ready,
             request_spec, run_summary, kv_cache_config, kv_cache_spec, model_layout,
             backend_capabilities, cudagraph_plan, backend_assignment, step_rejected,
-            cudagraph_request, cudagraph_captured, node_info, rank_spawn, inject_request,
-            inject_reply>(bytes, size);
+            cudagraph_request, cudagraph_captured, node_info, rank_spawn, node_step, node_step_done,
+            inject_request, inject_reply>(bytes, size);
   (void)envelope_type(bytes, size); // what the injection gateway reads first
   return 0;
 }

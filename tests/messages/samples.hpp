@@ -42,7 +42,7 @@ using message_types =
                      // collective.hpp
                      communicator_id, collective_entry,
                      // node.hpp
-                     node_info, rank_spawn>;
+                     node_info, rank_spawn, node_step, node_step_done>;
 
 /// Names typed tests after the message type: CodecRoundTrip/kv_cache_spec.PreservesEveryField.
 struct message_type_names {
@@ -436,6 +436,16 @@ inline metadata_ready sample<metadata_ready>() {
 template <>
 inline step_rejected sample<step_rejected>() {
   return {77, 3, error{errc::invalid_argument, "block id 9999 is out of range"}, {5, 9}};
+}
+
+template <>
+inline node_step sample<node_step>() {
+  return {encode(sample<step_plan>()), {0, 2}, 270'000};
+}
+
+template <>
+inline node_step_done sample<node_step_done>() {
+  return {sample<step_plan>().seq, {sample<step_done>()}, {sample<step_rejected>()}, {6}};
 }
 
 template <>
