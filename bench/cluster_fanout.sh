@@ -4,14 +4,16 @@
 # alone (--no-kernels: builders and the graph manager run, no attention stack), on loopback; next
 # to local mode (the same ranks in the driver's process). Each run's p50 and p99 step times come
 # from its summary; the script reports the median over REPEATS runs of each.
-#   usage: bench/cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT [NODESxRANKS]]]
+#   usage: bench/cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT [NODESxRANKS [MODEL]]]]
 # JSON_OUT (may be "") receives the medians for bench/plot.py --fanout; NODESxRANKS is 2x1 unless
-# given (issue 22's goals: 2x2 and 8x1).
+# given (issue 22's goals: 2x2 and 8x1); MODEL is kvactor-tiny unless given (its 4 heads allow
+# at most 4 ranks: 8x1 takes llama-3.1-8b, whose KV cache is then held to 64 MiB per rank).
 set -euo pipefail
 kvactor=${1:?usage: cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT]]}
 repeats=${2:-5}
 json_out=${3:-}
 layout=${4:-2x1}
+model=${5:-kvactor-tiny}
 num_nodes=${layout%x*}
 per_node=${layout#*x}
 [[ $num_nodes =~ ^[1-9][0-9]*$ && $per_node =~ ^[1-9][0-9]*$ ]] ||
@@ -37,7 +39,8 @@ for i in $(seq 1 "$num_nodes"); do
 done
 nodes_flag=$(IFS=,; echo "${addr[*]}")
 workload=(--tensor-parallel-size $((num_nodes * per_node)) --no-kernels --no-progress --requests 64 --prompt-len 16:16
-  --output-len 128:128)
+  --output-len 128:128 --model "$model")
+[[ $model != kvactor-tiny ]] && workload+=(--kv-cache-memory 64MiB --max-model-len 2048)
 for mode in cluster local; do
   : >"$dir/$mode.txt"
   for _ in $(seq 1 "$repeats"); do
