@@ -4,7 +4,9 @@
 #   asan   AddressSanitizer + UndefinedBehaviorSanitizer (leaks checked at exit; any UB report
 #          stops the test that hit it)
 #   tsan   ThreadSanitizer
-# BUILD_DIR defaults to build-asan or build-tsan. CUDA is off (these are the CPU paths; the GPU
+# BUILD_DIR defaults to build-asan or build-tsan. KVACTOR_SANITIZE_SUITES="messages node ..." builds
+# and runs only those test binaries (kvactor_<suite>_tests), each in full: CI's ASan+UBSan run of the
+# unit suites (.ci/run), which the whole suite's build would not fit beside. CUDA is off (these are the CPU paths; the GPU
 # kernels are checked by compute-sanitizer on a GPU machine: bench/sanitize_device_run.sh).
 # Debian's CAF is not instrumented. ASan and UBSan still check kvactor's side of every call. TSan
 # must see CAF's mailboxes and scheduler to know that a message's sender happened before its
@@ -53,6 +55,20 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_WITH_CU
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
   >"$build/configure.log" 2>&1 ||
   { tail -20 "$build/configure.log"; exit 1; }
+if [[ -n ${KVACTOR_SANITIZE_SUITES:-} ]]; then
+  read -r -a suites <<<"$KVACTOR_SANITIZE_SUITES"
+  targets=()
+  for s in "${suites[@]}"; do targets+=("kvactor_${s}_tests"); done
+  cmake --build "$build" -j"${KVACTOR_SANITIZE_JOBS:-2}" --target "${targets[@]}"
+  echo "sanitize.sh: $kind build of ${#suites[@]} suites took $((SECONDS - start)) s"
+  start=$SECONDS
+  rc=0
+  for s in "${suites[@]}"; do
+    "$build/bin/kvactor_${s}_tests" --gtest_brief=1 || { rc=$?; echo "sanitize.sh: $s failed (exit $rc)"; }
+  done
+  echo "sanitize.sh: $kind suites took $((SECONDS - start)) s (exit $rc)"
+  exit "$rc"
+fi
 cmake --build "$build" -j"${KVACTOR_SANITIZE_JOBS:-2}"
 echo "sanitize.sh: $kind build took $((SECONDS - start)) s"
 start=$SECONDS
