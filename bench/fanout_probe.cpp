@@ -101,7 +101,7 @@ probe_actor::behavior_type echo(probe_actor::pointer) {
 }
 
 // A decode step of `n` requests, as the driver sends it (one token each, 128 computed).
-step_plan decode_plan(int n) {
+step_plan decoding_step(int n) {
   step_plan p;
   p.seq = 1;
   p.epoch = 1;
@@ -287,7 +287,7 @@ int ping(const probe_settings& s, const std::string& host, uint16_t caf_port, ui
     std::cerr << "probe: cannot connect: " << remote.err().message << "\n";
     return 1;
   }
-  const auto empty = decode_plan(0), decodes = decode_plan(64);
+  const auto empty = decoding_step(0), decodes = decoding_step(64);
   report("tcp", tcp_round_trips(host, tcp_port, rounds + warmup), warmup);
   auto local = sys.spawn(plain<&echo>, nullptr);
   auto detached = sys.spawn<caf::detached>(plain<&echo>, nullptr);

@@ -1,5 +1,7 @@
 #include "actors/node/actor.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -91,8 +93,7 @@ caf::result<caf::strong_actor_ptr> spawn_rank(node_self self, const rank_spawn& 
                ? self->system().spawn<caf::detached>(rank_with, rt)
                : self->system().spawn(rank_with, rt);
   self->monitor(r);
-  st.ranks[caf::actor_cast<caf::actor_addr>(r)] = req.slot;
-  st.by_slot[req.slot] = hosted_rank{req.rank, r};
+  st.ranks[req.slot] = hosted_rank{req.rank, r};
   count_ranks(st, true);
   spdlog::info("node: rank {} of {} on slot {}", req.rank, req.world, req.slot);
   return caf::actor_cast<caf::strong_actor_ptr>(r);
@@ -102,9 +103,8 @@ int32_t release_ranks(node_self self) {
   auto& st = self->state;
   const auto n = static_cast<int32_t>(st.ranks.size());
   st.comms->abort_all("released by the node: the driver ended the run");
-  for (const auto& [addr, slot] : st.ranks)
-    if (auto h = caf::actor_cast<caf::actor>(addr))
-      self->send_exit(h, caf::exit_reason::user_shutdown);
+  for (const auto& [slot, hosted] : st.ranks)
+    self->send_exit(hosted.handle, caf::exit_reason::user_shutdown);
   // Slots free as their ranks' down messages arrive.
   return n;
 }
@@ -134,16 +134,15 @@ caf::result<node_step_done> relay_step(node_self self, const node_step& step) {
     return to_caf_error(
         make_error(plan.err().code, fmt::format("node_step: plan: {}", plan.err().message)));
   std::vector<hosted_rank> hosts;
+  std::vector<int32_t> ranks;
   for (auto slot : step.slots) {
-    auto it = st.by_slot.find(slot);
-    if (it == st.by_slot.end())
+    auto it = st.ranks.find(slot);
+    if (it == st.ranks.end())
       return to_caf_error(make_error(errc::invalid_argument,
                                      fmt::format("node_step: slot {} hosts no rank", slot)));
     hosts.push_back(it->second);
+    ranks.push_back(it->second.rank);
   }
-  std::vector<int32_t> ranks;
-  for (const auto& h : hosts)
-    ranks.push_back(h.rank);
   auto relay = std::make_shared<step_relay>(plan->seq, std::move(ranks));
   if (hosts.empty()) return relay->take();
   const auto within = step.answer_within_ms > 0
@@ -156,15 +155,12 @@ caf::result<node_step_done> relay_step(node_self self, const node_step& step) {
 }
 
 void forget_rank(node_state& st, const caf::down_msg& msg) {
-  auto it = st.ranks.find(msg.source);
+  auto it = std::find_if(st.ranks.begin(), st.ranks.end(), [&](const auto& entry) {
+    return caf::actor_cast<caf::actor_addr>(entry.second.handle) == msg.source;
+  });
   if (it == st.ranks.end()) return;
-  spdlog::info("node: rank on slot {} stopped ({})", it->second, to_string(msg.reason));
-  const auto slot = it->second;
-  st.slots->free(slot);
-  // A new run may hold the slot already (a rank spawned there before this one's down).
-  if (auto h = st.by_slot.find(slot);
-      h != st.by_slot.end() && caf::actor_cast<caf::actor_addr>(h->second.handle) == msg.source)
-    st.by_slot.erase(h);
+  spdlog::info("node: rank on slot {} stopped ({})", it->first, to_string(msg.reason));
+  st.slots->free(it->first);
   st.ranks.erase(it);
   count_ranks(st, false);
 }

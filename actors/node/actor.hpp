@@ -58,8 +58,7 @@ struct node_state {
   node_setup setup;
   std::shared_ptr<joined_communicators> comms = std::make_shared<joined_communicators>();
   std::unique_ptr<node_slots> slots;
-  std::map<caf::actor_addr, int32_t> ranks; // rank handle -> slot
-  std::map<int32_t, hosted_rank> by_slot;   // slot -> its rank, for relayed steps
+  std::map<int32_t, hosted_rank> ranks; // slot -> the rank it hosts
   static inline const char* name = "kvactor.node";
   node_state() = default;
 };
