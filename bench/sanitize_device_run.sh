@@ -7,19 +7,21 @@
 #   here:   cmake --build build --target kvactor_gpu_tests
 #           bash bench/pack_for_device.sh -z build/bin/kvactor_gpu_tests
 #   device: bash bench/sanitize_device_run.sh "$OUT" [FILTER]   (carry: [".devpack.tar.xz"])
+# KVACTOR_SANITIZE_TOOLS picks the tools (default: all three), KVACTOR_SANITIZE_LIMIT the seconds
+# each may run (170); racecheck reports its peak host memory (it can exhaust the machine).
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:BothKernels/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
 start=$SECONDS
-for tool in memcheck racecheck initcheck; do
+for tool in ${KVACTOR_SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
   extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
-  KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
+  KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} /usr/bin/time -f "peak RSS %M kB" -o "$out/$tool.rss" timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
     --print-limit 20 --error-exitcode 3 \
     bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 --gtest_filter="$filter" \
     >"$out/$tool.log" 2>&1
-  echo "$tool: rc=$? ($((SECONDS - start)) s)"
+  echo "$tool: rc=$? ($((SECONDS - start)) s, $(cat "$out/$tool.rss" 2>/dev/null | tail -n 1))"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY|\[  PASSED|\[  FAILED|tests ran" "$out/$tool.log" | head -n 6
   grep -E "^========= (Invalid|Uninitialized|Error|Race|Warning|Leaked)" "$out/$tool.log" | sort | uniq -c | head -n 12
 done

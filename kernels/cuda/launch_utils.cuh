@@ -63,6 +63,15 @@ cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, unsigned threads, si
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
 }
 
+/// kernel<<<grid, block, 0, stream>>>(args...) as a programmatic dependent launch: it may start
+/// before the stream's previous kernel ends, and waits for it in the kernel (the dense kernels'
+/// pdl_start, or the skinny kernels' wait after they start their weight stream).
+template <class Kernel, class... Args>
+cudaError_t launch_dependent(Kernel kernel, dim3 grid, unsigned block, cudaStream_t stream,
+                             Args... args) {
+  return launch_ex(kernel, grid, block, 0, true, stream, args...);
+}
+
 /// Launches kernel<<<grid, threads, smem, stream>>>(a), as a programmatic dependent when pdl.
 template <class Kernel>
 cuda_status launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, bool pdl,

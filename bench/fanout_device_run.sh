@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue 22 on the lent GPU machine's 16 cores, in one device call: the step fan-out of cluster
+# mode beside local mode at 2x1, 2x2 and 8x1 (bench/cluster_fanout.sh, REPEATS runs each), then
+# the profile of one step's pieces (bench/fanout_profile.sh) as kvactor runs and with the
+# middleman deserializing on its multiplexer.
+#   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_fanout_probe
+#   device: bash bench/fanout_device_run.sh "$OUT" [REPEATS]   (carry: [".devpack.tar.xz"])
+# shellcheck source=bench/device_prelude.sh
+source "$(dirname "$0")/device_prelude.sh" "$@"
+repeats=${2:-5}
+# The packed binaries need their libraries: the scripts call them through run.sh (exec keeps
+# the pid, so the scripts can kill what they start).
+for bin in kvactor kvactor_fanout_probe; do
+  printf '#!/usr/bin/env bash\nexec bash %s/.devpack/run.sh %s "$@"\n' "$PWD" "$bin" >"$out/$bin"
+  chmod +x "$out/$bin"
+done
+start=$SECONDS
+for layout in 2x1 2x2 8x1; do
+  model=kvactor-tiny
+  [ "$layout" = 8x1 ] && model=llama-3.1-8b
+  timeout 200 bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" "$dest/fanout_$layout.json" \
+    "$layout" "$model" 2>&1 | tee "$out/fanout_$layout.log"
+  echo "---- $layout done at $((SECONDS - start)) s"
+done
+timeout 120 bash bench/fanout_profile.sh "$out/kvactor_fanout_probe" 2000 -- "" "--mm-workers 0" \
+  2>&1 | tee "$out/profile.log"
+echo "---- fanout device run: $((SECONDS - start)) s"

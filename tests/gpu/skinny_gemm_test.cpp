@@ -1,0 +1,188 @@
+// The projections of single-token steps (decoder_ops.h's skinny kernels): both kernels against
+// a host dot product in double, every output written (outputs poisoned first), the gated form
+// bit for bit the plain form followed by the activation, a row's bits independent of the other
+// rows, and the refusals, which need no GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../kernels/cuda/decoder_ops.h"
+#include "gpu_support.hpp"
+
+namespace kvactor::kernels::gpu_test {
+namespace {
+
+using cuda_detail::launch_gated_activation;
+using cuda_detail::launch_skinny_gated_mlp;
+using cuda_detail::launch_skinny_gemm;
+using cuda_detail::skinny_kernel;
+
+struct projection_case {
+  int32_t tokens, in, out;
+};
+
+// Random bf16 weights [rows, in] and activations [tokens, in], on the host and the device.
+struct projection_inputs {
+  projection_inputs(int32_t tokens, int32_t in, int32_t rows, uint32_t seed) : in(in), rows(rows) {
+    std::mt19937 rng(seed);
+    w_host = random_bits(element_type::bf16, static_cast<size_t>(rows) * in, rng);
+    x_host = random_bits(element_type::bf16, static_cast<size_t>(tokens) * in, rng);
+    w = std::make_unique<device_array<uint16_t>>(w_host);
+    x = std::make_unique<device_array<uint16_t>>(x_host);
+  }
+  // sum_i w[row, i] x[t, i] in double, and the sum of the terms' magnitudes (the error scale).
+  std::pair<double, double> dot(int32_t t, int32_t row) const {
+    double s = 0.0, mag = 0.0;
+    for (int32_t i = 0; i < in; ++i) {
+      const double p = double{bf16_to_float(w_host[static_cast<size_t>(row) * in + i])}
+                       * bf16_to_float(x_host[static_cast<size_t>(t) * in + i]);
+      s += p;
+      mag += std::fabs(p);
+    }
+    return {s, mag};
+  }
+  int32_t in, rows;
+  std::vector<uint16_t> w_host, x_host;
+  std::unique_ptr<device_array<uint16_t>> w, x;
+};
+
+std::vector<float> run_gemm(const projection_inputs& d, int32_t tokens, skinny_kernel kernel,
+                            cuda_status& status, size_t w_offset_rows = 0, int32_t rows = -1) {
+  if (rows < 0) rows = d.rows;
+  device_array<float> y(static_cast<size_t>(tokens) * rows);
+  y.fill_bytes(0xff); // NaN: a row the kernel skips shows
+  status = launch_skinny_gemm(d.w->get() + w_offset_rows * d.in, d.x->get(), y.get(), tokens, d.in,
+                              rows, nullptr, kernel);
+  if (status.ok()) cuda_or_throw(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  return y.download();
+}
+
+class SkinnyKernels : public ::testing::TestWithParam<skinny_kernel> {
+protected:
+  void SetUp() override {
+    KVACTOR_REQUIRE_CUDA_DEVICE();
+    int device = 0, major = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+              cudaSuccess);
+    if (GetParam() == skinny_kernel::streamed && major < 9)
+      GTEST_SKIP() << "the streamed kernel needs sm_90; this device is " << major << ".x";
+  }
+};
+
+std::string kernel_name(const ::testing::TestParamInfo<skinny_kernel>& info) {
+  return info.param == skinny_kernel::streamed ? "Streamed" : "WarpPerRow";
+}
+
+INSTANTIATE_TEST_SUITE_P(BothKernels, SkinnyKernels,
+                         ::testing::Values(skinny_kernel::streamed, skinny_kernel::warp_per_row),
+                         kernel_name);
+
+// Rows shorter than a warp's chunks, row counts below and above the multiprocessors, rows of
+// the 8B model's hidden size and MLP width (stages of two rows, and of one), and in sizes that are
+// no multiple of the consumers' 256 chunks.
+TEST_P(SkinnyKernels, EveryOutputEqualsTheHostDotProduct) {
+  const std::vector<projection_case> cases{{1, 8, 3},      {2, 136, 37},    {3, 1000, 300},
+                                           {4, 4096, 301}, {1, 14336, 133}, {2, 3584, 1029}};
+  for (const auto& c : cases) {
+    const projection_inputs d(c.tokens, c.in, c.out, static_cast<uint32_t>(c.in + c.out));
+    cuda_status st;
+    const auto y = run_gemm(d, c.tokens, GetParam(), st);
+    ASSERT_CUDA_OK(st);
+    int32_t wrong = 0;
+    for (int32_t t = 0; t < c.tokens; ++t)
+      for (int32_t o = 0; o < c.out; ++o) {
+        const auto [want, mag] = d.dot(t, o);
+        const double got = y[static_cast<size_t>(t) * c.out + o];
+        if (!(std::fabs(got - want) <= 1e-5 * mag + 1e-6) && wrong++ < 5)
+          ADD_FAILURE() << "tokens " << c.tokens << " in " << c.in << " out " << c.out << ": y["
+                        << t << ", " << o << "] = " << got << ", want " << want;
+      }
+    EXPECT_EQ(wrong, 0) << "in " << c.in << " out " << c.out;
+  }
+}
+
+TEST_P(SkinnyKernels, GatedFormGivesTheProjectionThenTheActivationBitForBit) {
+  for (const bool gelu : {false, true})
+    for (const int32_t tokens : {1, 4}) {
+      const int32_t in = 4096, inter = 333;
+      const projection_inputs d(tokens, in, 2 * inter, 7);
+      cuda_status st;
+      const auto gate_up = run_gemm(d, tokens, GetParam(), st);
+      ASSERT_CUDA_OK(st);
+      device_array<float> gate_up_dev(gate_up);
+      device_array<uint16_t> want(static_cast<size_t>(tokens) * inter), got(want.size());
+      want.fill_bytes(0xff);
+      got.fill_bytes(0xff);
+      ASSERT_CUDA_OK(
+          launch_gated_activation(gate_up_dev.get(), tokens, inter, gelu, want.get(), nullptr));
+      ASSERT_CUDA_OK(launch_skinny_gated_mlp(d.w->get(), d.x->get(), got.get(), tokens, in, inter,
+                                             gelu, nullptr, GetParam()));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto a = want.download(), b = got.download();
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(uint16_t)))
+          << (gelu ? "GELU" : "SiLU") << ", " << tokens << " tokens";
+    }
+}
+
+// The rows [100, 200) alone (another grid, other neighbours in every stage) give the bits they
+// have among 1029 rows: a step's logits do not depend on how its projection was cut.
+TEST_P(SkinnyKernels, ARowsBitsDoNotDependOnTheOtherRows) {
+  const int32_t tokens = 2, in = 4096;
+  const projection_inputs d(tokens, in, 1029, 11);
+  cuda_status st;
+  const auto all = run_gemm(d, tokens, GetParam(), st);
+  ASSERT_CUDA_OK(st);
+  const auto part = run_gemm(d, tokens, GetParam(), st, 100, 100);
+  ASSERT_CUDA_OK(st);
+  for (int32_t t = 0; t < tokens; ++t)
+    EXPECT_EQ(0, std::memcmp(&part[static_cast<size_t>(t) * 100],
+                             &all[static_cast<size_t>(t) * 1029 + 100], 100 * sizeof(float)))
+        << "token " << t;
+}
+
+// Checked on the host before any launch: these run without a GPU too.
+void expect_refused(const cuda_status& s, const std::string& needle) {
+  EXPECT_FALSE(s.ok()) << "accepted; expected a refusal naming " << needle;
+  EXPECT_EQ(s.code(), cudaErrorInvalidValue);
+  EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+}
+
+alignas(16) unsigned char fake_memory[256];
+
+TEST(SkinnyKernelChecks, TokenCountsOutsideOneToFourAreRefusedByName) {
+  float* y = reinterpret_cast<float*>(fake_memory);
+  expect_refused(launch_skinny_gemm(fake_memory, fake_memory, y, 0, 64, 4, nullptr),
+                 "num_tokens 0");
+  expect_refused(launch_skinny_gemm(fake_memory, fake_memory, y, 5, 64, 4, nullptr),
+                 "num_tokens 5");
+}
+
+TEST(SkinnyKernelChecks, RowsThatAreNoMultipleOfEightElementsAreRefusedByName) {
+  float* y = reinterpret_cast<float*>(fake_memory);
+  expect_refused(launch_skinny_gemm(fake_memory, fake_memory, y, 1, 60, 4, nullptr), "in 60");
+  expect_refused(launch_skinny_gated_mlp(fake_memory, fake_memory, y, 1, 12, 4, false, nullptr),
+                 "in 12");
+}
+
+// Without a GPU the reason is the device; on one, rows of 640 KiB exceed two stages.
+TEST(SkinnyKernelChecks, ForcingTheStreamedKernelWhereItCannotRunSaysWhy) {
+  float* y = reinterpret_cast<float*>(fake_memory);
+  const auto s = launch_skinny_gemm(fake_memory, fake_memory, y, 1, 8 * 40960, 4, nullptr,
+                                    skinny_kernel::streamed);
+  expect_refused(s, "the streamed kernel cannot run");
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
+    EXPECT_NE(s.message().find("exceed shared memory"), std::string::npos) << s.message();
+  }
+  (void)cudaGetLastError();
+}
+
+} // namespace
+} // namespace kvactor::kernels::gpu_test
