@@ -4,7 +4,8 @@
 # and every past finding). New inputs stay in build-fuzz/corpus/NAME; a finding is saved there as
 # crash-*/leak-*/timeout-* (copy it into tests/fuzz/corpus/NAME once fixed: ctest replays it).
 #   usage: tests/fuzz/run_fuzz.sh [SECONDS_PER_TARGET=60] [TARGET...]
-#   TARGET: trace config safetensors tokenizer_json tokenize_text inject frame_guard (default: all)
+#   TARGET: trace config safetensors tokenizer_json tokenize_text inject frame_guard peer_auth
+#   (default: all)
 # Needs clang and Debian's libclang-rt-14-dev. Prints each target's executions and exits non-zero
 # when any target found something.
 set -euo pipefail
@@ -13,7 +14,7 @@ seconds=${1:-60}
 shift || true
 targets=("$@")
 ((${#targets[@]} > 0)) ||
-  targets=(trace config safetensors tokenizer_json tokenize_text inject frame_guard)
+  targets=(trace config safetensors tokenizer_json tokenize_text inject frame_guard peer_auth)
 out=build-fuzz
 mkdir -p "$out"
 flags="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
