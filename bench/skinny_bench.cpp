@@ -1,5 +1,5 @@
 // The projections of a single-token step at Llama-3.1-8B's shapes (issue 16 part 4): kvactor's
-// streamed kernel, its warp-per-row kernel and cuBLAS (cublasGemmEx; for gate/up followed by the
+// skinny kernel (a warp per output row) and cuBLAS (cublasGemmEx; for gate/up followed by the
 // activation kernel, the same work) in the same run, against the device-to-device copy ceiling.
 // Two timings per kernel and shape:
 //  - cold: one launch after an L2 flush (CUDA events around the launch alone);
@@ -28,7 +28,6 @@ namespace kvactor::bench {
 namespace {
 
 using kernels::element_type;
-using kernels::cuda_detail::skinny_kernel;
 
 struct shape {
   const char* name;
@@ -43,14 +42,7 @@ const std::vector<shape> llama8b_shapes{
     {"lm_head", 4096, 128256, false, 1},
 };
 
-enum class variant { streamed, warp_per_row, cublas };
-const char* variant_name(variant v) {
-  switch (v) {
-  case variant::streamed: return "streamed";
-  case variant::warp_per_row: return "warp/row";
-  default: return "cuBLAS";
-  }
-}
+enum class variant { skinny, cublas };
 
 void check_status(const kernels::cuda_status& s, const char* what) {
   if (!s.ok()) throw std::runtime_error(std::string(what) + ": " + s.message());
@@ -91,16 +83,13 @@ void enqueue(variant v, const shape& s, projection_buffers& b, int32_t copy, int
           "gated activation");
     return;
   }
-  const auto kernel =
-      v == variant::streamed ? skinny_kernel::streamed : skinny_kernel::warp_per_row;
   if (s.gated)
-    check_status(cd::launch_skinny_gated_mlp(w, b.x.get(), b.act.get(), tokens, s.in, s.rows, false,
-                                             stream, kernel),
-                 "skinny gated");
-  else
     check_status(
-        cd::launch_skinny_gemm(w, b.x.get(), b.y.get(), tokens, s.in, s.rows, stream, kernel),
-        "skinny gemm");
+        cd::launch_skinny_gated_mlp(w, b.x.get(), b.act.get(), tokens, s.in, s.rows, false, stream),
+        "skinny gated");
+  else
+    check_status(cd::launch_skinny_gemm(w, b.x.get(), b.y.get(), tokens, s.in, s.rows, stream),
+                 "skinny gemm");
 }
 
 struct figures {
@@ -134,16 +123,16 @@ int run(int32_t tokens, int32_t chain, int32_t replays) {
   std::printf("copy ceiling: %.2f TB/s (2 GiB device-to-device, read + write); L2 flush: %s; "
               "%d token(s), chains of %d, medians of %d replays\n",
               ceiling.tbs, flush.describe().c_str(), tokens, chain, replays);
-  std::printf("%-14s %8s | %-28s | %-28s | %-28s\n", "shape", "MB", "streamed: cold, chained",
-              "warp/row: cold, chained", "cuBLAS: cold, chained");
-  const variant variants[] = {variant::streamed, variant::warp_per_row, variant::cublas};
-  double step_us[3] = {0, 0, 0};
+  std::printf("%-14s %8s | %-28s | %-28s\n", "shape", "MB", "kvactor: cold, chained",
+              "cuBLAS: cold, chained");
+  const variant variants[] = {variant::skinny, variant::cublas};
+  double step_us[2] = {0, 0};
   double step_bytes = 0;
   for (const shape& s : llama8b_shapes) {
     const int32_t copies = s.per_step > 1 ? chain : 1;
     projection_buffers b(s, tokens, copies, stream);
     std::printf("%-14s %8.1f", s.name, static_cast<double>(b.weight_bytes) / 1e6);
-    for (int v = 0; v < 3; ++v) {
+    for (int v = 0; v < 2; ++v) {
       const figures f =
           time_variant(variants[v], s, b, tokens, copies, replays, blas, stream, flush);
       const double tbs = static_cast<double>(b.weight_bytes) / (f.chained_us * 1e-6) * 1e-12;
@@ -153,10 +142,10 @@ int run(int32_t tokens, int32_t chain, int32_t replays) {
     step_bytes += static_cast<double>(b.weight_bytes) * s.per_step;
     std::printf("\n");
   }
-  std::printf("one step's projections (%.2f GB): streamed %.0f us (%.2f TB/s), warp/row %.0f us, "
-              "cuBLAS %.0f us; streamed / warp/row %.3fx, streamed / cuBLAS %.3fx\n",
+  std::printf("one step's projections (%.2f GB): kvactor %.0f us (%.2f TB/s), cuBLAS %.0f us "
+              "(%.2f TB/s); cuBLAS / kvactor %.3fx\n",
               step_bytes / 1e9, step_us[0], step_bytes / (step_us[0] * 1e-6) * 1e-12, step_us[1],
-              step_us[2], step_us[1] / step_us[0], step_us[2] / step_us[0]);
+              step_bytes / (step_us[1] * 1e-6) * 1e-12, step_us[1] / step_us[0]);
   cublasDestroy(blas);
   cudaStreamDestroy(stream);
   return 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The skinny projections on the H200 in one device call (issue 16 part 4): the GPU suite (every
-# single-token step of the decoder tests runs them), kvactor_skinny_bench (streamed, warp per row
+# single-token step of the decoder tests runs them), kvactor_skinny_bench (kvactor's skinny kernel
 # and cuBLAS at the 8B model's shapes, same run), then the Llama-3.1-8B-architecture checkpoint
 # made by transformers and kvactor_decoder_bench's decode steps against their roofline.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor_gpu_tests \

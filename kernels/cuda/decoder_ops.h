@@ -74,32 +74,23 @@ cuda_status launch_qkv_prepare(const qkv_prepare_args& a, cudaStream_t stream);
 cuda_status launch_gated_activation(const float* gate_up, int32_t num_tokens, int32_t inter,
                                     bool gelu_tanh, void* out, cudaStream_t stream);
 
-/// Which kernel runs a projection of a few tokens (skinny_gemm.cu): the streamed one (sm_90: a
-/// CTA per multiprocessor streams its rows through shared memory with bulk copies) or one warp
-/// per output row. `automatic` chooses (skinny_gemm.cu says how); tests and benches force one.
-/// Forcing the streamed kernel where it cannot run is an error that says why.
-enum class skinny_kernel { automatic, streamed, warp_per_row };
-
 /// The projection of a few tokens, memory-bound: y[t, o] = sum_i float(x[t, i]) * float(w[o, i]),
-/// streaming the weights once for all the tokens. A row's bits depend on the kernel, not on the
-/// grid or the other rows.
+/// a warp per output row streaming the weights once with 16-byte loads for all the tokens
+/// (skinny_gemm.cu). A row's bits do not depend on the grid or the other rows.
 /// REQUIRES: 1 <= num_tokens <= skinny_max_tokens; in a positive multiple of 8; out >= 1; w, x
 /// 16-byte aligned.
 ///   w // [out, in] bf16    x // [num_tokens, in] bf16    y // [num_tokens, out] float
 constexpr int32_t skinny_max_tokens = 4;
 cuda_status launch_skinny_gemm(const void* w, const void* x, float* y, int32_t num_tokens,
-                               int32_t in, int32_t out, cudaStream_t stream,
-                               skinny_kernel kernel = skinny_kernel::automatic);
+                               int32_t in, int32_t out, cudaStream_t stream);
 
 /// The MLP's first half for a few tokens in one pass: out[t, i] = bf16(act(gate_i . x_t) *
 /// (up_i . x_t)) with gate_i = gate_up row i and up_i = row inter + i, the same bits as
-/// launch_skinny_gemm (with the same kernel) followed by launch_gated_activation. REQUIRES as
-/// launch_skinny_gemm.
+/// launch_skinny_gemm followed by launch_gated_activation. REQUIRES as launch_skinny_gemm.
 ///   gate_up // [2 inter, in] bf16    x // [num_tokens, in] bf16    out // [num_tokens, inter] bf16
 cuda_status launch_skinny_gated_mlp(const void* gate_up, const void* x, void* out,
                                     int32_t num_tokens, int32_t in, int32_t inter, bool gelu_tanh,
-                                    cudaStream_t stream,
-                                    skinny_kernel kernel = skinny_kernel::automatic);
+                                    cudaStream_t stream);
 
 /// The generated block of decoder_cuda.h's fill_generated_cuda (dst already offset).
 cuda_status launch_fill_generated(void* dst, bool bf16, int64_t rows, int64_t cols,

@@ -53,19 +53,6 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, i
                : "memory");
 }
 
-/// Copies `bytes` contiguous bytes from global memory to shared memory at dst (both 16-byte
-/// aligned, bytes a multiple of 16) with the copy engine; completes `bytes` on bar. The source is
-/// read once: its lines are the first L2 evicts.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-               " [%0], [%1], %2, [%3], %4;\n" ::"r"(smem_address(dst)),
-               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_address(bar)), "l"(policy)
-               : "memory");
-}
-
 /// Barrier among the first `threads` threads of the CTA (id 1..15; 0 is __syncthreads').
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
