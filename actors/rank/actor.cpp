@@ -678,6 +678,8 @@ caf::result<step_done> step(rank_self self, const step_plan& plan) {
     return st.steps.unanswered.back();
   }
   if (auto copy = answer_copy(self, plan)) return std::move(*copy);
+  if (auto stale = st.steps.requests.check_sequence(plan))
+    return to_caf_error(stale->err, stale->request_ids);
   if (st.steps.busy)
     return fail(errc::invalid_argument,
                 fmt::format("seq: step {} arrived while a step is in flight", plan.seq));

@@ -30,6 +30,10 @@ public:
 
   /// Checks sequence, epoch, requests, block ids and coverage of every scheduled position.
   std::optional<step_rejection> validate(const step_plan& plan) const;
+  /// The sequence and epoch part of validate: whether the plan is stale or leaves a gap. Judged
+  /// before anything else, so that a stale step is refused as stale even while a step is in
+  /// flight.
+  std::optional<step_rejection> check_sequence(const step_plan& plan) const;
 
   /// Applies a validated plan and lays the step's batch out in `out` (whose buffers are reused
   /// step after step, so their addresses stay put and nothing is copied).
@@ -70,7 +74,6 @@ private:
   struct plan_view;
   // The first plan, or one of a newer epoch: the ranks' new life, which holds no requests yet.
   bool starts_new_life(const step_plan& plan) const { return !started_ || plan.epoch > epoch_; }
-  std::optional<step_rejection> check_sequence(const step_plan& plan) const;
   std::optional<step_rejection> check_new_requests(const step_plan& plan, plan_view& view) const;
   std::optional<step_rejection> check_block_updates(const step_plan& plan, plan_view& view) const;
   std::optional<step_rejection> check_duplicates(const step_plan& plan) const;

@@ -355,6 +355,22 @@ TEST_F(RankProtocol, RejectsAStaleEpochUnchanged) {
   expect_rejected_unchanged(stale, "epoch: 0 is stale", {}, {decode_request_1(1, 9)});
 }
 
+// The stale step reaches the rank while step 1 is in flight (its builders not yet run): it is
+// refused for what it is, stale, not for arriving while the rank is busy.
+TEST_F(RankProtocol, AStaleStepIsRefusedAsStaleEvenWhileAStepIsInFlight) {
+  ASSERT_TRUE(make_ready(rk));
+  ASSERT_TRUE(step(rk, admit_request_1()));
+  auto stale = decode_request_1(1, 9);
+  stale.epoch = epoch - 1;
+  inject(rec.actor, rk, decode_request_1(1, 9));
+  inject(rec.actor, rk, stale);
+  run_all_but(rec.actor);
+  auto err = expect_error(rk, rec.actor);
+  ASSERT_TRUE(err);
+  EXPECT_TRUE(is_kvactor_error(*err, errc::invalid_argument, "epoch: 0 is stale"));
+  ASSERT_TRUE(expect_reply<step_done>(rk, rec.actor)) << "the step in flight still finishes";
+}
+
 TEST_F(RankProtocol, RejectsNumComputedTokensThatDisagreeUnchanged) {
   auto bad = decode_request_1(1, 9);
   bad.scheduled[0].num_computed_tokens = 3;
