@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <map>
-#include <type_traits>
 
 #include "decoder_ops.h"
 #include "dense_math.cuh"
@@ -22,6 +21,29 @@
 
 namespace kvactor::kernels::cuda_detail {
 namespace {
+
+// Eight bf16 of a 16-byte chunk, dotted in float.
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fa = __bfloat1622float2(pa[i]), fb = __bfloat1622float2(pb[i]);
+    s = fmaf(fa.x, fb.x, s);
+    s = fmaf(fa.y, fb.y, s);
+  }
+  return s;
+}
+
+// Weights are read once: no L1 allocation, so the activations (re-read by every warp) stay.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
 
 constexpr int skinny_warps = 8;
 constexpr int skinny_unroll = 4; // 16-byte weight loads in flight per lane
@@ -150,8 +172,8 @@ unsigned skinny_grid(int64_t rows) {
 }
 
 template <int N>
-cuda_status launch_warp_per_row(const void* w, const void* x, float* y, int32_t in, int32_t out,
-                                cudaStream_t stream) {
+cuda_status launch_skinny(const void* w, const void* x, float* y, int32_t in, int32_t out,
+                          cudaStream_t stream) {
   KVACTOR_CUDA_CALL(launch_dependent(skinny_gemm_kernel<N>, dim3(skinny_grid(out)),
                                      skinny_warps * 32, stream, static_cast<const uint4*>(w),
                                      static_cast<const uint4*>(x), y, in / 8, out));
@@ -159,8 +181,8 @@ cuda_status launch_warp_per_row(const void* w, const void* x, float* y, int32_t 
 }
 
 template <int N>
-cuda_status launch_warp_per_row_gated(const void* w, const void* x, void* out, int32_t in,
-                                      int32_t inter, bool gelu_tanh, cudaStream_t stream) {
+cuda_status launch_skinny_gated(const void* w, const void* x, void* out, int32_t in, int32_t inter,
+                                bool gelu_tanh, cudaStream_t stream) {
   KVACTOR_CUDA_CALL(launch_dependent(skinny_gated_kernel<N>, dim3(skinny_grid(inter)),
                                      skinny_warps * 32, stream, static_cast<const uint4*>(w),
                                      static_cast<const uint4*>(x), static_cast<__nv_bfloat16*>(out),
@@ -168,44 +190,38 @@ cuda_status launch_warp_per_row_gated(const void* w, const void* x, void* out, i
   return {};
 }
 
-template <class F>
-cuda_status dispatch_tokens(int32_t num_tokens, F&& f) {
-  switch (num_tokens) {
-  case 1: return f(std::integral_constant<int, 1>{});
-  case 2: return f(std::integral_constant<int, 2>{});
-  case 3: return f(std::integral_constant<int, 3>{});
-  default: return f(std::integral_constant<int, 4>{});
-  }
-}
-
-// The one entry of both public launchers: checks, then the kernel for N = num_tokens.
-cuda_status launch_projection(const char* what, const void* w, const void* x, float* y, void* out,
-                              int32_t num_tokens, int32_t in, int32_t rows, bool gated,
-                              bool gelu_tanh, cudaStream_t stream) {
+// The checks of both public launchers; the message names the launcher.
+cuda_status check_projection(const char* what, int32_t num_tokens, int32_t in, int32_t rows) {
   KVACTOR_CUDA_CHECK_ARG(num_tokens >= 1 && num_tokens <= skinny_max_tokens && in % 8 == 0 && in > 0
                              && rows > 0,
                          what, ": num_tokens ", num_tokens, " outside [1, ", skinny_max_tokens,
                          "], in ", in, " not a positive multiple of 8, or ", rows, " rows");
-  return dispatch_tokens(num_tokens, [&](auto tokens) {
-    constexpr int N = decltype(tokens)::value;
-    return gated ? launch_warp_per_row_gated<N>(w, x, out, in, rows, gelu_tanh, stream)
-                 : launch_warp_per_row<N>(w, x, y, in, rows, stream);
-  });
+  return {};
 }
 
 } // namespace
 
 cuda_status launch_skinny_gemm(const void* w, const void* x, float* y, int32_t num_tokens,
                                int32_t in, int32_t out, cudaStream_t stream) {
-  return launch_projection("skinny_gemm", w, x, y, nullptr, num_tokens, in, out, false, false,
-                           stream);
+  if (auto st = check_projection("skinny_gemm", num_tokens, in, out); !st) return st;
+  switch (num_tokens) {
+  case 1: return launch_skinny<1>(w, x, y, in, out, stream);
+  case 2: return launch_skinny<2>(w, x, y, in, out, stream);
+  case 3: return launch_skinny<3>(w, x, y, in, out, stream);
+  default: return launch_skinny<4>(w, x, y, in, out, stream);
+  }
 }
 
 cuda_status launch_skinny_gated_mlp(const void* gate_up, const void* x, void* out,
                                     int32_t num_tokens, int32_t in, int32_t inter, bool gelu_tanh,
                                     cudaStream_t stream) {
-  return launch_projection("skinny_gated_mlp", gate_up, x, nullptr, out, num_tokens, in, inter,
-                           true, gelu_tanh, stream);
+  if (auto st = check_projection("skinny_gated_mlp", num_tokens, in, inter); !st) return st;
+  switch (num_tokens) {
+  case 1: return launch_skinny_gated<1>(gate_up, x, out, in, inter, gelu_tanh, stream);
+  case 2: return launch_skinny_gated<2>(gate_up, x, out, in, inter, gelu_tanh, stream);
+  case 3: return launch_skinny_gated<3>(gate_up, x, out, in, inter, gelu_tanh, stream);
+  default: return launch_skinny_gated<4>(gate_up, x, out, in, inter, gelu_tanh, stream);
+  }
 }
 
 } // namespace kvactor::kernels::cuda_detail
