@@ -18,7 +18,7 @@ timeout 100 bash .devpack/run.sh kvactor_skinny_bench --tokens 4 2>&1 | tail -n 
 echo "---- skinny bench done at $((SECONDS - start)) s"
 timeout 170 python3 bench/hf/make_llama8b.py /tmp/l8b 2>&1 | grep -v -i "warn\|Writing\|crop" \
   >"$out/make_llama8b.log"
-echo "make_llama8b: rc $? ($((SECONDS - start)) s)"
+echo "make_llama8b: rc ${PIPESTATUS[0]} ($((SECONDS - start)) s)"
 timeout 150 bash .devpack/run.sh kvactor_decoder_bench --model /tmp/l8b --batches 1,8,32,128 \
   >"$out/decoder_bench.log" 2>&1
 echo "decoder bench: rc $? ($((SECONDS - start)) s)"
