@@ -88,7 +88,9 @@ using driver_actor = caf::typed_actor<
     // Take the next step (the driver's own clock: sent to itself, e.g. when a request arrives).
     caf::reacts_to<atom::step>,
     // One of the driver's timers is due (sent to itself: step deadlines, --chaos delays).
-    caf::reacts_to<atom::timer, uint64_t>>;
+    caf::reacts_to<atom::timer, uint64_t>,
+    // A node's answer, refusal or lost channel, from the step channel's reader thread.
+    caf::reacts_to<node_channel_event>>;
 
 /// The NODE actor (cluster mode): one per node process; spawns ranks for a driver.
 using node_actor = caf::typed_actor<

@@ -2,9 +2,11 @@
 # Step fan-out latency of cluster mode (issues 9 and 22): driver -> NODES node processes (RANKS
 # ranks each, one tensor-parallel group of NODES x RANKS) -> step_done, with the step protocol
 # alone (--no-kernels: builders and the graph manager run, no attention stack), on loopback; next
-# to local mode (the same ranks in the driver's process). Each run's p50 and p99 step times come
-# from its summary; the script reports the median over REPEATS runs of each, and the cluster's
-# added cost per step: its p50 (p99) less local mode's, the control plane's share.
+# to local mode (the same ranks in the driver's process). Cluster mode runs twice: with steps on the
+# nodes' step channels (the default) and through CAF's middleman (--step-path middleman). Each
+# run's p50 and p99 step times come from its summary; the modes take turns, REPEATS runs each, and
+# the script reports the medians and each cluster path's added cost per step: its p50 (p99) less
+# local mode's, the control plane's share.
 #   usage: bench/cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT [NODESxRANKS [MODEL]]]]
 # JSON_OUT (may be "") receives the medians for bench/plot.py --fanout; NODESxRANKS is 2x1 unless
 # given (issue 22's goals: 2x2 and 8x1); MODEL is kvactor-tiny unless given (its 4 heads allow
@@ -42,11 +44,13 @@ nodes_flag=$(IFS=,; echo "${addr[*]}")
 workload=(--tensor-parallel-size $((num_nodes * per_node)) --no-kernels --no-progress --requests 64 --prompt-len 16:16
   --output-len 128:128 --model "$model")
 [[ $model != kvactor-tiny ]] && workload+=(--kv-cache-memory 64MiB --max-model-len 2048)
-for mode in cluster local; do
-  : >"$dir/$mode.txt"
-  for _ in $(seq 1 "$repeats"); do
+modes=(local middleman cluster)
+for mode in "${modes[@]}"; do : >"$dir/$mode.txt"; done
+for _ in $(seq 1 "$repeats"); do
+  for mode in "${modes[@]}"; do
     extra=()
-    [[ $mode == cluster ]] && extra=(--nodes "$nodes_flag")
+    [[ $mode != local ]] && extra=(--nodes "$nodes_flag")
+    [[ $mode == middleman ]] && extra+=(--step-path middleman)
     "$kvactor" run "${workload[@]}" "${extra[@]}" --summary-json "$dir/s.json" >/dev/null
     python3 -c "import json; s = json.load(open('$dir/s.json')); print(s['step_ms']['p50'] * 1000, s['step_ms']['p99'] * 1000, s['steps'])" >>"$dir/$mode.txt"
   done
@@ -56,22 +60,29 @@ import json, statistics, sys
 d, n, json_out = sys.argv[1], sys.argv[2], sys.argv[3]
 num_nodes, per_node = int(sys.argv[4]), int(sys.argv[5])
 rows = {}
-for mode in ("local", "cluster"):
+names = {"local": "local", "middleman": "middleman", "cluster": "channel"}
+for mode in ("local", "middleman", "cluster"):
     xs = [tuple(map(float, l.split())) for l in open(f"{d}/{mode}.txt")]
     rows[mode] = (statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs), int(xs[0][2]))
-    print(f"{mode:8s} step fan-out: median p50 {rows[mode][0]:7.1f} us, median p99 {rows[mode][1]:7.1f} us "
+    print(f"{names[mode]:9s} step fan-out: median p50 {rows[mode][0]:7.1f} us, median p99 {rows[mode][1]:7.1f} us "
           f"({rows[mode][2]} steps x {n} runs)")
-added = (rows['cluster'][0] - rows['local'][0], rows['cluster'][1] - rows['local'][1])
-print(f"{num_nodes}x{per_node}: cluster / local (p50): {rows['cluster'][0] / rows['local'][0]:.2f}x; "
-      f"the cluster's added cost per step: {added[0]:.1f} us p50, {added[1]:.1f} us p99 "
-      f"(goal: {120 if num_nodes >= 8 else 60} us p50)")
+def added(mode):
+    return (rows[mode][0] - rows['local'][0], rows[mode][1] - rows['local'][1])
+goal = 120 if num_nodes >= 8 else 60
+for mode in ("middleman", "cluster"):
+    a = added(mode)
+    print(f"{num_nodes}x{per_node} {names[mode]}: cluster / local (p50): {rows[mode][0] / rows['local'][0]:.2f}x; "
+          f"the cluster's added cost per step: {a[0]:.1f} us p50, {a[1]:.1f} us p99 (goal: {goal} us p50)")
 if json_out:
     ranks = {"local": f"{num_nodes * per_node} ranks in the driver's process",
-             "cluster": f"{num_nodes} node processes x {per_node} rank(s)"}
+             "middleman": f"{num_nodes} node processes x {per_node} rank(s), steps via the middleman",
+             "cluster": f"{num_nodes} node processes x {per_node} rank(s), steps on the step channel"}
     with open(json_out, "w") as f:
         json.dump({"title": f"Step fan-out on loopback, median of {n} runs each",
-                   "goal_p50_us": 120 if num_nodes >= 8 else 60,
-                   "added_p50_us": added[0], "added_p99_us": added[1],
+                   "goal_p50_us": goal,
+                   "added_p50_us": added("cluster")[0], "added_p99_us": added("cluster")[1],
+                   "middleman_added_p50_us": added("middleman")[0],
+                   "middleman_added_p99_us": added("middleman")[1],
                    **{m: {"p50_us": r[0], "p99_us": r[1], "steps": r[2], "ranks": ranks[m]}
                       for m, r in rows.items()}}, f, indent=2)
 PY

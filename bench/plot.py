@@ -175,7 +175,7 @@ def plot_ready(runs, out):
 def plot_fanout(path, out):
     """bench/cluster_fanout.sh --json: step fan-out p50/p99, local mode against cluster mode."""
     data = load(path)
-    modes = [m for m in ("local", "cluster") if m in data]
+    modes = [m for m in ("local", "middleman", "cluster") if m in data]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     width = 0.35
     for k, stat in enumerate(("p50_us", "p99_us")):

@@ -182,6 +182,10 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
                  "the group, re-run what did not finish)");
   cmd.add_option("--restart-wait", f.restart_wait_s,
                  "with --restart-policy rebuild: seconds the lost nodes may take to return");
+  cmd.add_option("--step-path", f.step_path,
+                 "with --nodes: channel (each step on a connection of its own beside the "
+                 "middleman, behind the same cookie or TLS) | middleman")
+      ->capture_default_str();
   cmd.add_option("--load-format", f.load_format,
                  "auto (a model directory's safetensors; a config alone, weights generated from "
                  "--seed) | synthetic (generated weights for a model directory too)");

@@ -83,7 +83,12 @@ void add_to_route(cluster& c, const rank_placement& p, int32_t r) {
   const auto& node = c.nodes[static_cast<size_t>(p.node)];
   auto it = std::find_if(c.routes.begin(), c.routes.end(),
                          [&](const node_route& route) { return route.node == node; });
-  if (it == c.routes.end()) it = c.routes.insert(c.routes.end(), node_route{node, {}, {}});
+  if (it == c.routes.end()) {
+    const auto& info = c.infos[static_cast<size_t>(p.node)];
+    auto hp = parse_host_port(info.address, "--nodes");
+    c.channels.push_back({hp ? hp->first : std::string{}, hp ? info.step_port : uint16_t{0}});
+    it = c.routes.insert(c.routes.end(), node_route{node, {}, {}});
+  }
   it->ranks.push_back(r);
   it->slots.push_back(p.slot);
 }
@@ -166,6 +171,34 @@ expected<cluster> connect_cluster(guarded_transport& net, const std::vector<std:
   return c;
 }
 
+std::shared_ptr<step_channel_client> open_step_channels(const guarded_transport& net,
+                                                        const cluster& c, const tls_files& tls,
+                                                        bool wanted) {
+  if (!wanted) return nullptr;
+  step_channel_auth auth{net.auth().cookie, nullptr};
+  if (tls.enabled()) {
+    auto context = step_tls::make(tls.cert, tls.key, tls.ca, false);
+    if (!context) {
+      spdlog::warn("driver: step channels: {}; steps go through the middleman",
+                   context.err().message);
+      return nullptr;
+    }
+    auth.tls = *context;
+  }
+  return step_channel_client::connect(c.channels, auth, net.limits().frames.max_message_bytes,
+                                      cluster_connection_timeout);
+}
+
+void attach_step_channels(const std::shared_ptr<step_channel_client>& channels,
+                          const driver_actor& drv) {
+  if (!channels) return;
+  // Weak: the driver holds the channels, whose reader must not keep the driver alive.
+  channels->start([weak = caf::actor_cast<caf::weak_actor_ptr>(drv)](node_channel_event e) {
+    if (auto strong = weak.lock())
+      caf::anon_send(caf::actor_cast<driver_actor>(strong), std::move(e));
+  });
+}
+
 void release_cluster(caf::actor_system&, const cluster& c) {
   // Fire and forget: a dead node must not hold the driver up.
   for (const auto& n : c.nodes)
@@ -212,12 +245,15 @@ expected<run_summary> rebuild_and_rerun(guarded_transport& net, cluster& c,
   spdlog::warn("cluster: group rebuilt in {:.2f} s; re-running {} request(s)",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                again.size());
+  auto channels = open_step_channels(net, c, req.tls, req.step_channel);
   driver_setup setup{c.ranks, req.configs, req.epoch, {}, nullptr};
   setup.routes = c.routes;
+  setup.channel = channels;
   setup.bootstrap_communicator = true;
   setup.collective_timeout = req.collective_timeout;
   setup.rank_locations = c.locations;
   auto drv = sys.spawn(driver, std::move(setup));
+  attach_step_channels(channels, drv);
   auto second_run = serve(sys, drv, again);
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   if (second_run.failure) return second_run.failure->err;

@@ -13,6 +13,7 @@
 #include "actors/driver/actor.hpp"
 #include "actors/interfaces.hpp"
 #include "deploy/transport/guarded_transport.hpp"
+#include "deploy/transport/step_channel_client.hpp"
 #include "messages/errc.hpp"
 #include "messages/request.hpp"
 #include "messages/runtime.hpp"
@@ -45,11 +46,23 @@ expected<uint16_t> publish_node(guarded_transport& net, const node_actor& node, 
 
 struct cluster {
   std::vector<node_actor> nodes;
-  std::vector<node_info> infos;       // [nodes]
-  std::vector<rank_actor> ranks;      // [world], rank order
-  std::vector<std::string> locations; // [world]: "node HOST:PORT slot S"
-  std::vector<node_route> routes;     // the nodes that host ranks, each with its ranks
+  std::vector<node_info> infos;                // [nodes]
+  std::vector<rank_actor> ranks;               // [world], rank order
+  std::vector<std::string> locations;          // [world]: "node HOST:PORT slot S"
+  std::vector<node_route> routes;              // the nodes that host ranks, each with its ranks
+  std::vector<step_channel_endpoint> channels; // [routes]: where each one's step channel listens
 };
+
+/// The step channels of `c`'s routes, proven with the transport's cookie or, with `tls`, mutual
+/// TLS; null when `wanted` is false. A route whose node offers no channel, or whose channel cannot
+/// connect (a warning says why), takes the middleman.
+std::shared_ptr<step_channel_client> open_step_channels(const guarded_transport& net,
+                                                        const cluster& c, const tls_files& tls,
+                                                        bool wanted = true);
+
+/// Starts `channels` (may be null) reporting to `drv`.
+void attach_step_channels(const std::shared_ptr<step_channel_client>& channels,
+                          const driver_actor& drv);
 
 /// Connects to `addresses` ("host:port" each), says hello, places `world` ranks and spawns them.
 /// `device`: nullopt (auto) takes the nodes' device, else it must match theirs. Errors name the
@@ -74,6 +87,7 @@ struct rebuild_request {
   std::vector<rank_config> configs;
   std::vector<request_spec> workload; // the whole run's, in order
   uint64_t epoch = 2;
+  bool step_channel = true; // steps on the nodes' step channels (else through the middleman)
 };
 
 /// The run `first` stopped early (a rank stopped): stops what is left of the old group, waits until

@@ -19,6 +19,7 @@
 #include "deploy/cluster.hpp"
 #include "deploy/lists.hpp"
 #include "deploy/metrics_server.hpp"
+#include "deploy/transport/step_channel_server.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/codec.hpp"
 #include "messages/register.hpp"
@@ -145,11 +146,34 @@ void configure_node_system(caf::actor_system_config& cfg, const node_setup& setu
 
 void print_listening(std::ostream& out, const listen_at& at, uint16_t bound,
                      const node_setup& setup) {
-  fmt::print(out, "kvactor node: listening on {}:{} ({} {} rank slot(s), {}, build {}, pid {})\n",
+  const auto steps = setup.info.step_port != 0
+                         ? fmt::format("steps on port {}", setup.info.step_port)
+                         : std::string{"steps through the middleman"};
+  fmt::print(out,
+             "kvactor node: listening on {}:{} ({} {} rank slot(s), {}, {}, build {}, pid {})\n",
              at.host, bound, setup.info.slots, to_string(setup.info.device),
-             at.tls.enabled() ? "mutual TLS" : "loopback, cluster cookie", setup.info.build,
+             at.tls.enabled() ? "mutual TLS" : "loopback, cluster cookie", steps, setup.info.build,
              setup.info.pid);
   out.flush();
+}
+
+// The step channel beside the middleman: its drivers prove the cluster cookie, or under TLS
+// present a certificate of the CA (with the node's own certificate and key).
+expected<std::unique_ptr<step_channel_server>> open_step_channel(const listen_at& at,
+                                                                 const guarded_transport& net) {
+  step_channel_auth auth{net.auth().cookie, nullptr};
+  if (at.tls.enabled()) {
+    auto tls = step_tls::make(at.tls.cert, at.tls.key, at.tls.ca, true);
+    if (!tls) return tls.err();
+    auth.tls = *tls;
+  }
+  step_channel_limits limits;
+  limits.max_frame_bytes = net.limits().frames.max_message_bytes;
+  limits.proof_timeout = net.limits().connections.handshake_timeout;
+  limits.max_pending = net.limits().connections.max_pending;
+  auto server = step_channel_server::listen(at.host, 0, std::move(auth), limits);
+  if (!server) return server.err();
+  return std::move(*server);
 }
 
 void wait_for_signal(const sigset_t& stop) {
@@ -227,12 +251,16 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   if (!auth) return bad(auth.err().message);
   caf::actor_system sys{cfg};
   guarded_transport net{sys, at->transport, std::move(*auth)};
+  auto channel = open_step_channel(*at, net);
+  if (!channel) return bad(fmt::format("--listen {}: {}", flags.listen, channel.err().message));
+  setup->info.step_port = (*channel)->port();
   auto n = sys.spawn(node, *setup);
   auto bound = publish_node(net, n, at->port, at->host);
   if (!bound) {
     caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
     return bad(fmt::format("--listen {}: cannot listen: {}", flags.listen, bound.err().message));
   }
+  (*channel)->serve(sys, n);
   print_listening(out, *at, *bound, *setup);
   health->state = static_cast<int>(health_state::ready);
   wait_for_signal(stop);

@@ -107,6 +107,7 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   if (!connected) return bad(err, connected.err().message);
   cluster nodes = std::move(*connected);
   cluster_release release{sys, nodes};
+  auto channels = open_step_channels(net, nodes, o.tls, o.steps == step_path::channel);
   const auto device = nodes.infos.front().device;
   spdlog::info("cluster: {} rank(s) on {} node(s), {}", tp, nodes.nodes.size(), to_string(device));
   auto run = configure_run(flags, o, device, node_gpu(nodes));
@@ -126,7 +127,9 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   setup.routes = nodes.routes;
   setup.deadlines = o.chaos.deadlines;
   setup.chaos = o.chaos.chaos;
+  setup.channel = channels;
   auto drv = sys.spawn(driver, std::move(setup));
+  attach_step_channels(channels, drv);
   auto session = serve(sys, drv, run->workload,
                        [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
                          print_run_header(*run, ready, out);
@@ -147,6 +150,7 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
     req.wait = o.restart_wait;
     req.configs = run->configs;
     req.workload = run->workload;
+    req.step_channel = o.steps == step_path::channel;
     restarts = rebuild_while_lost(net, nodes, std::move(req), o, session, err);
   }
   metrics->ended(session);

@@ -45,6 +45,11 @@ status check_mode_flags(const run_flags& f, bool cluster) {
                            f.restart_policy));
   if (f.restart_policy == "rebuild" && !cluster)
     return bad("--restart-policy rebuild: only with --nodes (a local run has no node to wait for)");
+  if (f.step_path != "channel" && f.step_path != "middleman")
+    return bad(fmt::format("--step-path: unknown value '{}' (expected channel or middleman)",
+                           f.step_path));
+  if (f.step_path != "channel" && !cluster)
+    return bad("--step-path: only with --nodes (a local run's steps stay in its process)");
   if (!(f.restart_wait_s > 0))
     return bad(
         fmt::format("--restart-wait: {} is not a positive number of seconds", f.restart_wait_s));
@@ -141,6 +146,7 @@ expected<run_options> check_run_flags(const run_flags& f) {
   }
   o.restart = f.restart_policy == "rebuild" ? restart_policy::rebuild : restart_policy::none;
   o.restart_wait = std::chrono::milliseconds(std::llround(f.restart_wait_s * 1000));
+  o.steps = f.step_path == "middleman" ? step_path::middleman : step_path::channel;
   o.tls = {f.tls_cert, f.tls_key, f.tls_ca};
   auto limits = transport_limits_from(f.max_message_bytes);
   if (!limits) return limits.err();

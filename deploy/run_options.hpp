@@ -21,6 +21,9 @@ namespace kvactor {
 /// What a cluster run does when it loses a rank.
 enum class restart_policy : uint8_t { none, rebuild };
 
+/// How a cluster run's steps reach the nodes: a step channel of their own, or CAF's middleman.
+enum class step_path : uint8_t { channel, middleman };
+
 struct run_options {
   std::string model;                      // the shipped name or path (default kvactor-tiny)
   std::optional<device_kind> device;      // nullopt: auto (the GPU when one serves)
@@ -35,6 +38,7 @@ struct run_options {
   std::vector<int64_t> kv_cache_memory; // --kv-cache-memory; empty: measured or the CPU default
   restart_policy restart = restart_policy::none;
   std::chrono::milliseconds restart_wait{60'000};
+  step_path steps = step_path::channel;
   tls_files tls;
   transport_limits transport; // --max-message-bytes and the connection limits
   chaos_setup chaos;          // --step-timeout, --chaos, --chaos-kill, --chaos-stall

@@ -15,7 +15,7 @@ namespace kvactor {
 
 /// The driver <-> node protocol; bumped when node messages change. A node and a driver of other
 /// versions (or other builds) refuse each other by name.
-inline constexpr uint32_t cluster_protocol = 2; // 2: node_step, node_step_done
+inline constexpr uint32_t cluster_protocol = 3; // 2: node_step, node_step_done, 3: step_port
 
 /// A node process, as it answers a driver's hello.
 struct node_info {
@@ -29,6 +29,9 @@ struct node_info {
   int64_t pid = 0;
   int64_t gpu_total_bytes = 0; // device memory of its first GPU (cuda nodes)
   int64_t gpu_free_bytes = 0;
+  /// The node's step channel (deploy/transport/step_frame.hpp) on the host of `address`; 0:
+  /// none, steps come through the middleman.
+  uint16_t step_port = 0;
 
   bool operator==(const node_info&) const = default;
 };
@@ -36,7 +39,7 @@ struct node_info {
 template <class Inspector>
 auto inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("kvactor::node_info"), x.protocol, x.schema, x.build, x.address,
-           x.device, x.slots, x.busy, x.pid, x.gpu_total_bytes, x.gpu_free_bytes);
+           x.device, x.slots, x.busy, x.pid, x.gpu_total_bytes, x.gpu_free_bytes, x.step_port);
 }
 
 /// Driver -> node: spawn rank `rank` of a group of `world` on slot `slot` (a CPU slot, or the
@@ -91,6 +94,31 @@ struct node_step_done {
 template <class Inspector>
 auto inspect(Inspector& f, node_step_done& x) {
   return f(caf::meta::type_name("kvactor::node_step_done"), x.seq, x.done, x.rejected, x.silent);
+}
+
+/// What a driver's step channel reports about one node.
+enum class channel_event_kind : uint8_t {
+  answer,  // the node's answer to a step
+  refusal, // the node refused the step as a whole (a slot without a rank, a bad plan)
+  lost,    // the channel closed: its steps go through the middleman again
+};
+
+/// Step channel -> driver, inside the driver's process: an event of route `route`'s channel (the
+/// socket reader is a thread of its own; this is how it wakes the driver).
+struct node_channel_event {
+  int32_t route = 0;
+  channel_event_kind kind = channel_event_kind::answer;
+  uint64_t seq = 0;      // the step answered or refused
+  node_step_done answer; // answer
+  error why;             // refusal, lost
+
+  bool operator==(const node_channel_event&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, node_channel_event& x) {
+  return f(caf::meta::type_name("kvactor::node_channel_event"), x.route, x.kind, x.seq, x.answer,
+           x.why);
 }
 
 } // namespace kvactor

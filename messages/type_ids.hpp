@@ -28,6 +28,8 @@ struct node_info;
 struct rank_spawn;
 struct node_step;
 struct node_step_done;
+struct node_channel_event;
+enum class channel_event_kind : uint8_t;
 struct error;
 struct new_request;
 struct block_table_update;
@@ -159,5 +161,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   // node.hpp: a step relayed through a node
   CAF_ADD_TYPE_ID(kvactor, (kvactor::node_step))
   CAF_ADD_TYPE_ID(kvactor, (kvactor::node_step_done))
+  // node.hpp: the driver's step channel
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::channel_event_kind))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::node_channel_event))
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

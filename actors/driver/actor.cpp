@@ -280,6 +280,7 @@ struct step_flight {
   clock_type::time_point t0;   // scheduled (the step's time counts from here)
   clock_type::time_point sent; // this plan first sent (a re-sent plan starts anew)
   step_replies replies;
+  std::vector<bool> on_channel; // [routes]: sent on the route's step channel, not yet answered
 };
 
 namespace {
@@ -440,22 +441,64 @@ void on_node_done(self_ptr self, const flight_ptr& f, size_t n, node_step_done r
   if (!reply.silent.empty() && !settled(self->state, *f)) give_up_on_silent_ranks(self, f);
 }
 
-// One node_step to node n, for all the ranks it hosts; its one answer comes back for all of them.
-void request_node_step(self_ptr self, const flight_ptr& f, size_t n,
-                       const std::vector<char>& plan) {
-  auto& st = self->state;
-  const auto& route = st.setup.routes[n];
-  if (st.setup.recorder)
-    for (auto r : route.ranks)
-      st.setup.recorder->record("driver", rank_name(static_cast<size_t>(r)), f->plan);
-  node_step step{plan, route.slots, st.setup.deadlines.relay_answer_within().count()};
-  self->request(route.node, caf::infinite, std::move(step))
+// Node n's step through the middleman: its one answer comes back for all of its ranks.
+void request_node_step(self_ptr self, const flight_ptr& f, size_t n, node_step step) {
+  self->request(self->state.setup.routes[n].node, caf::infinite, std::move(step))
       .then([self, f, n](node_step_done& d) { on_node_done(self, f, n, std::move(d)); },
             [self, f, n](caf::error& e) {
               // The node itself failed (it stopped, or refused the step): each of its ranks did.
               for (auto r : self->state.setup.routes[n].ranks)
                 on_rank_error(self, f, static_cast<size_t>(r), e);
             });
+}
+
+node_step node_step_for(const driver_state& st, size_t n, std::vector<char> plan) {
+  return node_step{std::move(plan), st.setup.routes[n].slots,
+                   st.setup.deadlines.relay_answer_within().count()};
+}
+
+// One node_step to node n, for all the ranks it hosts: on its step channel when it has one open,
+// else through the middleman.
+void send_node_step(self_ptr self, const flight_ptr& f, size_t n, const std::vector<char>& plan) {
+  auto& st = self->state;
+  if (st.setup.recorder)
+    for (auto r : st.setup.routes[n].ranks)
+      st.setup.recorder->record("driver", rank_name(static_cast<size_t>(r)), f->plan);
+  auto step = node_step_for(st, n, plan);
+  if (auto& channel = st.setup.channel; channel && channel->open(n)) {
+    if (auto sent = channel->send(n, f->plan.seq, step); sent) {
+      f->on_channel[n] = true;
+      return;
+    } else {
+      spdlog::warn("driver: route {}: step channel: {}; steps go through the middleman", n,
+                   sent.err().message);
+    }
+  }
+  request_node_step(self, f, n, std::move(step));
+}
+
+// What node n's step channel says about the step in flight. A lost channel's step goes again
+// through the middleman, which answers it or reports the node's loss as before.
+void on_channel_event(self_ptr self, node_channel_event& e) {
+  auto& st = self->state;
+  auto f = st.flight;
+  const auto n = static_cast<size_t>(e.route);
+  if (e.kind == channel_event_kind::lost)
+    spdlog::warn("driver: route {}: step channel closed ({}); steps go through the middleman", n,
+                 e.why.message);
+  if (!f || n >= f->on_channel.size() || !f->on_channel[n] || settled(st, *f)) return;
+  if (e.kind != channel_event_kind::lost && e.seq != f->plan.seq) return; // a step given up
+  f->on_channel[n] = false;
+  switch (e.kind) {
+  case channel_event_kind::answer: on_node_done(self, f, n, std::move(e.answer)); return;
+  case channel_event_kind::refusal:
+    for (auto r : st.setup.routes[n].ranks)
+      on_rank_failure(self, f, static_cast<size_t>(r), e.why, {});
+    return;
+  case channel_event_kind::lost:
+    request_node_step(self, f, n, node_step_for(st, n, encode(f->plan)));
+    return;
+  }
 }
 
 // One pending check at a time: at the flight's deadline it gives up, or waits for the next one.
@@ -484,8 +527,9 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
   st.flight = f;
   if (relayed(st)) {
     const auto plan = encode(f->plan); // once for every node
+    f->on_channel.assign(st.setup.routes.size(), false);
     for (size_t n = 0; n < st.setup.routes.size(); ++n)
-      request_node_step(self, f, n, plan);
+      send_node_step(self, f, n, plan);
   } else {
     for (size_t i = 0; i < st.setup.ranks.size(); ++i)
       send_to_rank(self, f, i);
@@ -657,6 +701,7 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
       [self](atom::run) -> caf::result<run_summary> { return on_run(self); },
       [self](atom::step) { next_step(self); },
       [self](atom::timer, uint64_t id) { on_timer(self, id); },
+      [self](node_channel_event& e) { on_channel_event(self, e); },
   };
 }
 

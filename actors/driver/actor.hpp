@@ -26,6 +26,7 @@
 #include "actors/chaos/chaos_link.hpp"
 #include "actors/driver/collective_diagnosis.hpp"
 #include "actors/driver/latency.hpp"
+#include "actors/driver/node_channel.hpp"
 #include "actors/driver/scheduler.hpp"
 #include "actors/driver/step_deadlines.hpp"
 #include "actors/interfaces.hpp"
@@ -83,6 +84,9 @@ struct driver_setup {
   /// ranks and answers for all of them (node_step); empty, or under --chaos (whose links disturb
   /// each rank's messages), a step goes to every rank itself.
   std::vector<node_route> routes = {};
+  /// Cluster mode: a path for node steps beside the middleman, by route (null: none). A route
+  /// whose channel is not open takes the middleman.
+  std::shared_ptr<node_step_channel> channel = nullptr;
 };
 
 struct step_flight; // the step in flight: its plan and replies (actor.cpp)

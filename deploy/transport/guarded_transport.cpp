@@ -20,6 +20,7 @@
 #include "deploy/byte_size.hpp"
 #include "deploy/transport/cookie.hpp"
 #include "deploy/transport/peer_auth.hpp"
+#include "deploy/transport/rate_limited_log.hpp"
 
 namespace kvactor {
 
@@ -33,38 +34,6 @@ std::string peer_of(int fd) {
   if (!addr || !port) return fmt::format("socket {}", fd);
   return fmt::format("{}:{}", *addr, *port);
 }
-
-// A flood must not flood the log too: at most `burst` lines per window about strangers (peers
-// that failed or never finished the cookie proof), then one line that says how many were left
-// out. What a peer that proved itself did wrong is always logged: that is the line an operator
-// looks for.
-class rate_limited_log {
-public:
-  void always(const std::string& line) { spdlog::warn("transport: {}", line); }
-
-  void warn(const std::string& line) {
-    std::lock_guard lock(mutex_);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - window_ > std::chrono::seconds(10)) {
-      if (dropped_ > 0) spdlog::warn("transport: {} more such lines left out", dropped_);
-      window_ = now;
-      written_ = dropped_ = 0;
-    }
-    if (written_ < burst) {
-      ++written_;
-      spdlog::warn("transport: {}", line);
-    } else {
-      ++dropped_;
-    }
-  }
-
-private:
-  static constexpr int burst = 20;
-  std::mutex mutex_;
-  std::chrono::steady_clock::time_point window_{};
-  int written_ = 0;
-  uint64_t dropped_ = 0;
-};
 
 } // namespace
 
@@ -93,7 +62,7 @@ struct transport_context {
   transport_auth auth;
   bool tls;
   std::atomic<uint64_t> refused_auth_count{0};
-  rate_limited_log log;
+  rate_limited_log log{"transport"};
   connection_watch watch;
   std::atomic<uint64_t> refused_frames{0};
   std::atomic<uint64_t> oversized_frames{0};
@@ -388,6 +357,14 @@ expected<transport_limits> transport_limits_from(std::string_view max_message_by
                                   max_message_bytes, lowest, highest));
   limits.frames.max_message_bytes = static_cast<uint64_t>(*bytes);
   return limits;
+}
+
+const transport_auth& guarded_transport::auth() const {
+  return context_->auth;
+}
+
+const transport_limits& guarded_transport::limits() const {
+  return context_->limits;
 }
 
 transport_counts guarded_transport::counts() const {

@@ -89,6 +89,9 @@ public:
 
   transport_counts counts() const;
   caf::actor_system& system() const { return sys_; }
+  /// How peers authenticate and the bounds on what they send (the step channel shares them).
+  const transport_auth& auth() const;
+  const transport_limits& limits() const;
 
 private:
   caf::actor_system& sys_;

@@ -13,31 +13,14 @@
 #include "actors/node/actor.hpp"
 #include "messages/codec.hpp"
 #include "tests/support/errors.hpp"
-#include "tests/support/real_system_fixture.hpp"
+#include "tests/support/node_fixture.hpp"
 #include "tests/support/tiny_model.hpp"
 
 namespace kvactor::test {
 namespace {
 
-class NodeRelay : public real_system_fixture {
+class NodeRelay : public node_system_fixture {
 protected:
-  node_actor make_node(int32_t slots) {
-    node_setup setup;
-    setup.info.device = device_kind::cpu;
-    setup.info.slots = slots;
-    setup.socket_host = "127.0.0.1";
-    return spawn(node, setup);
-  }
-
-  rank_actor spawn_rank_on(const node_actor& n, int32_t rank, int32_t world, int32_t slot) {
-    auto h = request_within<caf::strong_actor_ptr>(n, atom::spawn_v,
-                                                   rank_spawn{rank, world, slot, 30'000});
-    EXPECT_TRUE(h) << message_of(h.error());
-    auto r = caf::actor_cast<rank_actor>(h ? *h : nullptr);
-    remember(caf::actor_cast<caf::actor>(r));
-    return r;
-  }
-
   // start -> submit -> run; `relayed`: every step through the node.
   run_summary serve(bool relayed) {
     auto n = make_node(1);
@@ -62,15 +45,6 @@ protected:
     }
     return std::move(*summary);
   }
-
-  void remember(caf::actor a) { ranks_.push_back(std::move(a)); }
-  ~NodeRelay() override {
-    for (auto& a : ranks_)
-      caf::anon_send_exit(a, caf::exit_reason::kill);
-  }
-
-private:
-  std::vector<caf::actor> ranks_;
 };
 
 TEST_F(NodeRelay, StepsThroughTheNodeServeTheTokensOfStepsSentToTheRank) {

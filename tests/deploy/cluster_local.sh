@@ -93,7 +93,15 @@ tls_node=$node_addr
 "$kvactor" run --nodes "$tls_node" --tensor-parallel-size 2 --seed 3 --no-progress   --tls-cert "$certs/driver.crt" --tls-key "$certs/driver.key" --tls-ca "$certs/ca.crt"   >"$dir/tls.out" 2>"$dir/tls.err" || { cat "$dir/tls.err"; fail "TLS run failed"; }
 tls_digest=$(awk '/^digest/ {print $2}' "$dir/tls.out")
 [[ $tls_digest == "$local_digest" ]] || fail "digest $tls_digest over TLS, $local_digest locally"
-echo "cluster_local: mutual TLS: served, digest $tls_digest"
+! grep -q "steps go through the middleman" "$dir/tls.err" ||
+  { cat "$dir/tls.err"; fail "the TLS run's steps did not take the node's step channel"; }
+tls_steps=$(grep -oE 'steps on port [0-9]+' "$dir/tls.log" | awk '{print $4}')
+[[ -n $tls_steps ]] || fail "the TLS node announced no step channel"
+if command -v python3 >/dev/null; then
+  python3 "$(dirname "$0")/hostile_peer.py" "$tls_steps" stepburst ||
+    fail "the TLS step channel kept a connection without a TLS handshake open"
+fi
+echo "cluster_local: mutual TLS: served on the step channel, digest $tls_digest"
 expect_error "no certificate" "unreachable" run --nodes "$tls_node" --no-progress
 expect_error "a certificate of another CA" "refused this driver's certificate" \
   run --nodes "$tls_node" --no-progress --tls-cert "$certs/rogue.crt" \

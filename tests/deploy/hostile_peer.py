@@ -8,6 +8,10 @@
                                cookie the listener refuses at the greeting; with the cluster
                                cookie the attacker proves it first (like a peer of the same
                                user), so the frames reach the BASP frame guard.
+  hostile_peer.py PORT stepburst [COOKIE_FILE]
+                               the same against a node's step channel (its frames:
+                               deploy/transport/step_frame.hpp): garbage without the cookie,
+                               malformed step frames behind a valid proof.
   hostile_peer.py PORT flood N keeps N connections open (half of them with half a header),
                                reconnecting each one the listener cuts, until killed; prints
                                "flooding" once the first N are open.
@@ -35,6 +39,20 @@ CRAFTED = {
     "no such operation": header(0x42, 0),
     "non-zero padding": header(1, 40, pad=7),
     "a message before the handshake": header(2, 8, dst=1) + b"\0" * 8,
+}
+
+
+def step_header(length, kind=1, version=1):
+    return struct.pack(">IBB", length, kind, version)
+
+
+STEP_CRAFTED = {
+    "a 4 GiB step frame claimed": step_header(0xFFFFFFF0),
+    "a step frame over the bound": step_header(70 << 20),
+    "no such frame kind": step_header(2, kind=9),
+    "another frame version": step_header(2, version=7),
+    "an answer sent to a node": step_header(2, kind=2),
+    "a step whose slot count overruns it": step_header(22) + struct.pack(">QIq", 1, 1000, 0),
 }
 
 
@@ -66,11 +84,13 @@ def prove_cookie(sock, cookie):
         proof += sock.recv(32 - len(proof))
 
 
-def burst(port, cookie=None):
+def burst(port, cookie=None, crafted=CRAFTED, shortest=32):
     rng = random.Random(5)
-    attacks = list(CRAFTED.items())
-    # At least a header long: shorter garbage is a half-open connection (cut at its deadline).
-    attacks += [(f"garbage #{i}", bytes(rng.getrandbits(8) for _ in range(rng.randint(32, 4096))))
+    attacks = list(crafted.items())
+    # At least a header (or a cookie proof) long: shorter garbage is a half-open connection (cut
+    # at its deadline).
+    attacks += [(f"garbage #{i}",
+                 bytes(rng.getrandbits(8) for _ in range(rng.randint(shortest, 4096))))
                 for i in range(30)]
     for name, data in attacks:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
@@ -122,7 +142,12 @@ def flood(port, n):
 
 if __name__ == "__main__":
     port, mode = int(sys.argv[1]), sys.argv[2]
-    if mode == "burst":
+    if mode in ("burst", "stepburst"):
         secret = open(sys.argv[3], "rb").read().strip() if len(sys.argv) > 3 else None
-        sys.exit(burst(port, secret))
+        if mode == "burst":
+            sys.exit(burst(port, secret))
+        # The step channel's proof owes 72 bytes before the node judges it: without the cookie
+        # the crafted frames are padded to that.
+        crafted = {k: v if secret else v.ljust(72, b"\0") for k, v in STEP_CRAFTED.items()}
+        sys.exit(burst(port, secret, crafted, 72))
     flood(port, int(sys.argv[3]))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Hostile peers against real processes: a `kvactor node` and a run's --inject-port take every
-# crafted frame (the ones that crash CAF 0.17 unguarded), garbage and oversized frames, from a
+# Hostile peers against real processes: a `kvactor node` (its middleman port and its step channel)
+# and a run's --inject-port take every crafted frame (the ones that crash CAF 0.17 unguarded, and
+# malformed step frames), garbage and oversized frames, from a
 # stranger (refused at the cookie greeting) and from a peer that holds the cookie (refused by the
 # frame guard), half-open connections and a standing flood of connections, and still serve the
 # legitimate driver and injector; an injected message above the run's --max-message-bytes is
@@ -41,9 +42,17 @@ node_port=$(port_in "$dir/node.out")
 python3 "$peer" "$node_port" burst || fail "the node kept a stranger's connection open"
 python3 "$peer" "$node_port" burst "$KVACTOR_COOKIE_FILE" ||
   fail "the node kept a hostile connection open behind a valid cookie proof"
+step_port=$(grep -oE 'steps on port [0-9]+' "$dir/node.out" | awk '{print $4}')
+[[ -n $step_port ]] || fail "the node announced no step channel"
+python3 "$peer" "$step_port" stepburst || fail "the step channel kept a stranger's connection open"
+python3 "$peer" "$step_port" stepburst "$KVACTOR_COOKIE_FILE" ||
+  fail "the step channel kept a hostile connection open behind a valid cookie proof"
 python3 "$peer" "$node_port" flood 200 >"$dir/flood_node.out" &
 pids+=($!)
+python3 "$peer" "$step_port" flood 200 >"$dir/flood_steps.out" &
+pids+=($!)
 wait_for 90 in_file flooding "$dir/flood_node.out" || fail "the flood did not start"
+wait_for 90 in_file flooding "$dir/flood_steps.out" || fail "the step channel's flood did not start"
 "$kvactor" run --nodes "127.0.0.1:$node_port" --tensor-parallel-size 2 --requests 6 \
   --no-progress >"$dir/cluster.out" 2>"$dir/cluster.err" ||
   { cat "$dir/cluster.err"; fail "the cluster run failed under the flood"; }
@@ -51,6 +60,8 @@ grep -q "requests   6 finished, 0 failed" "$dir/cluster.out" || fail "not 6 requ
 kill -0 "$node" || fail "the node died"
 grep -q "larger than the bound of 67108864 bytes" "$dir/node.err" ||
   fail "the node did not say why it refused the oversized frame"
+grep -q "step channel: closed a connection: step channel: a frame of 73400320 bytes" "$dir/node.err" ||
+  fail "the node did not say why it refused the oversized step frame"
 echo "hostile_peers: node survived $(grep -c 'transport: ' "$dir/node.err") logged refusals and cuts, served the driver"
 
 # 2. A run's injection port under attack takes a legitimate injection; an oversized one is refused.

@@ -57,6 +57,25 @@ TEST(RunOptions, ClusterOnlyFlagsAreRefusedInALocalRunNamingTheFlag) {
   inject.nodes = "127.0.0.1:1";
   inject.inject_port = 0;
   EXPECT_THAT(check_run_flags(inject).err().message, HasSubstr("--inject-port: not with --nodes"));
+  run_flags path;
+  path.step_path = "middleman";
+  EXPECT_THAT(check_run_flags(path).err().message, HasSubstr("--step-path: only with --nodes"));
+}
+
+TEST(RunOptions, StepPathIsTheChannelUnlessTheMiddlemanIsAskedFor) {
+  run_flags f;
+  f.nodes = "127.0.0.1:1";
+  auto channel = check_run_flags(f);
+  ASSERT_TRUE(channel) << channel.err().message;
+  EXPECT_EQ(channel->steps, step_path::channel);
+  f.step_path = "middleman";
+  auto middleman = check_run_flags(f);
+  ASSERT_TRUE(middleman) << middleman.err().message;
+  EXPECT_EQ(middleman->steps, step_path::middleman);
+  f.step_path = "carrier-pigeon";
+  EXPECT_THAT(check_run_flags(f).err().message,
+              HasSubstr("--step-path: unknown value 'carrier-pigeon' (expected channel or "
+                        "middleman)"));
 }
 
 TEST(RunOptions, ABudgetListOfTheWrongLengthNamesKvCacheMemory) {

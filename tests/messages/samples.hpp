@@ -42,7 +42,7 @@ using message_types =
                      // collective.hpp
                      communicator_id, collective_entry,
                      // node.hpp
-                     node_info, rank_spawn, node_step, node_step_done>;
+                     node_info, rank_spawn, node_step, node_step_done, node_channel_event>;
 
 /// Names typed tests after the message type: CodecRoundTrip/kv_cache_spec.PreservesEveryField.
 struct message_type_names {
@@ -247,7 +247,8 @@ inline node_info sample<node_info>() {
           3,
           4242,
           int64_t{141} << 30,
-          int64_t{100} << 30};
+          int64_t{100} << 30,
+          40211};
 }
 
 template <>
@@ -446,6 +447,12 @@ inline node_step sample<node_step>() {
 template <>
 inline node_step_done sample<node_step_done>() {
   return {sample<step_plan>().seq, {sample<step_done>()}, {sample<step_rejected>()}, {6}};
+}
+
+template <>
+inline node_channel_event sample<node_channel_event>() {
+  return {3, channel_event_kind::refusal, 17, sample<node_step_done>(),
+          make_error(errc::invalid_argument, "node_step: slot 4 hosts no rank")};
 }
 
 template <>
