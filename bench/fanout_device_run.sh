@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 22 on the lent GPU machine's 16 cores, in one device call: the step fan-out of cluster
-# mode beside local mode at 2x1, 2x2 and 8x1 (bench/cluster_fanout.sh, REPEATS runs each), then
+# mode (steps on the step channel, and through the middleman as the baseline) beside local mode at
+# 2x1, 2x2 and 8x1 (bench/cluster_fanout.sh, REPEATS runs of each mode), then
 # the profile of one step's pieces (bench/fanout_profile.sh) as kvactor runs and with the
 # middleman deserializing on its multiplexer.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_fanout_probe
@@ -18,7 +19,7 @@ start=$SECONDS
 for layout in 2x1 2x2 8x1; do
   model=kvactor-tiny
   [ "$layout" = 8x1 ] && model=llama-3.1-8b
-  timeout 200 bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" "$dest/fanout_$layout.json" \
+  timeout 240 bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" "$dest/fanout_$layout.json" \
     "$layout" "$model" 2>&1 | tee "$out/fanout_$layout.log"
   echo "---- $layout done at $((SECONDS - start)) s"
 done
