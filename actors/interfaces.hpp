@@ -102,7 +102,10 @@ using node_actor = caf::typed_actor<
     // Stop every rank this node spawned; replies how many it stopped.
     caf::replies_to<atom::release>::with<int32_t>,
     // One step for the node's ranks on the given slots: relayed to each, answered once by all.
-    caf::replies_to<node_step>::with<node_step_done>>;
+    caf::replies_to<node_step>::with<node_step_done>,
+    // The same for a step that came on step channel `channel` as step `seq`: the answer (or the
+    // refusal) goes to that channel's sink, from the node's thread. (channel, seq, step)
+    caf::reacts_to<atom::relay, uint64_t, uint64_t, node_step>>;
 
 /// The INJECTOR actor: live injection of one message into a named actor (kvactor inject).
 using injector_actor = caf::typed_actor<

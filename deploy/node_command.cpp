@@ -254,13 +254,14 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   auto channel = open_step_channel(*at, net);
   if (!channel) return bad(fmt::format("--listen {}: {}", flags.listen, channel.err().message));
   setup->info.step_port = (*channel)->port();
+  setup->sinks = (*channel)->sinks();
   auto n = sys.spawn(node, *setup);
   auto bound = publish_node(net, n, at->port, at->host);
   if (!bound) {
     caf::anon_send_exit(n, caf::exit_reason::user_shutdown);
     return bad(fmt::format("--listen {}: cannot listen: {}", flags.listen, bound.err().message));
   }
-  (*channel)->serve(sys, n);
+  (*channel)->serve(n);
   print_listening(out, *at, *bound, *setup);
   health->state = static_cast<int>(health_state::ready);
   wait_for_signal(stop);

@@ -164,5 +164,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   // node.hpp: the driver's step channel
   CAF_ADD_TYPE_ID(kvactor, (kvactor::channel_event_kind))
   CAF_ADD_TYPE_ID(kvactor, (kvactor::node_channel_event))
+  // a step that came on a node's step channel, relayed by the node actor
+  CAF_ADD_ATOM(kvactor, kvactor::atom, relay, "relay")
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

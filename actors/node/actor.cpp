@@ -1,6 +1,7 @@
 #include "actors/node/actor.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -109,49 +110,78 @@ int32_t release_ranks(node_self self) {
   return n;
 }
 
-// Hands `step` to one rank; its answer goes into the relay, which says when to answer the driver.
+// Called once with the gathered answer of a relayed step.
+using relay_done = std::function<void(node_step_done)>;
+
+// Hands `step` to one rank; its answer goes into the relay, which says when `done` is due.
 void relay_to(node_self self, const hosted_rank& h, const step_plan& plan, caf::duration within,
-              const std::shared_ptr<step_relay>& relay,
-              caf::typed_response_promise<node_step_done> rp) {
+              const std::shared_ptr<step_relay>& relay, const std::shared_ptr<relay_done>& done) {
   self->request(h.handle, within, plan)
       .then(
-          [relay, rp, rank = h.rank](step_done& d) mutable {
-            if (relay->on_done(rank, std::move(d))) rp.deliver(relay->take());
+          [relay, done, rank = h.rank](step_done& d) {
+            if (relay->on_done(rank, std::move(d))) (*done)(relay->take());
           },
-          [relay, rp, rank = h.rank](caf::error& e) mutable {
+          [relay, done, rank = h.rank](caf::error& e) {
             const bool due = e == caf::sec::request_timeout
                                  ? relay->on_silent(rank)
                                  : relay->on_error(rank, from_caf_error(e), request_ids_of(e));
-            if (due) rp.deliver(relay->take());
+            if (due) (*done)(relay->take());
           });
 }
 
-// node_step: the plan to each rank on the step's slots, their answers back in one message.
-caf::result<node_step_done> relay_step(node_self self, const node_step& step) {
-  auto& st = self->state;
+// A node_step the node can relay: its plan, and the ranks on its slots.
+struct relay_plan {
+  step_plan plan;
+  std::vector<hosted_rank> hosts;
+  caf::duration within;
+};
+
+expected<relay_plan> prepare_relay(node_state& st, const node_step& step) {
   auto plan = decode<step_plan>(step.plan);
   if (!plan)
-    return to_caf_error(
-        make_error(plan.err().code, fmt::format("node_step: plan: {}", plan.err().message)));
-  std::vector<hosted_rank> hosts;
-  std::vector<int32_t> ranks;
+    return make_error(plan.err().code, fmt::format("node_step: plan: {}", plan.err().message));
+  relay_plan out{std::move(*plan), {}, caf::duration{caf::infinite}};
   for (auto slot : step.slots) {
     auto it = st.ranks.find(slot);
     if (it == st.ranks.end())
-      return to_caf_error(make_error(errc::invalid_argument,
-                                     fmt::format("node_step: slot {} hosts no rank", slot)));
-    hosts.push_back(it->second);
-    ranks.push_back(it->second.rank);
+      return make_error(errc::invalid_argument,
+                        fmt::format("node_step: slot {} hosts no rank", slot));
+    out.hosts.push_back(it->second);
   }
-  auto relay = std::make_shared<step_relay>(plan->seq, std::move(ranks));
-  if (hosts.empty()) return relay->take();
-  const auto within = step.answer_within_ms > 0
-                          ? caf::duration{std::chrono::milliseconds(step.answer_within_ms)}
-                          : caf::duration{caf::infinite};
+  if (step.answer_within_ms > 0)
+    out.within = caf::duration{std::chrono::milliseconds(step.answer_within_ms)};
+  return out;
+}
+
+// The plan to each rank on the step's slots; `done` gets their answers in one message.
+void run_relay(node_self self, const relay_plan& r, relay_done done) {
+  std::vector<int32_t> ranks;
+  for (const auto& h : r.hosts)
+    ranks.push_back(h.rank);
+  auto relay = std::make_shared<step_relay>(r.plan.seq, std::move(ranks));
+  if (r.hosts.empty()) return done(relay->take());
+  auto shared_done = std::make_shared<relay_done>(std::move(done));
+  for (const auto& h : r.hosts)
+    relay_to(self, h, r.plan, r.within, relay, shared_done);
+}
+
+// node_step through the middleman: the answer is the response.
+caf::result<node_step_done> relay_step(node_self self, const node_step& step) {
+  auto prepared = prepare_relay(self->state, step);
+  if (!prepared) return to_caf_error(prepared.err());
   auto rp = self->make_response_promise<node_step_done>();
-  for (const auto& h : hosts)
-    relay_to(self, h, *plan, within, relay, rp);
+  run_relay(self, *prepared, [rp](node_step_done d) mutable { rp.deliver(std::move(d)); });
   return rp;
+}
+
+// A step from step channel `channel`: the answer goes to its sink from this thread.
+void relay_channel_step(node_self self, uint64_t channel, uint64_t seq, const node_step& step) {
+  const auto& sinks = self->state.setup.sinks;
+  auto sink = sinks ? sinks->find(channel) : nullptr;
+  if (!sink) return; // the channel closed meanwhile: the driver takes the middleman
+  auto prepared = prepare_relay(self->state, step);
+  if (!prepared) return sink->refuse(seq, prepared.err());
+  run_relay(self, *prepared, [sink](node_step_done d) { sink->answer(d); });
 }
 
 void forget_rank(node_state& st, const caf::down_msg& msg) {
@@ -183,6 +213,9 @@ node_actor::behavior_type node(node_self self, node_setup setup) {
       [self](atom::release) -> int32_t { return release_ranks(self); },
       [self](const node_step& step) -> caf::result<node_step_done> {
         return relay_step(self, step);
+      },
+      [self](atom::relay, uint64_t channel, uint64_t seq, const node_step& step) {
+        relay_channel_step(self, channel, seq, step);
       },
   };
 }

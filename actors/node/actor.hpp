@@ -18,6 +18,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/node/node_core.hpp"
+#include "actors/node/step_sinks.hpp"
 #include "kvactor/kernels/communicator.h"
 
 namespace kvactor {
@@ -37,6 +38,8 @@ struct node_setup {
   std::string build_override;
   /// Updated as ranks start and stop (may be null).
   std::shared_ptr<node_rank_counts> counts;
+  /// The step channels' answer sinks (may be null: no channel).
+  std::shared_ptr<step_sinks> sinks;
 };
 
 /// The communicators of a node's ranks, filled from the ranks' threads as they join.

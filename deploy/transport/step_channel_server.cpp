@@ -13,13 +13,13 @@
 
 #include "deploy/transport/step_frame.hpp"
 #include "deploy/transport/step_socket.hpp"
-#include "messages/caf_error.hpp"
 
 namespace kvactor {
 
 struct step_channel_server::connection {
-  explicit connection(int fd) : sock(fd) {}
-  step_socket sock;
+  explicit connection(int fd) : sock_ptr(std::make_shared<step_socket>(fd)), sock(*sock_ptr) {}
+  std::shared_ptr<step_socket> sock_ptr; // shared with the connection's answer sink
+  step_socket& sock;
   std::thread thread;
   bool proven = false; // under mu_
   std::atomic<bool> finished{false};
@@ -56,8 +56,7 @@ step_channel_server::~step_channel_server() {
     if (fd >= 0) ::close(fd);
 }
 
-void step_channel_server::serve(caf::actor_system& sys, node_actor node) {
-  sys_ = &sys;
+void step_channel_server::serve(node_actor node) {
   node_ = std::move(node);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
@@ -152,42 +151,54 @@ void step_channel_server::serve_connection(connection& c) {
 
 namespace {
 
-// The node's answer to one step frame, written back; an error for a frame that is not a step.
-status relay_frame(caf::scoped_actor& self, const node_actor& node, step_socket& sock,
-                   const step_frame_body& frame) {
+// The node actor's answers, written to the connection from the node actor's thread.
+class socket_sink final : public step_answer_sink {
+public:
+  explicit socket_sink(std::shared_ptr<step_socket> sock) : sock_(std::move(sock)) {}
+  void answer(const node_step_done& done) override { write(answer_frame(done)); }
+  void refuse(uint64_t seq, const error& why) override { write(refusal_frame(seq, why)); }
+
+private:
+  void write(const std::vector<char>& frame) {
+    // A driver that is gone: the connection's thread sees the close and ends.
+    if (!sock_->write_all(frame.data(), frame.size())) sock_->shut_down();
+  }
+  std::shared_ptr<step_socket> sock_;
+};
+
+// One step frame to the node actor, which answers through the sink `channel`.
+status relay_frame(const node_actor& node, uint64_t channel, const step_frame_body& frame) {
   if (frame.kind != step_frame_kind::step)
-    return make_error(errc::parse_error, fmt::format("step channel: a driver sent a frame of kind "
-                                                     "{}, not a step",
-                                                     static_cast<int>(frame.kind)));
+    return make_error(errc::parse_error,
+                      fmt::format("step channel: a driver sent a frame of kind {}, not a step",
+                                  static_cast<int>(frame.kind)));
   auto s = read_step(frame.body);
   if (!s) return s.err();
-  std::vector<char> out;
-  self->request(node, caf::infinite, std::move(s->step))
-      .receive([&](node_step_done& d) { out = answer_frame(d); },
-               [&](caf::error& e) { out = refusal_frame(s->seq, from_caf_error(e)); });
-  return sock.write_all(out.data(), out.size());
+  caf::anon_send(node, atom::relay_v, channel, s->seq, std::move(s->step));
+  return ok();
 }
 
 } // namespace
 
-// Steps in, answers out, one at a time: the driver has one step in flight.
+// Steps in; the node actor writes the answers.
 void step_channel_server::relay_steps(connection& c) {
-  caf::scoped_actor self{*sys_};
+  const auto channel = sinks_->add(std::make_shared<socket_sink>(c.sock_ptr));
   step_frame_reader reader{limits_.max_frame_bytes};
   std::vector<char> buf(64 << 10);
-  for (;;) {
+  status fed = ok();
+  while (fed) {
     auto got = c.sock.read_some(buf.data(), buf.size());
-    if (!got || *got == 0) return; // the driver left (or the node stops)
-    auto fed = reader.feed(buf.data(), *got);
+    if (!got || *got == 0) break; // the driver left (or the node stops)
+    fed = reader.feed(buf.data(), *got);
     for (auto frame = reader.next(); fed && frame; frame = reader.next()) {
       ++counts_.steps;
-      fed = relay_frame(self, node_, c.sock, *frame);
+      fed = relay_frame(node_, channel, *frame);
     }
-    if (!fed) {
-      ++counts_.refused_frames;
-      log_.always(fmt::format("closed a connection: {}", fed.err().message));
-      return;
-    }
+  }
+  sinks_->remove(channel);
+  if (!fed) {
+    ++counts_.refused_frames;
+    log_.always(fmt::format("closed a connection: {}", fed.err().message));
   }
 }
 

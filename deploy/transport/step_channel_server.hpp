@@ -1,10 +1,11 @@
 // The node's end of the step channel (cluster mode, step_frame.hpp): a listening socket beside the
 // node's middleman port, whose connections carry node_step frames from a driver. Each connection
 // is served by a thread of its own that authenticates the driver first (the cluster cookie on
-// loopback, mutual TLS with the node's certificates otherwise), then hands
-// every step to the node actor and writes the gathered answer back. The node actor relays as it
-// does for a step that came through the middleman, so silent ranks, collective failures and slot
-// checks answer alike on both paths.
+// loopback, mutual TLS with the node's certificates otherwise), then hands every step to the node
+// actor. The node actor relays it as it does a step that came through the middleman (so silent
+// ranks, collective failures and slot checks answer alike on both paths) and writes the gathered
+// answer to the connection itself, through the connection's sink (actors/node/step_sinks.hpp):
+// one thread wake-up fewer than waiting for it here.
 //
 // Hostile bytes: a connection that does not prove itself within the proof timeout, sends a
 // frame above --max-message-bytes, an unknown kind or a step that does not parse is closed and
@@ -25,6 +26,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/interfaces.hpp"
+#include "actors/node/step_sinks.hpp"
 #include "deploy/transport/rate_limited_log.hpp"
 #include "deploy/transport/step_socket.hpp"
 #include "messages/errc.hpp"
@@ -62,8 +64,11 @@ public:
   uint16_t port() const { return port_; }
   const step_channel_counts& counts() const { return counts_; }
 
-  /// Starts accepting: every step goes to `node` in `sys`.
-  void serve(caf::actor_system& sys, node_actor node);
+  /// Where the node actor finds each connection's answer sink: give it to the node's setup.
+  const std::shared_ptr<step_sinks>& sinks() const { return sinks_; }
+
+  /// Starts accepting: every step goes to `node` (spawned with sinks()).
+  void serve(node_actor node);
 
 private:
   struct connection;
@@ -85,8 +90,8 @@ private:
   uint16_t port_;
   step_channel_auth auth_;
   step_channel_limits limits_;
-  caf::actor_system* sys_ = nullptr;
   node_actor node_;
+  std::shared_ptr<step_sinks> sinks_ = std::make_shared<step_sinks>();
   step_channel_counts counts_;
   rate_limited_log log_{"node: step channel"};
   std::mutex mu_;

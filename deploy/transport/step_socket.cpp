@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <fcntl.h>
@@ -111,10 +113,19 @@ error tls_failure(const char* what, int ssl_error) {
   return make_error(errc::io_error, fmt::format("TLS {}: {}", what, why));
 }
 
+// OpenSSL writes with write(), not send(MSG_NOSIGNAL): a peer that is gone would raise SIGPIPE,
+// whose default action ends the process without a word (a node whose driver exited while an
+// answer was on its way died so). Write errors are handled where they occur instead.
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::signal(SIGPIPE, SIG_IGN); });
+}
+
 } // namespace
 
 status step_socket::start_tls(const step_tls& tls, connection_side side,
                               std::chrono::milliseconds timeout) {
+  ignore_sigpipe();
   ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
   ssl_ = SSL_new(tls.context());
   if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) return tls_failure("session", 0);

@@ -14,11 +14,13 @@ namespace kvactor::test {
 
 class node_system_fixture : public real_system_fixture {
 protected:
-  node_actor make_node(int32_t slots) {
+  /// `sinks`: where the node answers steps that came on a step channel (none by default).
+  node_actor make_node(int32_t slots, std::shared_ptr<step_sinks> sinks = nullptr) {
     node_setup setup;
     setup.info.device = device_kind::cpu;
     setup.info.slots = slots;
     setup.socket_host = "127.0.0.1";
+    setup.sinks = std::move(sinks);
     return spawn(node, setup);
   }
 

@@ -70,13 +70,19 @@ bool eventually(Done done) {
 
 class StepChannel : public node_system_fixture {
 protected:
-  std::unique_ptr<step_channel_server> serve_node(const node_actor& n,
-                                                  step_channel_limits limits = {}) {
+  struct served_node {
+    node_actor node;
+    std::unique_ptr<step_channel_server> server;
+  };
+
+  /// A node with `slots` CPU slots behind a step channel.
+  served_node make_served_node(int32_t slots, step_channel_limits limits = {}) {
     auto server = step_channel_server::listen("127.0.0.1", 0, {cookie, nullptr}, limits);
     EXPECT_TRUE(server) << server.err().message;
-    if (!server) return nullptr;
-    (*server)->serve(sys, n);
-    return std::move(*server);
+    if (!server) return {};
+    auto n = make_node(slots, (*server)->sinks());
+    (*server)->serve(n);
+    return {n, std::move(*server)};
   }
 
   std::shared_ptr<step_channel_client> connect_to(const step_channel_server& server,
@@ -114,10 +120,9 @@ void expect_closed_by_node(step_socket& s) {
 }
 
 TEST_F(StepChannel, AStepReachesTheNodeAndItsAnswerComesBackForEveryRank) {
-  auto n = make_node(2);
+  auto [n, server] = make_served_node(2);
   spawn_rank_on(n, 0, 2, 0);
   spawn_rank_on(n, 1, 2, 1);
-  auto server = serve_node(n);
   // Ranks not yet configured refuse every step: both refusals come back in the node's answer.
   auto e = first_event_of(*server, 0, {0, 1});
   ASSERT_TRUE(e);
@@ -129,9 +134,8 @@ TEST_F(StepChannel, AStepReachesTheNodeAndItsAnswerComesBackForEveryRank) {
 }
 
 TEST_F(StepChannel, ANodesRefusalComesBackWithTheStepAndTheReason) {
-  auto n = make_node(2);
+  auto [n, server] = make_served_node(2);
   spawn_rank_on(n, 0, 1, 0);
-  auto server = serve_node(n);
   auto e = first_event_of(*server, 7, {0, 1});
   ASSERT_TRUE(e);
   EXPECT_EQ(e->kind, channel_event_kind::refusal);
@@ -140,8 +144,7 @@ TEST_F(StepChannel, ANodesRefusalComesBackWithTheStepAndTheReason) {
 }
 
 TEST_F(StepChannel, ADriverWithAnotherCookieIsRefusedAndTheNodeServesTheNext) {
-  auto n = make_node(1);
-  auto server = serve_node(n);
+  auto [n, server] = make_served_node(1);
   auto wrong = step_channel_client::connect({{"127.0.0.1", server->port()}},
                                             {"another cookie of 32 bytes or more....", nullptr},
                                             1 << 20, std::chrono::seconds(10));
@@ -152,8 +155,7 @@ TEST_F(StepChannel, ADriverWithAnotherCookieIsRefusedAndTheNodeServesTheNext) {
 }
 
 TEST_F(StepChannel, GarbageBeforeTheProofClosesThatConnectionOnly) {
-  auto n = make_node(1);
-  auto server = serve_node(n);
+  auto [n, server] = make_served_node(1);
   auto fd = connect_tcp("127.0.0.1", server->port(), std::chrono::seconds(5));
   ASSERT_TRUE(fd) << fd.err().message;
   step_socket raw{*fd};
@@ -165,10 +167,9 @@ TEST_F(StepChannel, GarbageBeforeTheProofClosesThatConnectionOnly) {
 }
 
 TEST_F(StepChannel, AnOversizedFrameAfterTheProofIsRefusedBeforeItIsRead) {
-  auto n = make_node(1);
   step_channel_limits limits;
   limits.max_frame_bytes = 4096;
-  auto server = serve_node(n, limits);
+  auto [n, server] = make_served_node(1, limits);
   auto fd = connect_tcp("127.0.0.1", server->port(), std::chrono::seconds(5));
   ASSERT_TRUE(fd) << fd.err().message;
   step_socket raw{*fd};
@@ -184,10 +185,9 @@ TEST_F(StepChannel, AnOversizedFrameAfterTheProofIsRefusedBeforeItIsRead) {
 }
 
 TEST_F(StepChannel, ConnectionsBeyondTheBoundAreClosed) {
-  auto n = make_node(1);
   step_channel_limits limits;
   limits.max_connections = 1;
-  auto server = serve_node(n, limits);
+  auto [n, server] = make_served_node(1, limits);
   auto first = connect_to(*server);
   ASSERT_TRUE(first->open(0));
   event_queue events;
@@ -205,10 +205,9 @@ TEST_F(StepChannel, ConnectionsBeyondTheBoundAreClosed) {
 }
 
 TEST_F(StepChannel, SilentConnectionsBeyondThePendingBoundEvictTheOldestNotTheDriver) {
-  auto n = make_node(1);
   step_channel_limits limits;
   limits.max_pending = 2;
-  auto server = serve_node(n, limits);
+  auto [n, server] = make_served_node(1, limits);
   std::vector<std::unique_ptr<step_socket>> silent;
   for (int i = 0; i < 3; ++i) {
     auto fd = connect_tcp("127.0.0.1", server->port(), std::chrono::seconds(5));
@@ -225,8 +224,7 @@ TEST_F(StepChannel, SilentConnectionsBeyondThePendingBoundEvictTheOldestNotTheDr
 }
 
 TEST_F(StepChannel, ANodeThatGoesAwayIsReportedLostOnce) {
-  auto n = make_node(1);
-  auto server = serve_node(n);
+  auto [n, server] = make_served_node(1);
   event_queue events;
   auto client = connect_to(*server);
   client->start(events.sink());
@@ -258,9 +256,8 @@ public:
 
 TEST_F(StepChannel, ARunOnTheChannelServesTheTokensOfARunThroughTheMiddleman) {
   auto serve_run = [&](int path) {
-    auto n = make_node(1);
+    auto [n, server] = make_served_node(1);
     auto r = spawn_rank_on(n, 0, 1, 0);
-    std::unique_ptr<step_channel_server> server;
     std::shared_ptr<step_channel_client> client;
     auto dropping = std::make_shared<lost_after_send>();
     driver_setup setup;
@@ -269,7 +266,6 @@ TEST_F(StepChannel, ARunOnTheChannelServesTheTokensOfARunThroughTheMiddleman) {
     setup.bootstrap_communicator = true;
     setup.routes = {node_route{n, {0}, {0}}};
     if (path == 1) {
-      server = serve_node(n);
       client = connect_to(*server);
       setup.channel = client;
     } else if (path == 2) {
@@ -282,7 +278,7 @@ TEST_F(StepChannel, ARunOnTheChannelServesTheTokensOfARunThroughTheMiddleman) {
     EXPECT_TRUE(request_within<int64_t>(drv, atom::submit_v, tiny_six_requests()));
     auto summary = request_within<run_summary>(drv, atom::run_v);
     EXPECT_TRUE(summary) << message_of(summary.error());
-    if (server) { // every step took the channel
+    if (path == 1) { // every step took the channel
       EXPECT_GT(summary->steps, 0);
       EXPECT_GE(server->counts().steps.load(), static_cast<uint64_t>(summary->steps));
     }
