@@ -75,6 +75,8 @@ std::string step_channel_client::why(size_t route) const {
 step_channel_client::~step_channel_client() {
   stopping_ = true;
   if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
+  for (auto& r : routes_) // a reader waiting for the rest of a TLS record wakes too
+    if (r) r->sock.shut_down();
   if (reader_.joinable()) reader_.join();
   for (int fd : wake_)
     if (fd >= 0) ::close(fd);
