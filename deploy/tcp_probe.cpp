@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 #include <netdb.h>
@@ -23,27 +24,35 @@ struct fd_closer {
   }
 };
 
-// One address: a non-blocking connect, then poll until it completes or the deadline passes.
-std::string try_connect(const addrinfo& a, std::chrono::milliseconds timeout) {
+// One address: a non-blocking connect, then poll until it completes or the deadline passes. The
+// connected socket is blocking again; the error is the reason.
+expected<int> try_connect(const addrinfo& a, std::chrono::milliseconds timeout) {
   fd_closer s{::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC, a.ai_protocol)};
-  if (s.fd < 0) return std::strerror(errno);
-  ::fcntl(s.fd, F_SETFL, ::fcntl(s.fd, F_GETFL) | O_NONBLOCK);
-  if (::connect(s.fd, a.ai_addr, a.ai_addrlen) == 0) return {};
-  if (errno != EINPROGRESS) return std::strerror(errno);
-  pollfd p{s.fd, POLLOUT, 0};
-  const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
-  if (ready == 0)
-    return fmt::format("no answer within {:.1f} s", std::chrono::duration<double>(timeout).count());
-  if (ready < 0) return std::strerror(errno);
-  int err = 0;
-  socklen_t len = sizeof err;
-  ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-  return err == 0 ? std::string{} : std::strerror(err);
+  if (s.fd < 0) return make_error(errc::io_error, std::strerror(errno));
+  const int flags = ::fcntl(s.fd, F_GETFL);
+  ::fcntl(s.fd, F_SETFL, flags | O_NONBLOCK);
+  if (::connect(s.fd, a.ai_addr, a.ai_addrlen) != 0) {
+    if (errno != EINPROGRESS) return make_error(errc::io_error, std::strerror(errno));
+    pollfd p{s.fd, POLLOUT, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (ready == 0)
+      return make_error(
+          errc::io_error,
+          fmt::format("no answer within {:.1f} s", std::chrono::duration<double>(timeout).count()));
+    if (ready < 0) return make_error(errc::io_error, std::strerror(errno));
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return make_error(errc::io_error, std::strerror(err));
+  }
+  ::fcntl(s.fd, F_SETFL, flags);
+  return std::exchange(s.fd, -1);
 }
 
 } // namespace
 
-status tcp_probe(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+expected<int> tcp_connect(const std::string& host, uint16_t port,
+                          std::chrono::milliseconds timeout) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -55,10 +64,18 @@ status tcp_probe(const std::string& host, uint16_t port, std::chrono::millisecon
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list{found, ::freeaddrinfo};
   std::string why = "no address";
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    why = try_connect(*a, timeout);
-    if (why.empty()) return ok();
+    auto fd = try_connect(*a, timeout);
+    if (fd) return *fd;
+    why = fd.err().message;
   }
   return make_error(errc::io_error, fmt::format("{}:{}: {}", host, port, why));
+}
+
+status tcp_probe(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+  auto fd = tcp_connect(host, port, timeout);
+  if (!fd) return fd.err();
+  ::close(*fd);
+  return ok();
 }
 
 } // namespace kvactor

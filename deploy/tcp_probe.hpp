@@ -1,5 +1,6 @@
-// A TCP connect with a deadline, tried before CAF's middleman connects (which waits as long as the
-// kernel retries a SYN, about two minutes, when a node's link is cut before the connection).
+// A TCP connect with a deadline: tried before CAF's middleman connects (which waits as long as the
+// kernel retries a SYN, about two minutes, when a node's link is cut before the connection), and
+// the way the step channel's driver side connects.
 #pragma once
 
 #include <chrono>
@@ -13,5 +14,10 @@ namespace kvactor {
 /// Connects to host:port and closes again; errc::io_error naming the address and the reason
 /// (refused, unreachable, or no answer within `timeout`) when it cannot.
 status tcp_probe(const std::string& host, uint16_t port, std::chrono::milliseconds timeout);
+
+/// A connected socket to host:port (blocking again once connected), with the same deadline and
+/// errors as tcp_probe; the caller owns the descriptor.
+expected<int> tcp_connect(const std::string& host, uint16_t port,
+                          std::chrono::milliseconds timeout);
 
 } // namespace kvactor

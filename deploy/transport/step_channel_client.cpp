@@ -7,16 +7,16 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "deploy/tcp_probe.hpp"
 #include "deploy/transport/step_frame.hpp"
 
 namespace kvactor {
 
 struct step_channel_client::route_socket {
   route_socket(int32_t i, std::unique_ptr<step_socket> s, uint64_t max_frame_bytes)
-      : index(i), sock_ptr(std::move(s)), sock(*sock_ptr), reader(max_frame_bytes) {}
+      : index(i), sock(std::move(s)), reader(max_frame_bytes) {}
   int32_t index;
-  std::unique_ptr<step_socket> sock_ptr;
-  step_socket& sock;
+  std::unique_ptr<step_socket> sock;
   step_frame_reader reader;
   std::atomic<bool> open{true};
 };
@@ -27,7 +27,7 @@ namespace {
 expected<std::unique_ptr<step_socket>> connect_route(const step_channel_endpoint& at,
                                                      const step_channel_auth& auth,
                                                      std::chrono::milliseconds timeout) {
-  auto fd = connect_tcp(at.host, at.port, timeout);
+  auto fd = tcp_connect(at.host, at.port, timeout);
   if (!fd) return fd.err();
   auto sock = std::make_unique<step_socket>(*fd);
   if (auto proven = authenticate(*sock, connection_side::connected, auth, timeout); !proven)
@@ -76,7 +76,7 @@ step_channel_client::~step_channel_client() {
   stopping_ = true;
   if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
   for (auto& r : routes_) // a reader waiting for the rest of a TLS record wakes too
-    if (r) r->sock.shut_down();
+    if (r) r->sock->shut_down();
   if (reader_.joinable()) reader_.join();
   for (int fd : wake_)
     if (fd >= 0) ::close(fd);
@@ -95,9 +95,9 @@ status step_channel_client::send(size_t route, uint64_t seq, const node_step& st
   if (!open(route))
     return make_error(errc::io_error, fmt::format("route {} has no open step channel", route));
   const auto frame = step_frame(seq, step);
-  auto sent = routes_[route]->sock.write_all(frame.data(), frame.size());
+  auto sent = routes_[route]->sock->write_all(frame.data(), frame.size());
   // The reader sees the same connection close and reports it lost.
-  if (!sent) routes_[route]->sock.shut_down();
+  if (!sent) routes_[route]->sock->shut_down();
   return sent;
 }
 
@@ -110,7 +110,7 @@ void step_channel_client::read_loop() {
     polled.clear();
     for (auto& r : routes_)
       if (r && r->open) {
-        fds.push_back({r->sock.fd(), POLLIN, 0});
+        fds.push_back({r->sock->fd(), POLLIN, 0});
         polled.push_back(r.get());
       }
     if (::poll(fds.data(), fds.size(), -1) <= 0 || stopping_) continue;
@@ -146,7 +146,7 @@ expected<node_channel_event> event_of(int32_t route, const step_frame_body& fram
 
 bool step_channel_client::read_route(route_socket& r, std::vector<char>& buf) {
   do { // TLS may hold decrypted bytes that no poll would report
-    auto got = r.sock.read_some(buf.data(), buf.size());
+    auto got = r.sock->read_some(buf.data(), buf.size());
     if (!got) return lose(r, got.err());
     if (*got == 0) return lose(r, make_error(errc::io_error, "the node closed it"));
     if (auto fed = r.reader.feed(buf.data(), *got); !fed) return lose(r, fed.err());
@@ -155,13 +155,13 @@ bool step_channel_client::read_route(route_socket& r, std::vector<char>& buf) {
       if (!e) return lose(r, e.err());
       to_driver_(std::move(*e));
     }
-  } while (r.sock.has_buffered());
+  } while (r.sock->has_buffered());
   return true;
 }
 
 bool step_channel_client::lose(route_socket& r, const error& why) {
   r.open = false;
-  r.sock.shut_down();
+  r.sock->shut_down();
   node_channel_event e;
   e.route = r.index;
   e.kind = channel_event_kind::lost;

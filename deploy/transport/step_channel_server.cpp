@@ -1,8 +1,6 @@
 #include "deploy/transport/step_channel_server.hpp"
 
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,9 +15,8 @@
 namespace kvactor {
 
 struct step_channel_server::connection {
-  explicit connection(int fd) : sock_ptr(std::make_shared<step_socket>(fd)), sock(*sock_ptr) {}
-  std::shared_ptr<step_socket> sock_ptr; // shared with the connection's answer sink
-  step_socket& sock;
+  explicit connection(int fd) : sock(std::make_shared<step_socket>(fd)) {}
+  std::shared_ptr<step_socket> sock; // shared with the connection's answer sink
   std::thread thread;
   bool proven = false; // under mu_
   std::atomic<bool> finished{false};
@@ -47,7 +44,7 @@ step_channel_server::~step_channel_server() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& c : connections_)
-      c->sock.shut_down();
+      c->sock->shut_down();
   }
   for (auto& c : connections_)
     if (c->thread.joinable()) c->thread.join();
@@ -88,7 +85,7 @@ void step_channel_server::evict_oldest_pending() {
     }
   if (pending < limits_.max_pending || !oldest) return;
   ++counts_.evicted;
-  oldest->sock.shut_down(); // its thread's proof fails and ends
+  oldest->sock->shut_down(); // its thread's proof fails and ends
 }
 
 // A thread for the connection, unless max_connections are served already.
@@ -105,7 +102,7 @@ void step_channel_server::admit(int fd) {
   auto& c = *connections_.emplace_back(std::make_unique<connection>(fd));
   c.thread = std::thread([this, &c] {
     serve_connection(c);
-    c.sock.shut_down(); // the peer sees the close now, not when the thread is reaped
+    c.sock->shut_down(); // the peer sees the close now, not when the thread is reaped
     c.finished = true;
   });
 }
@@ -125,7 +122,7 @@ void step_channel_server::reap_finished() {
 }
 
 bool step_channel_server::admit_proven(connection& c) {
-  if (auto proven = authenticate(c.sock, connection_side::accepted, auth_, limits_.proof_timeout);
+  if (auto proven = authenticate(*c.sock, connection_side::accepted, auth_, limits_.proof_timeout);
       !proven) {
     ++counts_.refused_auth;
     log_.warn(fmt::format("a connection failed the {}: {}",
@@ -144,8 +141,6 @@ bool step_channel_server::admit_proven(connection& c) {
 }
 
 void step_channel_server::serve_connection(connection& c) {
-  int one = 1;
-  ::setsockopt(c.sock.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (admit_proven(c)) relay_steps(c);
 }
 
@@ -182,12 +177,12 @@ status relay_frame(const node_actor& node, uint64_t channel, const step_frame_bo
 
 // Steps in; the node actor writes the answers.
 void step_channel_server::relay_steps(connection& c) {
-  const auto channel = sinks_->add(std::make_shared<socket_sink>(c.sock_ptr));
+  const auto channel = sinks_->add(std::make_shared<socket_sink>(c.sock));
   step_frame_reader reader{limits_.max_frame_bytes};
   std::vector<char> buf(64 << 10);
   status fed = ok();
   while (fed) {
-    auto got = c.sock.read_some(buf.data(), buf.size());
+    auto got = c.sock->read_some(buf.data(), buf.size());
     if (!got || *got == 0) break; // the driver left (or the node stops)
     fed = reader.feed(buf.data(), *got);
     for (auto frame = reader.next(); fed && frame; frame = reader.next()) {

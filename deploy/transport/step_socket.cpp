@@ -34,55 +34,11 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-using addr_list = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
-
-expected<addr_list> resolve(const std::string& host, uint16_t port, bool passive) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = passive ? AI_PASSIVE : 0;
-  addrinfo* found = nullptr;
-  const auto service = std::to_string(port);
-  if (int rc =
-          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
-      rc != 0)
-    return make_error(errc::io_error,
-                      fmt::format("{}:{}: cannot resolve: {}", host, port, ::gai_strerror(rc)));
-  return addr_list{found, ::freeaddrinfo};
-}
-
-// A non-blocking connect to one address, waited for at most `timeout`; the socket is blocking
-// again when it returns.
-expected<int> connect_one(const addrinfo& a, std::chrono::milliseconds timeout) {
-  const int fd = ::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC, a.ai_protocol);
-  if (fd < 0) return io_failure("socket");
-  const int flags = ::fcntl(fd, F_GETFL);
-  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  int err = 0;
-  if (::connect(fd, a.ai_addr, a.ai_addrlen) != 0) {
-    err = errno;
-    if (err == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
-      socklen_t len = sizeof err;
-      if (ready == 1)
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      else
-        err = ready == 0 ? ETIMEDOUT : errno;
-    }
-  }
-  if (err != 0) {
-    ::close(fd);
-    return make_error(errc::io_error, std::strerror(err));
-  }
-  ::fcntl(fd, F_SETFL, flags);
-  set_nodelay(fd);
-  return fd;
-}
-
 } // namespace
 
-step_socket::step_socket(int fd) : fd_(fd) {}
+step_socket::step_socket(int fd) : fd_(fd) {
+  set_nodelay(fd_); // a step is one small frame each way: never wait to fill a segment
+}
 
 step_socket::~step_socket() {
   if (ssl_ != nullptr) SSL_free(ssl_);
@@ -227,9 +183,19 @@ void step_socket::shut_down() {
 }
 
 expected<step_listener> listen_tcp(const std::string& host, uint16_t port) {
-  auto list = resolve(host, port, true);
-  if (!list) return list.err();
-  const addrinfo& a = *list->get();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const auto service = std::to_string(port);
+  if (int rc =
+          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
+      rc != 0)
+    return make_error(errc::io_error,
+                      fmt::format("{}:{}: cannot resolve: {}", host, port, ::gai_strerror(rc)));
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list{found, ::freeaddrinfo};
+  const addrinfo& a = *found;
   const int fd = ::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC, a.ai_protocol);
   if (fd < 0) return io_failure("socket");
   int one = 1;
@@ -245,19 +211,6 @@ expected<step_listener> listen_tcp(const std::string& host, uint16_t port) {
   const auto p = bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port;
   return step_listener{fd, ntohs(p)};
-}
-
-expected<int> connect_tcp(const std::string& host, uint16_t port,
-                          std::chrono::milliseconds timeout) {
-  auto list = resolve(host, port, false);
-  if (!list) return list.err();
-  std::string why = "no address";
-  for (const addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
-    auto fd = connect_one(*a, timeout);
-    if (fd) return *fd;
-    why = fd.err().message;
-  }
-  return make_error(errc::io_error, fmt::format("{}:{}: {}", host, port, why));
 }
 
 status prove_cookie(step_socket& s, connection_side side, const std::string& cookie,

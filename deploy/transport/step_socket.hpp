@@ -31,6 +31,7 @@ struct step_channel_auth {
 
 class step_socket {
 public:
+  /// Takes a connected descriptor (tcp_connect, accept) and turns Nagle's algorithm off.
   explicit step_socket(int fd);
   ~step_socket();
   step_socket(const step_socket&) = delete;
@@ -69,10 +70,6 @@ struct step_listener {
   uint16_t port = 0;
 };
 expected<step_listener> listen_tcp(const std::string& host, uint16_t port);
-
-/// A connection to host:port within `timeout`; the error names the address and the reason.
-expected<int> connect_tcp(const std::string& host, uint16_t port,
-                          std::chrono::milliseconds timeout);
 
 /// Both ends prove the cluster cookie (peer_auth), each message within `timeout`; the error says
 /// what did not match or what timed out.

@@ -15,6 +15,7 @@
 
 #include "actors/driver/actor.hpp"
 #include "actors/node/actor.hpp"
+#include "deploy/tcp_probe.hpp"
 #include "deploy/transport/step_channel_client.hpp"
 #include "deploy/transport/step_channel_server.hpp"
 #include "deploy/transport/step_frame.hpp"
@@ -156,7 +157,7 @@ TEST_F(StepChannel, ADriverWithAnotherCookieIsRefusedAndTheNodeServesTheNext) {
 
 TEST_F(StepChannel, GarbageBeforeTheProofClosesThatConnectionOnly) {
   auto [n, server] = make_served_node(1);
-  auto fd = connect_tcp("127.0.0.1", server->port(), std::chrono::seconds(5));
+  auto fd = tcp_connect("127.0.0.1", server->port(), std::chrono::seconds(5));
   ASSERT_TRUE(fd) << fd.err().message;
   step_socket raw{*fd};
   const std::string garbage(200, 'G');
@@ -170,7 +171,7 @@ TEST_F(StepChannel, AnOversizedFrameAfterTheProofIsRefusedBeforeItIsRead) {
   step_channel_limits limits;
   limits.max_frame_bytes = 4096;
   auto [n, server] = make_served_node(1, limits);
-  auto fd = connect_tcp("127.0.0.1", server->port(), std::chrono::seconds(5));
+  auto fd = tcp_connect("127.0.0.1", server->port(), std::chrono::seconds(5));
   ASSERT_TRUE(fd) << fd.err().message;
   step_socket raw{*fd};
   ASSERT_TRUE(prove_cookie(raw, connection_side::connected, cookie, std::chrono::seconds(10)));
@@ -210,7 +211,7 @@ TEST_F(StepChannel, SilentConnectionsBeyondThePendingBoundEvictTheOldestNotTheDr
   auto [n, server] = make_served_node(1, limits);
   std::vector<std::unique_ptr<step_socket>> silent;
   for (int i = 0; i < 3; ++i) {
-    auto fd = connect_tcp("127.0.0.1", server->port(), std::chrono::seconds(5));
+    auto fd = tcp_connect("127.0.0.1", server->port(), std::chrono::seconds(5));
     ASSERT_TRUE(fd) << fd.err().message;
     silent.push_back(std::make_unique<step_socket>(*fd));
     // Admitted once its greeting arrives: the next connection then finds it pending.
