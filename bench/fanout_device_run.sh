@@ -3,7 +3,7 @@
 # mode (steps on the step channel, and through the middleman as the baseline) beside local mode at
 # 2x1, 2x2 and 8x1 (bench/cluster_fanout.sh, REPEATS runs of each mode), then
 # the profile of one step's pieces (bench/fanout_profile.sh) as kvactor runs and with the
-# middleman deserializing on its multiplexer.
+# middleman deserializing on its multiplexer (FANOUT_PROFILE=0 leaves the profile out).
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_fanout_probe
 #   device: bash bench/fanout_device_run.sh "$OUT" [REPEATS]   (carry: [".devpack.tar.xz"])
 # shellcheck source=bench/device_prelude.sh
@@ -23,6 +23,6 @@ for layout in 2x1 2x2 8x1; do
     "$layout" "$model" 2>&1 | tee "$out/fanout_$layout.log"
   echo "---- $layout done at $((SECONDS - start)) s"
 done
-timeout 120 bash bench/fanout_profile.sh "$out/kvactor_fanout_probe" 2000 -- "" "--mm-workers 0" \
+[ "${FANOUT_PROFILE:-1}" = 1 ] && timeout 120 bash bench/fanout_profile.sh "$out/kvactor_fanout_probe" 2000 -- "" "--mm-workers 0" \
   2>&1 | tee "$out/profile.log"
 echo "---- fanout device run: $((SECONDS - start)) s"
