@@ -195,9 +195,16 @@ public:
   void ack_writes(bool enable) override { stream_.ack_writes(enable); }
   std::vector<char>& wr_buf() override { return stream_.wr_buf(); }
   std::vector<char>& rd_buf() override { return stream_.rd_buf(); }
+  // CAF 0.17's multiplexer gives a stream's reader reference (this scribe) back only when it
+  // removes a read registration it had applied. A connection closed in the loop turn that accepted
+  // it never had it applied: the reference would keep the scribe forever (LeakSanitizer found one
+  // per run under a connection flood). Then the scribe gives it back itself, last: no read event
+  // can come, and a write in flight still holds the scribe through the writer reference.
   void graceful_shutdown() override {
+    const bool read_registered = (stream_.eventbf() & net::input_mask) != 0;
     stream_.graceful_shutdown();
     detach(&stream_.backend(), false);
+    if (!read_registered) stream_.removed_from_loop(net::operation::read); // may destroy *this
   }
   void flush() override { stream_.flush(this); }
   std::string addr() const override {
