@@ -3,7 +3,8 @@
 # mode (steps on the step channel, and through the middleman as the baseline) beside local mode at
 # 2x1, 2x2 and 8x1 (bench/cluster_fanout.sh, REPEATS runs of each mode), then
 # the profile of one step's pieces (bench/fanout_profile.sh) as kvactor runs and with the
-# middleman deserializing on its multiplexer (FANOUT_PROFILE=0 leaves the profile out).
+# middleman deserializing on its multiplexer. FANOUT_PROFILE=0 leaves the profile out;
+# FANOUT_LAYOUTS picks the layouts (default "2x1 2x2 8x1").
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_fanout_probe
 #   device: bash bench/fanout_device_run.sh "$OUT" [REPEATS]   (carry: [".devpack.tar.xz"])
 # shellcheck source=bench/device_prelude.sh
@@ -16,7 +17,7 @@ for bin in kvactor kvactor_fanout_probe; do
   chmod +x "$out/$bin"
 done
 start=$SECONDS
-for layout in 2x1 2x2 8x1; do
+for layout in ${FANOUT_LAYOUTS:-2x1 2x2 8x1}; do
   model=kvactor-tiny
   [ "$layout" = 8x1 ] && model=llama-3.1-8b
   timeout 240 bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" "$dest/fanout_$layout.json" \
