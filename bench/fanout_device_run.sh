@@ -24,6 +24,8 @@ for layout in ${FANOUT_LAYOUTS:-2x1 2x2 8x1}; do
     "$layout" "$model" 2>&1 | tee "$out/fanout_$layout.log"
   echo "---- $layout done at $((SECONDS - start)) s"
 done
-[ "${FANOUT_PROFILE:-1}" = 1 ] && timeout 120 bash bench/fanout_profile.sh "$out/kvactor_fanout_probe" 2000 -- "" "--mm-workers 0" \
-  2>&1 | tee "$out/profile.log"
+if [ "${FANOUT_PROFILE:-1}" = 1 ]; then
+  timeout 120 bash bench/fanout_profile.sh "$out/kvactor_fanout_probe" 2000 -- "" "--mm-workers 0" \
+    2>&1 | tee "$out/profile.log"
+fi
 echo "---- fanout device run: $((SECONDS - start)) s"

@@ -51,19 +51,27 @@ expected<int> try_connect(const addrinfo& a, std::chrono::milliseconds timeout) 
 
 } // namespace
 
-expected<int> tcp_connect(const std::string& host, uint16_t port,
-                          std::chrono::milliseconds timeout) {
+expected<tcp_addresses> resolve_tcp(const std::string& host, uint16_t port, bool passive) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
   addrinfo* found = nullptr;
   const auto service = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0)
+  if (int rc = ::getaddrinfo(passive && host.empty() ? nullptr : host.c_str(), service.c_str(),
+                             &hints, &found);
+      rc != 0)
     return make_error(errc::io_error,
                       fmt::format("{}:{}: cannot resolve: {}", host, port, ::gai_strerror(rc)));
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list{found, ::freeaddrinfo};
+  return tcp_addresses{found, ::freeaddrinfo};
+}
+
+expected<int> tcp_connect(const std::string& host, uint16_t port,
+                          std::chrono::milliseconds timeout) {
+  auto list = resolve_tcp(host, port, false);
+  if (!list) return list.err();
   std::string why = "no address";
-  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+  for (const addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
     auto fd = try_connect(*a, timeout);
     if (fd) return *fd;
     why = fd.err().message;

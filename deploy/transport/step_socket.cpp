@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "deploy/tcp_probe.hpp"
 #include "deploy/transport/peer_auth.hpp"
 
 namespace kvactor {
@@ -183,19 +184,9 @@ void step_socket::shut_down() {
 }
 
 expected<step_listener> listen_tcp(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  const auto service = std::to_string(port);
-  if (int rc =
-          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found);
-      rc != 0)
-    return make_error(errc::io_error,
-                      fmt::format("{}:{}: cannot resolve: {}", host, port, ::gai_strerror(rc)));
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list{found, ::freeaddrinfo};
-  const addrinfo& a = *found;
+  auto list = resolve_tcp(host, port, true);
+  if (!list) return list.err();
+  const addrinfo& a = *list->get();
   const int fd = ::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC, a.ai_protocol);
   if (fd < 0) return io_failure("socket");
   int one = 1;
