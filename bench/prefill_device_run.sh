@@ -6,11 +6,13 @@
 #           bash bench/pack_for_device.sh -z build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_attention_bench
 #   device: bash bench/prefill_device_run.sh "$OUT"      (carry: [".devpack.tar.xz"])
+# KVACTOR_PREFILL_NCU=1 adds an ncu profile of one Hopper launch of the prefill 8x4096 case
+# (tensor-pipe use, issue activity, stall reasons) as OUT/logs/ncu_prefill.txt.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 /usr/local/cuda/bin/cuobjdump --dump-sass .devpack/bin/kvactor_attention_bench 2>/dev/null |
-  grep -oE "HGMMA\.[0-9A-Za-z.]+" | sort | uniq -c | head -n 8
+  grep -oE "HGMMA\.[0-9A-Za-z.]+|USETMAXREG[.A-Z]*" | sort | uniq -c | head -n 12
 timeout 240 bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 \
   --gtest_filter="${KVACTOR_TEST_FILTER:-*}" >"$out/gpu_tests.log" 2>&1
 echo "gpu tests: rc=$?"
@@ -22,3 +24,13 @@ tail -n 14 "$out/attention.log"
 timeout 200 python3 bench/hf/sdpa_peers.py --kvactor "$out/attention.json" --cases prefill \
   --out "$out/sdpa_peers.json" >"$out/sdpa_peers.log" 2>&1
 grep -v -i "warn" "$out/sdpa_peers.log" | tail -n 12
+if [ "${KVACTOR_PREFILL_NCU:-0}" = 1 ]; then
+  timeout 200 /usr/local/cuda/bin/ncu --graph-profiling node -k regex:hopper_prefill -c 1 \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section InstructionStats --section ComputeWorkloadAnalysis \
+    bash .devpack/run.sh kvactor_attention_bench --cases prefill8x4096 \
+    >"$out/ncu_prefill.txt" 2>&1
+  echo "ncu: rc=$?"
+  grep -E "Tensor|Issue Slots|Achieved Occupancy|Registers Per|Stall|Executed Ipc|Duration" \
+    "$out/ncu_prefill.txt" | head -n 40
+fi

@@ -1,13 +1,14 @@
 // Prefill kernel for Hopper (sm_90a): warpgroup MMAs (wgmma) fed by the copy engine (TMA). One
-// CTA per (128-query tile of a request, q head): two warpgroups of 64 query rows. Grid x
-// enumerates the tiles of all requests as the mma.sync kernel does (request r's tiles are
-// x = query_start_loc[r] / 128 + r + i), walked from the last x down so that the longest causal
-// tiles start first.
+// CTA per (128-query tile of a request, q head): two consumer warpgroups of 64 query rows and a
+// producer warpgroup. Grid x enumerates the tiles of all requests as the mma.sync kernel does
+// (request r's tiles are x = query_start_loc[r] / 128 + r + i), walked from the last x down so
+// that the longest causal tiles start first.
 //
-// One thread walks the request's block table and issues, per 16-key group and 64-column block,
-// one TMA copy of K and one of V into a stage of a 2-3 deep ring (the copies swizzle into
-// wgmma.cuh's layout); a stage's "full" barrier completes on the bytes, its "empty" barrier when
-// every warp has finished with it. Per tile a warpgroup computes S = Q K^T with Q and K from
+// The producer's first warp walks the request's block table, one lane per 16-key group, and
+// issues per group and 64-column block one TMA copy of K and one of V into a stage of a 2-3 deep
+// ring (the copies swizzle into wgmma.cuh's layout); a stage's "full" barrier completes on the
+// bytes, its "empty" barrier when every consumer warp has finished with it. The producer keeps 24
+// registers (setmaxnreg) so that the consumers get 240. Per tile a consumer warpgroup computes S = Q K^T with Q and K from
 // shared memory, the online softmax in registers, and O += P V with P from registers (the score
 // accumulators, rounded to 16 bits, are exactly the A fragments) and V read transposed. A
 // warpgroup skips the tiles none of its rows sees and masks only those its rows see in part; V
@@ -31,7 +32,10 @@ namespace {
 
 template <int D>
 struct hopper_prefill_config {
-  static constexpr int threads = 256; // two warpgroups of 64 query rows
+  static constexpr int consumers = 256; // two warpgroups of 64 query rows
+  static constexpr int threads = consumers + 128; // and the producer warpgroup
+  static constexpr int producer_registers = 24;
+  static constexpr int consumer_registers = 240; // 2 x 128 x 240 + 128 x 24 <= 64 K registers
   static constexpr int bm = hopper_prefill_tile;
   static_assert(bm == 128);
   static constexpr int bn = D == 256 ? 64 : 128;  // keys per tile
@@ -75,38 +79,55 @@ struct prefill_cta_keys {
   int lo, hi, kt_first, n_tiles;
 };
 
-// The copies of key tile `it` into its stage, issued by one thread: per 16-key group and
-// 64-column block one TMA copy of K and one of V, completing on the stage's full barrier. A group
-// whose block is not the request's (outside [lo, hi], past the table, an invalid id) is read at
-// a block id past the cache: zeros.
+// The cache block of the 16 keys from key0, or a block id past the cache (its copy arrives as
+// zeros) when the group is not the request's: outside [lo, hi], past the table, an invalid id.
+__device__ __forceinline__ int kv_group_block(const attention_args& a, const int32_t* bt,
+                                              const prefill_cta_keys& k, int key0) {
+  const int page = key0 / a.block_size;
+  if (key0 + 15 < k.lo || key0 > k.hi || page >= a.width) return static_cast<int>(a.num_blocks);
+  const int b = bt[page];
+  return b >= 0 && b < a.num_blocks ? b : static_cast<int>(a.num_blocks);
+}
+
+// The copies of group g (16 keys from key0, in cache block blk) of a key tile into stage s: per
+// 64-column block one TMA copy of K and one of V, completing on the stage's full barrier.
+template <int D>
+__device__ __forceinline__ void issue_kv_group(const attention_args& a, int key0, int blk, int g,
+                                               int kvh, int s, const CUtensorMap* k_map,
+                                               const CUtensorMap* v_map, unsigned char* k_s,
+                                               unsigned char* v_s, uint64_t* full) {
+  using cfg = hopper_prefill_config<D>;
+  const bool token_inner = a.stride_token < a.stride_head; // the maps' dimension order
+  const int tok = key0 % a.block_size;
+  const int c1 = token_inner ? tok : kvh, c2 = token_inner ? kvh : tok;
+#pragma unroll
+  for (int cb = 0; cb < D / 64; ++cb) {
+    const size_t off = s * cfg::tile_bytes + size_t{cfg::bn} * 128 * cb + size_t{16} * 128 * g;
+    tma_load_4d(k_s + off, k_map, 64 * cb, c1, c2, blk, &full[s]);
+    tma_load_4d(v_s + off, v_map, 64 * cb, c1, c2, blk, &full[s]);
+  }
+}
+
+// The producer warp: every key tile of the CTA into the ring. Each lane reads its group's block
+// id before the warp waits for the stage to empty, so a tile pays one load latency, hidden behind
+// the consumers' work; lane 0 announces the stage's bytes, then the group lanes copy.
 template <int D>
 __device__ __forceinline__ void
-issue_kv_tile(const attention_args& a, const int32_t* bt, const prefill_cta_keys& k, int kvh,
-              int it, const CUtensorMap* k_map, const CUtensorMap* v_map, unsigned char* k_s,
-              unsigned char* v_s, uint64_t* full) {
+produce_kv_tiles(const attention_args& a, const int32_t* bt, const prefill_cta_keys& k, int kvh,
+                 const CUtensorMap* k_map, const CUtensorMap* v_map, unsigned char* k_s,
+                 unsigned char* v_s, uint64_t* full, uint64_t* empty) {
   using cfg = hopper_prefill_config<D>;
-  constexpr int bn = cfg::bn;
-  const int s = it % cfg::stages;
-  const bool token_inner = a.stride_token < a.stride_head; // the maps' dimension order
-  mbarrier_arrive_expect_tx(&full[s], static_cast<uint32_t>(2 * cfg::tile_bytes));
-  const int k_start = (k.kt_first + it) * bn;
+  constexpr int groups = cfg::bn / 16, stages = cfg::stages;
+  const int lane = static_cast<int>(threadIdx.x % 32);
 #pragma unroll 1
-  for (int g = 0; g < bn / 16; ++g) {
-    const int key0 = k_start + 16 * g;
-    const int page = key0 / a.block_size;
-    int blk = static_cast<int>(a.num_blocks);
-    if (key0 + 15 >= k.lo && key0 <= k.hi && page < a.width) {
-      const int b = bt[page];
-      if (b >= 0 && b < a.num_blocks) blk = b;
-    }
-    const int tok = key0 % a.block_size;
-    const int c1 = token_inner ? tok : kvh, c2 = token_inner ? kvh : tok;
-#pragma unroll
-    for (int cb = 0; cb < D / 64; ++cb) {
-      const size_t off = s * cfg::tile_bytes + size_t{bn} * 128 * cb + size_t{16} * 128 * g;
-      tma_load_4d(k_s + off, k_map, 64 * cb, c1, c2, blk, &full[s]);
-      tma_load_4d(v_s + off, v_map, 64 * cb, c1, c2, blk, &full[s]);
-    }
+  for (int it = 0; it < k.n_tiles; ++it) {
+    const int s = it % stages;
+    const int key0 = (k.kt_first + it) * cfg::bn + 16 * lane;
+    const int blk = lane < groups ? kv_group_block(a, bt, k, key0) : 0;
+    if (it >= stages) mbarrier_wait(&empty[s], ((it / stages) - 1) & 1);
+    if (lane == 0) mbarrier_arrive_expect_tx(&full[s], static_cast<uint32_t>(2 * cfg::tile_bytes));
+    __syncwarp();
+    if (lane < groups) issue_kv_group<D>(a, key0, blk, lane, kvh, s, k_map, v_map, k_s, v_s, full);
   }
 }
 
@@ -118,13 +139,13 @@ __device__ __forceinline__ void zero_outside_keys(unsigned char* vs, int k_start
                                                   int ctid) {
   using cfg = hopper_prefill_config<D>;
   constexpr int bn = cfg::bn, chunks = D / 8;
-  for (int c = ctid; c < bn * chunks; c += cfg::threads) {
+  for (int c = ctid; c < bn * chunks; c += cfg::consumers) {
     const int rr = c / chunks, key = k_start + rr;
     if (key < lo || key > hi)
       *reinterpret_cast<uint4*>(vs + sw128_offset(rr, c % chunks, bn)) = make_uint4(0, 0, 0, 0);
   }
   fence_proxy_async();
-  named_barrier_sync(1, cfg::threads);
+  named_barrier_sync(1, cfg::consumers);
 }
 
 template <class T, int D>
@@ -158,22 +179,24 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
   if (tid == 0) {
     for (int i = 0; i < stages; ++i) {
       mbarrier_init(&full[i], 1);
-      mbarrier_init(&empty[i], cfg::threads / 32); // one arrival per warp
+      mbarrier_init(&empty[i], cfg::consumers / 32); // one arrival per consumer warp
     }
     mbarrier_init_fence();
   }
   __syncthreads();
-  // The copies are issued by the first thread of the second warpgroup (whose rows see the most
-  // keys): it refills a stage once both warpgroups have released it, when their P V of it is done.
-  const int32_t* const bt = a.block_table + static_cast<int64_t>(t.r) * a.width;
-  const bool producer = tid == 128;
-  if (producer)
-    for (int it = 0; it < min(stages, keys.n_tiles); ++it)
-      issue_kv_tile<D>(a, bt, keys, kvh, it, k_map, v_map, k_s, v_s, full);
+  if (tid >= cfg::consumers) { // the producer warpgroup: one warp copies, the others leave
+    warpgroup_registers_down<cfg::producer_registers>();
+    if (tid < cfg::consumers + 32) {
+      const int32_t* const bt = a.block_table + static_cast<int64_t>(t.r) * a.width;
+      produce_kv_tiles<D>(a, bt, keys, kvh, k_map, v_map, k_s, v_s, full, empty);
+    }
+    return;
+  }
+  warpgroup_registers_up<cfg::consumer_registers>();
 
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const T* const q = static_cast<const T*>(a.q);
-  for (int c = tid; c < bm * chunks; c += cfg::threads) {
+  for (int c = tid; c < bm * chunks; c += cfg::consumers) {
     const int rr = c / chunks, ch = c % chunks;
     const bool ok = rr < t.rows;
     const T* const src =
@@ -183,7 +206,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
   cp_async_commit();
   cp_async_wait<0>();
   fence_proxy_async();
-  named_barrier_sync(1, cfg::threads);
+  named_barrier_sync(1, cfg::consumers);
 
   // This warpgroup's rows [64 wg, 64 wg + 64) and the keys they see (keys_of_rows): uniform
   // across the warpgroup, as wgmma requires.
@@ -206,7 +229,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
 
   // Per tile: S = Q K^T, then the previous tile's P V while this tile's softmax runs (the two
   // MMA groups complete in order: waiting for all but the newest leaves S done, P V in flight).
-  // A stage is released once its P V completes; the producer thread refills it then.
+  // A stage is released once its P V completes; the producer warp refills it then.
   uint32_t pa[bn / 16][4]; // P of tile `pending`, whose P V is not issued yet
   int pending = -1;
   auto issue_pv = [&](int tile) {
@@ -225,10 +248,6 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
   };
   auto release = [&](int tile) {
     if (lane == 0) mbarrier_arrive(&empty[tile % stages]); // this warp is done with the stage
-    if (producer && tile + stages < keys.n_tiles) {
-      mbarrier_wait(&empty[tile % stages], (tile / stages) & 1);
-      issue_kv_tile<D>(a, bt, keys, kvh, tile + stages, k_map, v_map, k_s, v_s, full);
-    }
   };
   auto finish_pending = [&] {
     if (pending < 0) return;

@@ -63,6 +63,18 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[M][N]) {
     fence_accumulators(d[i]);
 }
 
+/// Warp specialisation's register split (setmaxnreg): every warp of a warpgroup lowers or raises
+/// its per-thread register budget to N (a multiple of 8), so that a producer warpgroup that only
+/// issues copies gives its registers to the consumers' accumulators.
+template <int N>
+__device__ __forceinline__ void warpgroup_registers_down() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void warpgroup_registers_up() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 /// Makes this thread's ordinary shared-memory writes (cp.async included) visible to the async
 /// proxy (wgmma operand reads); a barrier must follow before another thread's wgmma reads them.
 __device__ __forceinline__ void fence_proxy_async() {
