@@ -28,9 +28,16 @@ if [ "${KVACTOR_PREFILL_NCU:-0}" = 1 ]; then
   timeout 200 /usr/local/cuda/bin/ncu --graph-profiling node -k regex:hopper_prefill -c 1 \
     --section SpeedOfLight --section Occupancy --section WarpStateStats \
     --section InstructionStats --section ComputeWorkloadAnalysis \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     bash .devpack/run.sh kvactor_attention_bench --cases prefill8x4096 \
     >"$out/ncu_prefill.txt" 2>&1
   echo "ncu: rc=$?"
-  grep -E "Tensor|Issue Slots|Achieved Occupancy|Registers Per|Stall|Executed Ipc|Duration" \
-    "$out/ncu_prefill.txt" | head -n 40
+  grep -E "Issue Slots|Achieved Occupancy|Executed Ipc|Duration|Warp Cycles Per Issued" \
+    "$out/ncu_prefill.txt" | head -n 8
+  # Stall reasons, largest first (warps stalled per issued instruction).
+  grep -E "issue_stalled_.*ratio" "$out/ncu_prefill.txt" | sort -k3 -g -r | head -n 8
+  # The bf16 head-128 kernel's SASS, to count a tile's instructions here.
+  /usr/local/cuda/bin/cuobjdump --dump-sass .devpack/bin/kvactor_attention_bench 2>/dev/null |
+    awk '/Function : .*hopper_prefill_kernelI13__nv_bfloat16Li128E/ { on = 1; print; next }
+         /Function :/ { on = 0 } on' >"$out/hopper_prefill_bf16_128.sass"
 fi
