@@ -4,7 +4,8 @@
 # 2x1, 2x2 and 8x1 (bench/cluster_fanout.sh, REPEATS runs of each mode), then
 # the profile of one step's pieces (bench/fanout_profile.sh) as kvactor runs and with the
 # middleman deserializing on its multiplexer. FANOUT_PROFILE=0 leaves the profile out;
-# FANOUT_LAYOUTS picks the layouts (default "2x1 2x2 8x1").
+# FANOUT_LAYOUTS picks the layouts (default "2x1 2x2 8x1"); FANOUT_HOT=1 adds a run of each with
+# every core kept busy at the lowest priority (below).
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_fanout_probe
 #   device: bash bench/fanout_device_run.sh "$OUT" [REPEATS]   (carry: [".devpack.tar.xz"])
 # shellcheck source=bench/device_prelude.sh
@@ -16,13 +17,29 @@ for bin in kvactor kvactor_fanout_probe; do
   printf '#!/usr/bin/env bash\nexec bash %s/.devpack/run.sh %s "$@"\n' "$PWD" "$bin" >"$out/$bin"
   chmod +x "$out/$bin"
 done
+# FANOUT_HOT=1 runs every layout a second time with a nice-19 busy loop on each core: the idle
+# cores then stay out of deep sleep states, so the difference is what waking a sleeping core costs
+# the step path's hand-overs between threads.
+hot=()
+hot_loops() {
+  for _ in $(seq 1 "$(nproc)"); do
+    nice -n 19 bash -c 'while :; do :; done' &
+    hot+=($!)
+  done
+}
 start=$SECONDS
-for layout in ${FANOUT_LAYOUTS:-2x1 2x2 8x1}; do
-  model=kvactor-tiny
-  [ "$layout" = 8x1 ] && model=llama-3.1-8b
-  timeout 240 bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" "$dest/fanout_$layout.json" \
-    "$layout" "$model" 2>&1 | tee "$out/fanout_$layout.log"
-  echo "---- $layout done at $((SECONDS - start)) s"
+for heat in cold ${FANOUT_HOT:+hot}; do
+  [ "$heat" = hot ] && hot_loops
+  for layout in ${FANOUT_LAYOUTS:-2x1 2x2 8x1}; do
+    model=kvactor-tiny
+    [ "$layout" = 8x1 ] && model=llama-3.1-8b
+    name=fanout_$layout
+    [ "$heat" = hot ] && name=fanout_${layout}_hot
+    timeout 240 bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" "$dest/$name.json" \
+      "$layout" "$model" 2>&1 | tee "$out/$name.log"
+    echo "---- $name done at $((SECONDS - start)) s"
+  done
+  [ "$heat" = hot ] && { kill "${hot[@]}"; wait "${hot[@]}" 2>/dev/null; }
 done
 if [ "${FANOUT_PROFILE:-1}" = 1 ]; then
   timeout 120 bash bench/fanout_profile.sh "$out/kvactor_fanout_probe" 2000 -- "" "--mm-workers 0" \
