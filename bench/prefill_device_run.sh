@@ -7,7 +7,9 @@
 #             build/bin/kvactor_attention_bench
 #   device: bash bench/prefill_device_run.sh "$OUT"      (carry: [".devpack.tar.xz"])
 # KVACTOR_PREFILL_NCU=1 adds an ncu profile of one Hopper launch of the prefill 8x4096 case
-# (tensor-pipe use, issue activity, stall reasons) as OUT/logs/ncu_prefill.txt.
+# (tensor-pipe use, issue activity, stall reasons) as OUT/logs/ncu_prefill.txt, with the head-128
+# kernel's SASS; KVACTOR_PREFILL_PEERS=0 leaves the SDPA peers out; KVACTOR_TEST_FILTER narrows
+# the tests.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
@@ -21,9 +23,11 @@ timeout 180 bash .devpack/run.sh kvactor_attention_bench --cases prefill mixed \
   --out "$out/attention.json" >"$out/attention.log" 2>&1
 echo "attention bench: rc=$?"
 tail -n 14 "$out/attention.log"
-timeout 200 python3 bench/hf/sdpa_peers.py --kvactor "$out/attention.json" --cases prefill \
-  --out "$out/sdpa_peers.json" >"$out/sdpa_peers.log" 2>&1
-grep -v -i "warn" "$out/sdpa_peers.log" | tail -n 12
+if [ "${KVACTOR_PREFILL_PEERS:-1}" = 1 ]; then
+  timeout 200 python3 bench/hf/sdpa_peers.py --kvactor "$out/attention.json" --cases prefill \
+    --out "$out/sdpa_peers.json" >"$out/sdpa_peers.log" 2>&1
+  grep -v -i "warn" "$out/sdpa_peers.log" | tail -n 12
+fi
 if [ "${KVACTOR_PREFILL_NCU:-0}" = 1 ]; then
   timeout 200 /usr/local/cuda/bin/ncu --graph-profiling node -k regex:hopper_prefill -c 1 \
     --section SpeedOfLight --section Occupancy --section WarpStateStats \
