@@ -11,6 +11,7 @@
 # JSON_OUT (may be "") receives the medians for bench/plot.py --fanout; NODESxRANKS is 2x1 unless
 # given (issue 22's goals: 2x2 and 8x1); MODEL is kvactor-tiny unless given (its 4 heads allow
 # at most 4 ranks: 8x1 takes llama-3.1-8b, whose KV cache is then held to 64 MiB per rank).
+# FANOUT_SPIN_US=N gives the nodes and the channel runs --step-spin-us N.
 set -euo pipefail
 kvactor=${1:?usage: cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT]]}
 repeats=${2:-5}
@@ -31,7 +32,8 @@ cleanup() {
 trap cleanup EXIT
 addr=()
 for i in $(seq 1 "$num_nodes"); do
-  "$kvactor" node --listen 127.0.0.1:0 --cpu-ranks "$per_node" >"$dir/node$i.log" 2>&1 &
+  "$kvactor" node --listen 127.0.0.1:0 --cpu-ranks "$per_node" \
+    ${FANOUT_SPIN_US:+--step-spin-us "$FANOUT_SPIN_US"} >"$dir/node$i.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 200); do
     a=$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$dir/node$i.log" | awk '{print $3}' || true)
@@ -51,6 +53,7 @@ for _ in $(seq 1 "$repeats"); do
     extra=()
     [[ $mode != local ]] && extra=(--nodes "$nodes_flag")
     [[ $mode == middleman ]] && extra+=(--step-path middleman)
+    [[ $mode == cluster && -n ${FANOUT_SPIN_US:-} ]] && extra+=(--step-spin-us "$FANOUT_SPIN_US")
     "$kvactor" run "${workload[@]}" "${extra[@]}" --summary-json "$dir/s.json" >/dev/null
     python3 -c "import json; s = json.load(open('$dir/s.json')); print(s['step_ms']['p50'] * 1000, s['step_ms']['p99'] * 1000, s['steps'])" >>"$dir/$mode.txt"
   done

@@ -5,7 +5,7 @@
 # the profile of one step's pieces (bench/fanout_profile.sh) as kvactor runs and with the
 # middleman deserializing on its multiplexer. FANOUT_PROFILE=0 leaves the profile out;
 # FANOUT_LAYOUTS picks the layouts (default "2x1 2x2 8x1"); FANOUT_HOT=1 adds a run of each with
-# every core kept busy at the lowest priority (below).
+# every core kept busy at the lowest priority, FANOUT_SPIN_US=N one with --step-spin-us N (below).
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_fanout_probe
 #   device: bash bench/fanout_device_run.sh "$OUT" [REPEATS]   (carry: [".devpack.tar.xz"])
 # shellcheck source=bench/device_prelude.sh
@@ -28,15 +28,19 @@ hot_loops() {
   done
 }
 start=$SECONDS
-for heat in cold ${FANOUT_HOT:+hot}; do
+# FANOUT_SPIN_US=N adds a run of each with the step channel's threads spinning N us
+# (--step-spin-us) on idle cores.
+for heat in cold ${FANOUT_HOT:+hot} ${FANOUT_SPIN_US:+spin}; do
   [ "$heat" = hot ] && hot_loops
   for layout in ${FANOUT_LAYOUTS:-2x1 2x2 8x1}; do
     model=kvactor-tiny
     [ "$layout" = 8x1 ] && model=llama-3.1-8b
     name=fanout_$layout
-    [ "$heat" = hot ] && name=fanout_${layout}_hot
-    timeout 240 bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" "$dest/$name.json" \
-      "$layout" "$model" 2>&1 | tee "$out/$name.log"
+    [ "$heat" != cold ] && name=fanout_${layout}_$heat
+    spin=
+    [ "$heat" = spin ] && spin=$FANOUT_SPIN_US
+    FANOUT_SPIN_US=$spin timeout 240 bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" \
+      "$dest/$name.json" "$layout" "$model" 2>&1 | tee "$out/$name.log"
     echo "---- $name done at $((SECONDS - start)) s"
   done
   [ "$heat" = hot ] && { kill "${hot[@]}"; wait "${hot[@]}" 2>/dev/null; }

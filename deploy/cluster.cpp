@@ -190,13 +190,15 @@ std::shared_ptr<step_channel_client> open_step_channels(const guarded_transport&
 }
 
 void attach_step_channels(const std::shared_ptr<step_channel_client>& channels,
-                          const driver_actor& drv) {
+                          const driver_actor& drv, std::chrono::microseconds spin) {
   if (!channels) return;
   // Weak: the driver holds the channels, whose reader must not keep the driver alive.
-  channels->start([weak = caf::actor_cast<caf::weak_actor_ptr>(drv)](node_channel_event e) {
-    if (auto strong = weak.lock())
-      caf::anon_send(caf::actor_cast<driver_actor>(strong), std::move(e));
-  });
+  channels->start(
+      [weak = caf::actor_cast<caf::weak_actor_ptr>(drv)](node_channel_event e) {
+        if (auto strong = weak.lock())
+          caf::anon_send(caf::actor_cast<driver_actor>(strong), std::move(e));
+      },
+      spin);
 }
 
 void release_cluster(caf::actor_system&, const cluster& c) {
@@ -253,7 +255,7 @@ expected<run_summary> rebuild_and_rerun(guarded_transport& net, cluster& c,
   setup.collective_timeout = req.collective_timeout;
   setup.rank_locations = c.locations;
   auto drv = sys.spawn(driver, std::move(setup));
-  attach_step_channels(channels, drv);
+  attach_step_channels(channels, drv, req.step_spin);
   auto second_run = serve(sys, drv, again);
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   if (second_run.failure) return second_run.failure->err;

@@ -62,7 +62,7 @@ std::shared_ptr<step_channel_client> open_step_channels(const guarded_transport&
 
 /// Starts `channels` (may be null) reporting to `drv`.
 void attach_step_channels(const std::shared_ptr<step_channel_client>& channels,
-                          const driver_actor& drv);
+                          const driver_actor& drv, std::chrono::microseconds spin = {});
 
 /// Connects to `addresses` ("host:port" each), says hello, places `world` ranks and spawns them.
 /// `device`: nullopt (auto) takes the nodes' device, else it must match theirs. Errors name the
@@ -88,6 +88,7 @@ struct rebuild_request {
   std::vector<request_spec> workload; // the whole run's, in order
   uint64_t epoch = 2;
   bool step_channel = true; // steps on the nodes' step channels (else through the middleman)
+  std::chrono::microseconds step_spin{0}; // --step-spin-us
 };
 
 /// The run `first` stopped early (a rank stopped): stops what is left of the old group, waits until

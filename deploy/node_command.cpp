@@ -160,7 +160,8 @@ void print_listening(std::ostream& out, const listen_at& at, uint16_t bound,
 // The step channel beside the middleman: its drivers prove the cluster cookie, or under TLS
 // present a certificate of the CA (with the node's own certificate and key).
 expected<std::unique_ptr<step_channel_server>> open_step_channel(const listen_at& at,
-                                                                 const guarded_transport& net) {
+                                                                 const guarded_transport& net,
+                                                                 std::chrono::microseconds spin) {
   step_channel_auth auth{net.auth().cookie, nullptr};
   if (at.tls.enabled()) {
     auto tls = step_tls::make(at.tls.cert, at.tls.key, at.tls.ca, true);
@@ -171,6 +172,7 @@ expected<std::unique_ptr<step_channel_server>> open_step_channel(const listen_at
   limits.max_frame_bytes = net.limits().frames.max_message_bytes;
   limits.proof_timeout = net.limits().connections.handshake_timeout;
   limits.max_pending = net.limits().connections.max_pending;
+  limits.spin = spin;
   auto server = step_channel_server::listen(at.host, 0, std::move(auth), limits);
   if (!server) return server.err();
   return std::move(*server);
@@ -251,7 +253,7 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   if (!auth) return bad(auth.err().message);
   caf::actor_system sys{cfg};
   guarded_transport net{sys, at->transport, std::move(*auth)};
-  auto channel = open_step_channel(*at, net);
+  auto channel = open_step_channel(*at, net, std::chrono::microseconds(flags.step_spin_us));
   if (!channel) return bad(fmt::format("--listen {}: {}", flags.listen, channel.err().message));
   setup->info.step_port = (*channel)->port();
   setup->sinks = (*channel)->sinks();

@@ -129,7 +129,7 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   setup.chaos = o.chaos.chaos;
   setup.channel = channels;
   auto drv = sys.spawn(driver, std::move(setup));
-  attach_step_channels(channels, drv);
+  attach_step_channels(channels, drv, o.step_spin);
   auto session = serve(sys, drv, run->workload,
                        [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
                          print_run_header(*run, ready, out);
@@ -151,6 +151,7 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
     req.configs = run->configs;
     req.workload = run->workload;
     req.step_channel = o.steps == step_path::channel;
+    req.step_spin = o.step_spin;
     restarts = rebuild_while_lost(net, nodes, std::move(req), o, session, err);
   }
   metrics->ended(session);

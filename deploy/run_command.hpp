@@ -40,6 +40,7 @@ struct run_flags {
   std::string restart_policy = "none";   // cluster mode: none | rebuild
   double restart_wait_s = 60.0;          // rebuild: how long the lost nodes may take to return
   std::string step_path = "channel";     // --nodes: channel | middleman
+  int64_t step_spin_us = 0;              // --nodes: the step channel's reader polls this long
   bool no_kernels = false; // benchmarks: the step protocol alone (every sampled token is 0)
   std::string load_format = "auto"; // auto | synthetic (the whole decoder, generated weights)
   std::string cudagraph_capture = "startup"; // startup | lazy

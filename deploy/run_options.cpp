@@ -50,6 +50,8 @@ status check_mode_flags(const run_flags& f, bool cluster) {
                            f.step_path));
   if (f.step_path != "channel" && !cluster)
     return bad("--step-path: only with --nodes (a local run's steps stay in its process)");
+  if (f.step_spin_us != 0 && !cluster)
+    return bad("--step-spin-us: only with --nodes (a local run has no step channel)");
   if (!(f.restart_wait_s > 0))
     return bad(
         fmt::format("--restart-wait: {} is not a positive number of seconds", f.restart_wait_s));
@@ -147,6 +149,7 @@ expected<run_options> check_run_flags(const run_flags& f) {
   o.restart = f.restart_policy == "rebuild" ? restart_policy::rebuild : restart_policy::none;
   o.restart_wait = std::chrono::milliseconds(std::llround(f.restart_wait_s * 1000));
   o.steps = f.step_path == "middleman" ? step_path::middleman : step_path::channel;
+  o.step_spin = std::chrono::microseconds(f.step_spin_us);
   o.tls = {f.tls_cert, f.tls_key, f.tls_ca};
   auto limits = transport_limits_from(f.max_message_bytes);
   if (!limits) return limits.err();

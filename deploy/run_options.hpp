@@ -39,6 +39,7 @@ struct run_options {
   restart_policy restart = restart_policy::none;
   std::chrono::milliseconds restart_wait{60'000};
   step_path steps = step_path::channel;
+  std::chrono::microseconds step_spin{0}; // the step channel's reader polls before it blocks
   tls_files tls;
   transport_limits transport; // --max-message-bytes and the connection limits
   chaos_setup chaos;          // --step-timeout, --chaos, --chaos-kill, --chaos-stall

@@ -82,8 +82,9 @@ step_channel_client::~step_channel_client() {
     if (fd >= 0) ::close(fd);
 }
 
-void step_channel_client::start(sink to_driver) {
+void step_channel_client::start(sink to_driver, std::chrono::microseconds spin) {
   to_driver_ = std::move(to_driver);
+  spin_ = spin;
   reader_ = std::thread([this] { read_loop(); });
 }
 
@@ -113,7 +114,9 @@ void step_channel_client::read_loop() {
         fds.push_back({r->sock->fd(), POLLIN, 0});
         polled.push_back(r.get());
       }
-    if (::poll(fds.data(), fds.size(), -1) <= 0 || stopping_) continue;
+    if (!spin_until_readable(fds.data(), fds.size(), spin_)
+        && (::poll(fds.data(), fds.size(), -1) <= 0 || stopping_))
+      continue;
     for (size_t i = 0; i < polled.size(); ++i)
       if (fds[i + 1].revents != 0) read_route(*polled[i], buf);
   }

@@ -44,7 +44,8 @@ public:
   ~step_channel_client() override;
 
   /// Starts the reader: every answer, refusal and loss goes to `to_driver` (from its thread).
-  void start(sink to_driver);
+  /// With `spin`, the reader polls that long before it blocks (spin_until_readable).
+  void start(sink to_driver, std::chrono::microseconds spin = {});
 
   bool open(size_t route) const override;
   status send(size_t route, uint64_t seq, const node_step& step) override;
@@ -64,6 +65,7 @@ private:
   uint64_t max_frame_bytes_;
   int wake_[2] = {-1, -1}; // written by the destructor to end read_loop
   sink to_driver_;
+  std::chrono::microseconds spin_{0};
   std::atomic<bool> stopping_{false};
   std::thread reader_;
 };

@@ -181,7 +181,9 @@ void step_channel_server::relay_steps(connection& c) {
   step_frame_reader reader{limits_.max_frame_bytes};
   std::vector<char> buf(64 << 10);
   status fed = ok();
+  pollfd readable{c.sock->fd(), POLLIN, 0};
   while (fed) {
+    if (!c.sock->has_buffered()) (void)spin_until_readable(&readable, 1, limits_.spin);
     auto got = c.sock->read_some(buf.data(), buf.size());
     if (!got || *got == 0) break; // the driver left (or the node stops)
     fed = reader.feed(buf.data(), *got);

@@ -38,6 +38,7 @@ struct step_channel_limits {
   std::chrono::milliseconds proof_timeout{10'000};
   size_t max_connections = 8;
   size_t max_pending = 64;
+  std::chrono::microseconds spin{0}; // a connection's thread polls this long before it blocks
 };
 
 struct step_channel_counts {

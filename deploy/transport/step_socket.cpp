@@ -37,6 +37,15 @@ void set_nodelay(int fd) {
 
 } // namespace
 
+bool spin_until_readable(pollfd* fds, size_t n, std::chrono::microseconds spin) {
+  if (spin.count() <= 0) return false;
+  const auto until = std::chrono::steady_clock::now() + spin;
+  do {
+    if (::poll(fds, n, 0) > 0) return true;
+  } while (std::chrono::steady_clock::now() < until);
+  return false;
+}
+
 step_socket::step_socket(int fd) : fd_(fd) {
   set_nodelay(fd_); // a step is one small frame each way: never wait to fill a segment
 }

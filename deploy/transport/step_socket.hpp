@@ -19,8 +19,14 @@
 #include "messages/errc.hpp"
 
 struct ssl_st;
+struct pollfd;
 
 namespace kvactor {
+
+/// Polls `fds` without blocking until one is ready or `spin` has passed; whether one is. A thread
+/// that spins before it blocks answers a frame without the wake-up of a sleeping core (tens of
+/// microseconds on an idle many-core machine), at the price of a core while it spins.
+bool spin_until_readable(pollfd* fds, size_t n, std::chrono::microseconds spin);
 
 /// How the ends of a step channel prove who they are: mutual TLS when `tls` is set, else the
 /// cluster cookie.

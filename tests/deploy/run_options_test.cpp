@@ -60,6 +60,21 @@ TEST(RunOptions, ClusterOnlyFlagsAreRefusedInALocalRunNamingTheFlag) {
   run_flags path;
   path.step_path = "middleman";
   EXPECT_THAT(check_run_flags(path).err().message, HasSubstr("--step-path: only with --nodes"));
+  run_flags spin;
+  spin.step_spin_us = 50;
+  EXPECT_THAT(check_run_flags(spin).err().message, HasSubstr("--step-spin-us: only with --nodes"));
+}
+
+TEST(RunOptions, StepSpinIsOffUnlessAskedForAndReachesTheOptions) {
+  run_flags f;
+  f.nodes = "127.0.0.1:1";
+  auto off = check_run_flags(f);
+  ASSERT_TRUE(off) << off.err().message;
+  EXPECT_EQ(off->step_spin.count(), 0);
+  f.step_spin_us = 150;
+  auto on = check_run_flags(f);
+  ASSERT_TRUE(on) << on.err().message;
+  EXPECT_EQ(on->step_spin.count(), 150);
 }
 
 TEST(RunOptions, StepPathIsTheChannelUnlessTheMiddlemanIsAskedFor) {

@@ -7,9 +7,12 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <caf/all.hpp>
 
@@ -132,6 +135,42 @@ TEST_F(StepChannel, AStepReachesTheNodeAndItsAnswerComesBackForEveryRank) {
   EXPECT_EQ(e->seq, 0u);
   EXPECT_EQ(e->answer.rejected.size(), 2u);
   EXPECT_EQ(server->counts().steps.load(), 1u);
+}
+
+TEST_F(StepChannel, ThreadsThatSpinBeforeTheyBlockServeStepsAsThoseThatBlock) {
+  step_channel_limits spinning;
+  spinning.spin = std::chrono::microseconds(2000);
+  auto [n, server] = make_served_node(1, spinning);
+  spawn_rank_on(n, 0, 1, 0);
+  event_queue events;
+  auto client = connect_to(*server);
+  client->start(events.sink(), std::chrono::microseconds(2000));
+  // Several steps, some sent while both threads spin and some after they have gone to sleep.
+  for (uint64_t seq = 0; seq < 4; ++seq) {
+    step_plan plan;
+    plan.seq = seq;
+    plan.epoch = 1;
+    ASSERT_TRUE(client->send(0, seq, node_step{encode(plan), {0}, 0}));
+    auto e = events.next();
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->kind, channel_event_kind::answer);
+    EXPECT_EQ(e->seq, seq);
+    EXPECT_EQ(e->answer.rejected.size(), 1u);
+    if (seq == 1) std::this_thread::sleep_for(std::chrono::milliseconds(5)); // past the spin
+  }
+  EXPECT_EQ(server->counts().steps.load(), 4u);
+}
+
+TEST(StepSocket, SpinningReportsADescriptorThatBecomesReadableAndGivesUpOnASilentOne) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pollfd p{fds[0], POLLIN, 0};
+  EXPECT_FALSE(spin_until_readable(&p, 1, std::chrono::microseconds(200))) << "nothing written";
+  EXPECT_FALSE(spin_until_readable(&p, 1, std::chrono::microseconds(0))) << "no spin asked for";
+  ASSERT_EQ(::write(fds[1], "x", 1), 1);
+  EXPECT_TRUE(spin_until_readable(&p, 1, std::chrono::microseconds(200)));
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 TEST_F(StepChannel, ANodesRefusalComesBackWithTheStepAndTheReason) {
