@@ -309,7 +309,7 @@ private:
 // CAF 0.17 hands its spawn server to every peer it meets ("info"), and its BASP broker monitors
 // it for them. Left to ~actor_system, the server stops while the broker is being stopped: the down
 // message can land in the broker's mailbox after its loop ended, and the broker, the server and
-// the helpers that reference them are never freed (LeakSanitizer saw it in 1 of ~15 driver exits).
+// the helpers that reference them are never freed (LeakSanitizer: 2 of 35 driver exits).
 // Stopped here, while the middleman runs, its down message is handled like any other.
 // The other half of that race is out of reach: the broker's own exit stops the helper it spawned
 // for each peer (it waits for the peer's spawn server), and the helper's down message can land the
