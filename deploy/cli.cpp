@@ -29,6 +29,16 @@ namespace kvactor {
 
 namespace {
 
+// --step-spin-us, on a node (its channel threads) and on a cluster run (the driver's reader).
+void add_step_spin_option(CLI::App& cmd, int64_t& us, const std::string& who) {
+  cmd.add_option(
+         "--step-spin-us", us,
+         "microseconds " + who
+             + " polls before it sleeps (lower latency on idle cores, a core busy meanwhile)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000}))
+      ->capture_default_str();
+}
+
 // vLLM's flags of one subcommand, and the options they must agree with.
 struct vllm_options {
   vllm_flags flags;
@@ -186,11 +196,7 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
                  "with --nodes: channel (each step on a connection of its own beside the "
                  "middleman, behind the same cookie or TLS) | middleman")
       ->capture_default_str();
-  cmd.add_option("--step-spin-us", f.step_spin_us,
-                 "with --nodes: microseconds the step channel's reader polls for answers before "
-                 "it sleeps (lower latency on idle cores, a core busy meanwhile)")
-      ->check(CLI::Range(int64_t{0}, int64_t{100'000}))
-      ->capture_default_str();
+  add_step_spin_option(cmd, f.step_spin_us, "the step channel's reader (with --nodes)");
   cmd.add_option("--load-format", f.load_format,
                  "auto (a model directory's safetensors; a config alone, weights generated from "
                  "--seed) | synthetic (generated weights for a model directory too)");
@@ -239,11 +245,7 @@ void add_node_flags(CLI::App& cmd, node_flags& f) {
                  "serve Prometheus /metrics and /health on this port (0: any free one)");
   cmd.add_option("--metrics-host", f.metrics_host, "the address --metrics-port listens on")
       ->capture_default_str();
-  cmd.add_option("--step-spin-us", f.step_spin_us,
-                 "microseconds a step channel's thread polls for the next step before it sleeps "
-                 "(lower latency on idle cores, a core busy meanwhile)")
-      ->check(CLI::Range(int64_t{0}, int64_t{100'000}))
-      ->capture_default_str();
+  add_step_spin_option(cmd, f.step_spin_us, "each step channel thread");
   cmd.add_option("--debug-build-id", f.debug_build_id, "testing: claim another build")
       ->group("Testing");
 }

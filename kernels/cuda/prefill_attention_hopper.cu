@@ -8,13 +8,13 @@
 // issues per group and 64-column block one TMA copy of K and one of V into a stage of a 2-3 deep
 // ring (the copies swizzle into wgmma.cuh's layout); a stage's "full" barrier completes on the
 // bytes, its "empty" barrier when every consumer warp has finished with it. The producer keeps 24
-// registers (setmaxnreg) so that the consumers get 240. Per tile a consumer warpgroup computes S = Q K^T with Q and K from
-// shared memory, the online softmax in registers, and O += P V with P from registers (the score
-// accumulators, rounded to 16 bits, are exactly the A fragments) and V read transposed. A
-// warpgroup skips the tiles none of its rows sees and masks only those its rows see in part; V
-// rows of keys no row sees are zeroed (slots past a sequence may hold NaN). Same features as the
-// mma.sync kernel: GQA, causal or not, sliding window, chunked local, soft-cap, sinks; 16-bit
-// caches of head size 64, 128 or 256 in either entry layout.
+// registers (setmaxnreg) so that the consumers get 240. Per tile a consumer warpgroup computes
+// S = Q K^T with Q and K from shared memory, the online softmax in registers, and O += P V with
+// P from registers (the score accumulators, rounded to 16 bits, are exactly the A fragments) and
+// V read transposed. A warpgroup skips the tiles none of its rows sees and masks only those its
+// rows see in part; V rows of keys no row sees are zeroed (slots past a sequence may hold NaN).
+// Same features as the mma.sync kernel: GQA, causal or not, sliding window, chunked local,
+// soft-cap, sinks; 16-bit caches of head size 64, 128 or 256 in either entry layout.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
