@@ -7,9 +7,9 @@
 #             build/bin/kvactor_attention_bench
 #   device: bash bench/prefill_device_run.sh "$OUT"      (carry: [".devpack.tar.xz"])
 # KVACTOR_PREFILL_NCU=1 adds an ncu profile of one Hopper launch of the prefill 8x4096 case
-# (tensor-pipe use, issue activity, stall reasons) as OUT/logs/ncu_prefill.txt, with the head-128
-# kernel's SASS; KVACTOR_PREFILL_PEERS=0 leaves the SDPA peers out; KVACTOR_TEST_FILTER narrows
-# the tests.
+# (tensor-pipe use, issue activity, stall reasons) as OUT/logs/ncu_prefill.txt, the stall samples
+# of every SASS instruction as OUT/logs/ncu_source.csv, and the head-128 kernel's SASS;
+# KVACTOR_PREFILL_PEERS=0 leaves the SDPA peers out; KVACTOR_TEST_FILTER narrows the tests.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
@@ -40,6 +40,16 @@ if [ "${KVACTOR_PREFILL_NCU:-0}" = 1 ]; then
     "$out/ncu_prefill.txt" | head -n 8
   # Stall reasons, largest first (warps stalled per issued instruction).
   grep -E "issue_stalled_.*ratio" "$out/ncu_prefill.txt" | sort -k3 -g -r | head -n 8
+  # Where the warps stall, per SASS instruction (PC sampling): ncu_source.csv has one row per
+  # instruction of the profiled kernel with its stall samples by reason.
+  timeout 200 /usr/local/cuda/bin/ncu --graph-profiling node -k regex:hopper_prefill -c 1 \
+    --section SourceCounters --section WarpStateStats -f -o "$out/ncu_prefill_source" \
+    bash .devpack/run.sh kvactor_attention_bench --cases prefill8x4096 >"$out/ncu_source.log" 2>&1
+  echo "ncu source counters: rc=$?"
+  /usr/local/cuda/bin/ncu -i "$out/ncu_prefill_source.ncu-rep" --page source --csv \
+    --print-source sass >"$out/ncu_source.csv" 2>"$out/ncu_source_print.log"
+  echo "ncu source page: rc=$? ($(wc -l <"$out/ncu_source.csv") lines)"
+  rm -f "$out/ncu_prefill_source.ncu-rep"
   # The bf16 head-128 kernel's SASS, to count a tile's instructions here.
   /usr/local/cuda/bin/cuobjdump --dump-sass .devpack/bin/kvactor_attention_bench 2>/dev/null |
     awk '/Function : .*hopper_prefill_kernelI13__nv_bfloat16Li128E/ { on = 1; print; next }

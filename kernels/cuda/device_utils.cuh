@@ -177,13 +177,20 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+/// How far (log2 units) a tile's max may pass a row's running max before a lazy online softmax
+/// moves the running max: until then p = 2^(score - m) stays below 2^8, exact enough in 16 bits
+/// and in float sums, and the row's earlier accumulators keep their scale (alpha = 1).
+constexpr float lazy_rescale_log2 = 8.0f;
+
 /// Online softmax step for one accumulator row: `tile_max` is the row's max over the new
 /// scores. Returns the subtrahend for exp2 of the new scores (0 while the row has seen no key)
-/// and sets *alpha, the factor for the old accumulators.
+/// and sets *alpha, the factor for the old accumulators. Lazy keeps the running max while the
+/// tile's max passes it by at most lazy_rescale_log2 (alpha is then exactly 1).
+template <bool Lazy = false>
 __device__ __forceinline__ float online_rescale(float& m, float tile_max, float* alpha) {
-  const float m_new = fmaxf(m, tile_max);
+  const float m_new = Lazy && tile_max <= m + lazy_rescale_log2 ? m : fmaxf(m, tile_max);
   const float base = m_new == -INFINITY ? 0.0f : m_new;
-  *alpha = fast_exp2(m - base);
+  *alpha = Lazy && m_new == m ? 1.0f : fast_exp2(m - base);
   m = m_new;
   return base;
 }
@@ -205,7 +212,7 @@ enum class score_scaling {
 
 // online_softmax_tile for a compile-time scaling and masking: each variant is straight-line code
 // (as predicated code, every element would pay for all of them).
-template <int J, score_scaling Scaling, bool Mask, class At>
+template <int J, score_scaling Scaling, bool Mask, bool Lazy, class At>
 __device__ __forceinline__ void online_softmax_tile_as(const attention_args& a, At& at, int k_start,
                                                        int t4, softmax_rows& rows,
                                                        float (&alpha)[2]) {
@@ -231,8 +238,8 @@ __device__ __forceinline__ void online_softmax_tile_as(const attention_args& a, 
   float base[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
-    base[i] = online_rescale(rows.m[i], quad_max(fmaxf(tile_max[0][i], tile_max[1][i])) * scale,
-                             &alpha[i]);
+    base[i] = online_rescale<Lazy>(
+        rows.m[i], quad_max(fmaxf(tile_max[0][i], tile_max[1][i])) * scale, &alpha[i]);
   float sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
   for (int j = 0; j < J; ++j) {
@@ -287,27 +294,27 @@ __device__ __forceinline__ softmax_rows thread_rows(const attention_args& a, int
 /// of wgmma's): at(j, e) is row (e >> 1) of the thread's two, key k_start + 8 j + 2 t4 + (e & 1),
 /// for j < J. Scales and caps the scores, masks keys a row does not see (only when need_mask),
 /// updates the rows' max and sum, and leaves p = 2^(score - max) in place. Returns through alpha
-/// the factors for the rows' earlier accumulators.
-template <int J, class At>
+/// the factors for the rows' earlier accumulators. Lazy: see online_rescale.
+template <int J, bool Lazy = false, class At>
 __device__ __forceinline__ void online_softmax_tile(const attention_args& a, At&& at, int k_start,
                                                     int t4, bool need_mask, softmax_rows& rows,
                                                     float (&alpha)[2]) {
   using sc = score_scaling;
   if (a.softcap > 0.0f) {
     if (need_mask)
-      online_softmax_tile_as<J, sc::capped, true>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::capped, true, Lazy>(a, at, k_start, t4, rows, alpha);
     else
-      online_softmax_tile_as<J, sc::capped, false>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::capped, false, Lazy>(a, at, k_start, t4, rows, alpha);
   } else if (a.score_scale > 0.0f) {
     if (need_mask)
-      online_softmax_tile_as<J, sc::fused, true>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::fused, true, Lazy>(a, at, k_start, t4, rows, alpha);
     else
-      online_softmax_tile_as<J, sc::fused, false>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::fused, false, Lazy>(a, at, k_start, t4, rows, alpha);
   } else {
     if (need_mask)
-      online_softmax_tile_as<J, sc::scaled, true>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::scaled, true, Lazy>(a, at, k_start, t4, rows, alpha);
     else
-      online_softmax_tile_as<J, sc::scaled, false>(a, at, k_start, t4, rows, alpha);
+      online_softmax_tile_as<J, sc::scaled, false, Lazy>(a, at, k_start, t4, rows, alpha);
   }
 }
 

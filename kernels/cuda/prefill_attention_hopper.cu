@@ -11,10 +11,12 @@
 // registers (setmaxnreg) so that the consumers get 240. Per tile a consumer warpgroup computes
 // S = Q K^T with Q and K from shared memory, the online softmax in registers, and O += P V with
 // P from registers (the score accumulators, rounded to 16 bits, are exactly the A fragments) and
-// V read transposed. A warpgroup skips the tiles none of its rows sees and masks only those its
-// rows see in part; V rows of keys no row sees are zeroed (slots past a sequence may hold NaN).
-// Same features as the mma.sync kernel: GQA, causal or not, sliding window, chunked local,
-// soft-cap, sinks; 16-bit caches of head size 64, 128 or 256 in either entry layout.
+// V read transposed. The online softmax is lazy: a row's running max moves only when a tile's
+// max passes it by 2^8, so most tiles keep O's scale and skip its rescale. A warpgroup skips the
+// tiles none of its rows sees and masks only those its rows see in part; V rows of keys no row sees
+// are zeroed (slots past a sequence may hold NaN). Same features as the mma.sync kernel: GQA,
+// causal or not, sliding window, chunked local, soft-cap, sinks; 16-bit caches of head size 64, 128
+// or 256 in either entry layout.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -32,7 +34,7 @@ namespace {
 
 template <int D>
 struct hopper_prefill_config {
-  static constexpr int consumers = 256; // two warpgroups of 64 query rows
+  static constexpr int consumers = 256;           // two warpgroups of 64 query rows
   static constexpr int threads = consumers + 128; // and the producer warpgroup
   static constexpr int producer_registers = 24;
   static constexpr int consumer_registers = 240; // 2 x 128 x 240 + 128 x 24 <= 64 K registers
@@ -194,7 +196,10 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
   }
   warpgroup_registers_up<cfg::consumer_registers>();
 
-  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  // Broadcast from lane 0: the compiler then knows the warpgroup is warp-uniform and keeps what
+  // derives from it (the Q descriptor) in uniform registers, ready for the MMAs.
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  const int warp = (tid % 128) / 32, lane = tid % 32;
   const T* const q = static_cast<const T*>(a.q);
   for (int c = tid; c < bm * chunks; c += cfg::consumers) {
     const int rr = c / chunks, ch = c % chunks;
@@ -225,7 +230,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
 #pragma unroll
   for (int e = 0; e < bn / 2; ++e)
     s[e] = 0.0f;
-  const uint64_t q_desc = sw128_descriptor(q_s + wg * 64 * 128, 16, 1024);
+  const smem_desc q_desc = sw128_descriptor(q_s + wg * 64 * 128, 16, 1024);
 
   // Per tile: S = Q K^T, then the previous tile's P V while this tile's softmax runs (the two
   // MMA groups complete in order: waiting for all but the newest leaves S done, P V in flight).
@@ -234,13 +239,13 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
   int pending = -1;
   auto issue_pv = [&](int tile) {
     const unsigned char* const vs = v_s + (tile % stages) * cfg::tile_bytes;
-    const uint64_t v_desc = sw128_descriptor(vs, static_cast<uint32_t>(bn * 128), 1024);
+    const smem_desc v_desc = sw128_descriptor(vs, static_cast<uint32_t>(bn * 128), 1024);
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < bn / 16; ++j) {
 #pragma unroll
       for (int p = 0; p < cfg::o_parts; ++p) {
-        const uint64_t db = v_desc + ((p * (n_o / 64) * bn * 128 + j * 16 * 128) >> 4);
+        const smem_desc db = v_desc + ((p * (n_o / 64) * bn * 128 + j * 16 * 128) >> 4);
         wgmma_ops<n_o, T>::rs(o[p], pa[j], db, 1);
       }
     }
@@ -269,7 +274,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
 
   for (int it = 0; it < keys.n_tiles; ++it) {
     const int st = it % stages;
-    const uint64_t k_desc = sw128_descriptor(k_s + st * cfg::tile_bytes, 16, 1024);
+    const smem_desc k_desc = sw128_descriptor(k_s + st * cfg::tile_bytes, 16, 1024);
     const int k_start = (keys.kt_first + it) * bn;
     const int k_end = k_start + bn - 1;
     mbarrier_wait(&full[st], (it / stages) & 1);
@@ -295,8 +300,8 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     for (int kk = 0; kk < D / 16; ++kk) {
       // Start addresses advance in the descriptors' low bits (16-byte units): 16 columns inside
       // a 64-column block, then the next block.
-      const uint64_t da = q_desc + (((kk / 4) * bm * 128 + (kk % 4) * 32) >> 4);
-      const uint64_t db = k_desc + (((kk / 4) * bn * 128 + (kk % 4) * 32) >> 4);
+      const smem_desc da = q_desc + (((kk / 4) * bm * 128 + (kk % 4) * 32) >> 4);
+      const smem_desc db = k_desc + (((kk / 4) * bn * 128 + (kk % 4) * 32) >> 4);
       wgmma_ops<bn, T>::ss(s, da, db, kk);
     }
     wgmma_commit();
@@ -304,7 +309,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     const bool need_mask = w_rows < 64 || k_start < wk.lo_max || k_end > wk.hi_min;
     auto softmax = [&] {
       fence_accumulators(s);
-      online_softmax_tile<bn / 8>(
+      online_softmax_tile<bn / 8, true>(
           a, [&](int jj, int e) -> float& { return s[4 * jj + e]; }, k_start, t4, need_mask, sm,
           alpha);
     };
@@ -323,11 +328,15 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
       wgmma_wait<0>();
       softmax();
     }
+    // The lazy softmax keeps a row's scale (alpha exactly 1) on most tiles: a warp whose rows all
+    // keep theirs skips the rescale.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-    for (int p = 0; p < cfg::o_parts; ++p)
+      for (int p = 0; p < cfg::o_parts; ++p)
 #pragma unroll
-      for (int e = 0; e < n_o / 2; ++e)
-        o[p][e] *= alpha[(e >> 1) & 1];
+        for (int e = 0; e < n_o / 2; ++e)
+          o[p][e] *= alpha[(e >> 1) & 1];
+    }
 #pragma unroll
     for (int j = 0; j < bn / 16; ++j) {
       pa[j][0] = ops::pack(s[8 * j], s[8 * j + 1]);

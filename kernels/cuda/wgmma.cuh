@@ -25,15 +25,23 @@ __device__ __forceinline__ uint32_t sw128_offset(int row, int chunk, int rows) {
                                + (((chunk % 8) ^ (row % 8)) * 16));
 }
 
-/// The wgmma shared-memory descriptor of a 128-byte-swizzled operand at `smem` (generic pointer
-/// into shared memory): start address, leading and stride byte offsets (16-byte units), layout 1
-/// (SW128) in the top two bits.
-__device__ __forceinline__ uint64_t sw128_descriptor(const void* smem, uint32_t leading_bytes,
-                                                     uint32_t stride_bytes) {
+/// A wgmma shared-memory descriptor in its two 32-bit halves: the start address (16-byte units)
+/// and the leading byte offset in `lo`, the stride byte offset and the layout in `hi`. Stepping
+/// through a tile changes only the start address, so `+` adds to `lo` alone: a 32-bit add where a
+/// 64-bit one would cost a carry chain and register moves before every MMA.
+struct smem_desc {
+  uint32_t lo, hi;
+  __device__ __forceinline__ smem_desc operator+(uint32_t units) const { return {lo + units, hi}; }
+};
+
+/// The descriptor of a 128-byte-swizzled operand at `smem` (generic pointer into shared memory):
+/// start address, leading and stride byte offsets (16-byte units), layout 1 (SW128) in the top two
+/// bits. The start address field has 14 bits: offsets added later stay inside the 256 KB window.
+__device__ __forceinline__ smem_desc sw128_descriptor(const void* smem, uint32_t leading_bytes,
+                                                      uint32_t stride_bytes) {
   const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((addr >> 4) & 0x3fffu)
-         | (static_cast<uint64_t>((leading_bytes >> 4) & 0x3fffu) << 16)
-         | (static_cast<uint64_t>((stride_bytes >> 4) & 0x3fffu) << 32) | (uint64_t{1} << 62);
+  return {((addr >> 4) & 0x3fffu) | (((leading_bytes >> 4) & 0x3fffu) << 16),
+          ((stride_bytes >> 4) & 0x3fffu) | (1u << 30)};
 }
 
 /// Orders this thread's earlier register writes (accumulators, A fragments) before the next wgmma.
@@ -98,14 +106,17 @@ __device__ __forceinline__ void fence_proxy_async() {
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
 // The operands after the accumulators: A and B, then the scale_d predicate source.
-#define KVACTOR_SS_AB32 "%32, %33"
-#define KVACTOR_SS_P32 "%34"
-#define KVACTOR_RS_AB32 "{%32, %33, %34, %35}, %36"
-#define KVACTOR_RS_P32 "%37"
-#define KVACTOR_SS_AB64 "%64, %65"
-#define KVACTOR_SS_P64 "%66"
-#define KVACTOR_RS_AB64 "{%64, %65, %66, %67}, %68"
-#define KVACTOR_RS_P64 "%69"
+// Descriptors arrive as 32-bit halves and are joined into the 64-bit operands da and db.
+#define KVACTOR_SS_DESC32 "mov.b64 da, {%32, %33};\nmov.b64 db, {%34, %35};\n"
+#define KVACTOR_SS_P32 "%36"
+#define KVACTOR_RS_DESC32 "mov.b64 db, {%36, %37};\n"
+#define KVACTOR_RS_A32 "{%32, %33, %34, %35}"
+#define KVACTOR_RS_P32 "%38"
+#define KVACTOR_SS_DESC64 "mov.b64 da, {%64, %65};\nmov.b64 db, {%66, %67};\n"
+#define KVACTOR_SS_P64 "%68"
+#define KVACTOR_RS_DESC64 "mov.b64 db, {%68, %69};\n"
+#define KVACTOR_RS_A64 "{%64, %65, %66, %67}"
+#define KVACTOR_RS_P64 "%70"
 
 // d (+)= A * B, m64nNk16, float accumulators d[N / 2] in wgmma's fragment layout (warp w of the
 // warpgroup holds rows 16 w .. 16 w + 15 as mma.sync's m16n8 accumulators, one per 8 columns).
@@ -114,23 +125,25 @@ __device__ __forceinline__ void fence_proxy_async() {
 #define KVACTOR_WGMMA(N, R, TY, PTX_TY)                                                            \
   template <>                                                                                      \
   struct wgmma_ops<N, TY> {                                                                        \
-    __device__ __forceinline__ static void ss(float (&d)[R], uint64_t a, uint64_t b,               \
+    __device__ __forceinline__ static void ss(float (&d)[R], smem_desc a, smem_desc b,             \
                                               int scale_d) {                                       \
-      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " KVACTOR_SS_P##R                             \
-                   ", 0;\n"                                                                        \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TY "." PTX_TY             \
-                   " " KVACTOR_D##R ", " KVACTOR_SS_AB##R ", p, 1, 1, 0, 0;\n}\n"                  \
+      asm volatile("{\n.reg .pred p;\n.reg .b64 da, db;\n" KVACTOR_SS_DESC##R                      \
+                   "setp.ne.b32 p, " KVACTOR_SS_P##R ", 0;\n"                                      \
+                                                     "wgmma.mma_async.sync.aligned.m64n" #N        \
+                                                     "k16.f32." PTX_TY "." PTX_TY " " KVACTOR_D##R \
+                   ", da, db, p, 1, 1, 0, 0;\n}\n"                                                 \
                    : KVACTOR_ACC##R(d)                                                             \
-                   : "l"(a), "l"(b), "r"(scale_d));                                                \
+                   : "r"(a.lo), "r"(a.hi), "r"(b.lo), "r"(b.hi), "r"(scale_d));                    \
     }                                                                                              \
-    __device__ __forceinline__ static void rs(float (&d)[R], const uint32_t (&a)[4], uint64_t b,   \
+    __device__ __forceinline__ static void rs(float (&d)[R], const uint32_t (&a)[4], smem_desc b,  \
                                               int scale_d) {                                       \
-      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " KVACTOR_RS_P##R                             \
-                   ", 0;\n"                                                                        \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TY "." PTX_TY             \
-                   " " KVACTOR_D##R ", " KVACTOR_RS_AB##R ", p, 1, 1, 1;\n}\n"                     \
-                   : KVACTOR_ACC##R(d)                                                             \
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));            \
+      asm volatile(                                                                                \
+          "{\n.reg .pred p;\n.reg .b64 db;\n" KVACTOR_RS_DESC##R "setp.ne.b32 p, " KVACTOR_RS_P##R \
+          ", 0;\n"                                                                                 \
+          "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_TY "." PTX_TY " " KVACTOR_D##R     \
+          ", " KVACTOR_RS_A##R ", db, p, 1, 1, 1;\n}\n"                                            \
+          : KVACTOR_ACC##R(d)                                                                      \
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.lo), "r"(b.hi), "r"(scale_d));       \
     }                                                                                              \
   };
 
@@ -142,13 +155,15 @@ KVACTOR_WGMMA(128, 64, __nv_bfloat16, "bf16")
 KVACTOR_WGMMA(128, 64, __half, "f16")
 
 #undef KVACTOR_WGMMA
-#undef KVACTOR_SS_AB32
+#undef KVACTOR_SS_DESC32
 #undef KVACTOR_SS_P32
-#undef KVACTOR_RS_AB32
+#undef KVACTOR_RS_DESC32
+#undef KVACTOR_RS_A32
 #undef KVACTOR_RS_P32
-#undef KVACTOR_SS_AB64
+#undef KVACTOR_SS_DESC64
 #undef KVACTOR_SS_P64
-#undef KVACTOR_RS_AB64
+#undef KVACTOR_RS_DESC64
+#undef KVACTOR_RS_A64
 #undef KVACTOR_RS_P64
 #undef KVACTOR_D64
 #undef KVACTOR_D32

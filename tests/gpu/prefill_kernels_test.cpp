@@ -111,6 +111,15 @@ TEST_P(PrefillKernels, SoftcapSinksAndGqaGroupOfSixTogether) {
   expect_matches(c);
 }
 
+TEST_P(PrefillKernels, WideScoreRangeMovesTheRunningMaxPastTheLazyThreshold) {
+  attention_case c = base();
+  // Scores with a spread of ~20 log2 units: new keys often pass the running max by more than the
+  // lazy softmax's 2^8 (the max moves, O is rescaled) and often by less (both are kept).
+  c.q_range = 40.0f;
+  KVACTOR_REQUIRE_PREFILL_KERNEL(c);
+  expect_matches(c);
+}
+
 std::string kernel_name(const ::testing::TestParamInfo<kernel_and_size>& info) {
   const auto [kernel, d] = info.param;
   return std::string(kernel == prefill_kernel::hopper ? "hopper" : "mma_sync") + "_d"
