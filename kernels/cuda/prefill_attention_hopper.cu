@@ -4,19 +4,19 @@
 // (request r's tiles are x = query_start_loc[r] / 128 + r + i), walked from the last x down so
 // that the longest causal tiles start first.
 //
-// The producer's first warp walks the request's block table, one lane per 16-key group, and
-// issues per group and 64-column block one TMA copy of K and one of V into a stage of a 2-3 deep
-// ring (the copies swizzle into wgmma.cuh's layout); a stage's "full" barrier completes on the
-// bytes, its "empty" barrier when every consumer warp has finished with it. The producer keeps 24
-// registers (setmaxnreg) so that the consumers get 240. Per tile a consumer warpgroup computes
-// S = Q K^T with Q and K from shared memory, the online softmax in registers, and O += P V with
-// P from registers (the score accumulators, rounded to 16 bits, are exactly the A fragments) and
-// V read transposed. The online softmax is lazy: a row's running max moves only when a tile's
-// max passes it by 2^8, so most tiles keep O's scale and skip its rescale. A warpgroup skips the
-// tiles none of its rows sees and masks only those its rows see in part; V rows of keys no row sees
-// are zeroed (slots past a sequence may hold NaN). Same features as the mma.sync kernel: GQA,
-// causal or not, sliding window, chunked local, soft-cap, sinks; 16-bit caches of head size 64, 128
-// or 256 in either entry layout.
+// The producer's four warps walk the request's block table, one lane per 16-key group (a quarter
+// of a tile's groups per warp), and issue per group and 64-column block one TMA copy of K and one
+// of V into a stage of a 2-3 deep ring (the copies swizzle into wgmma.cuh's layout); a stage's
+// "full" barrier completes on the bytes, its "empty" barrier when every consumer warp has finished
+// with it. The producer keeps 24 registers (setmaxnreg) so that the consumers get 240. Per tile a
+// consumer warpgroup computes S = Q K^T with Q and K from shared memory, the online softmax in
+// registers, and O += P V with P from registers (the score accumulators, rounded to 16 bits, are
+// exactly the A fragments) and V read transposed. The online softmax is lazy: a row's running max
+// moves only when a tile's max passes it by 2^8, so most tiles keep O's scale and skip its rescale.
+// A warpgroup skips the tiles none of its rows sees and masks only those its rows see in part; V
+// rows of keys no row sees are zeroed (slots past a sequence may hold NaN). Same features as the
+// mma.sync kernel: GQA, causal or not, sliding window, chunked local, soft-cap, sinks; 16-bit
+// caches of head size 64, 128 or 256 in either entry layout.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -46,6 +46,10 @@ struct hopper_prefill_config {
   static constexpr int o_parts = D / n_o;
   static constexpr size_t q_bytes = size_t{bm} * D * 2;
   static constexpr size_t tile_bytes = size_t{bn} * D * 2;
+  static constexpr size_t group_bytes = size_t{16} * D * 2; // 16 keys of K or of V
+  static constexpr int producer_warps = 4;
+  static constexpr int groups_per_producer_warp = bn / 16 / producer_warps;
+  static_assert(groups_per_producer_warp * producer_warps * 16 == bn);
   // 1024 bytes of slack to align the swizzled tiles; Q; K then V of every stage; the barriers.
   static constexpr size_t smem_bytes = 1024 + q_bytes + 2 * stages * tile_bytes + 2 * stages * 8;
 };
@@ -110,26 +114,31 @@ __device__ __forceinline__ void issue_kv_group(const attention_args& a, int key0
   }
 }
 
-// The producer warp: every key tile of the CTA into the ring. Each lane reads its group's block
-// id before the warp waits for the stage to empty, so a tile pays one load latency, hidden behind
-// the consumers' work; lane 0 announces the stage's bytes, then the group lanes copy.
+// A producer warp: its groups of every key tile of the CTA into the ring. The four warps of the
+// producer warpgroup copy in parallel, warp w the groups from w * groups_per_warp: a TMA copy's
+// operands sit in uniform registers, so the lanes of one warp issue their copies one after
+// another, and one warp alone issued too slowly to keep the consumers fed. Each lane reads its
+// group's block id before the warp waits for the stage to empty, so a tile pays one load latency,
+// hidden behind the consumers' work; lane 0 announces the warp's bytes, then the group lanes copy.
 template <int D>
 __device__ __forceinline__ void
 produce_kv_tiles(const attention_args& a, const int32_t* bt, const prefill_cta_keys& k, int kvh,
                  const CUtensorMap* k_map, const CUtensorMap* v_map, unsigned char* k_s,
                  unsigned char* v_s, uint64_t* full, uint64_t* empty) {
   using cfg = hopper_prefill_config<D>;
-  constexpr int groups = cfg::bn / 16, stages = cfg::stages;
+  constexpr int per_warp = cfg::groups_per_producer_warp, stages = cfg::stages;
   const int lane = static_cast<int>(threadIdx.x % 32);
+  const int g = (static_cast<int>(threadIdx.x) - cfg::consumers) / 32 * per_warp + lane;
 #pragma unroll 1
   for (int it = 0; it < k.n_tiles; ++it) {
     const int s = it % stages;
-    const int key0 = (k.kt_first + it) * cfg::bn + 16 * lane;
-    const int blk = lane < groups ? kv_group_block(a, bt, k, key0) : 0;
+    const int key0 = (k.kt_first + it) * cfg::bn + 16 * g;
+    const int blk = lane < per_warp ? kv_group_block(a, bt, k, key0) : 0;
     if (it >= stages) mbarrier_wait(&empty[s], ((it / stages) - 1) & 1);
-    if (lane == 0) mbarrier_arrive_expect_tx(&full[s], static_cast<uint32_t>(2 * cfg::tile_bytes));
+    if (lane == 0)
+      mbarrier_arrive_expect_tx(&full[s], static_cast<uint32_t>(2 * per_warp * cfg::group_bytes));
     __syncwarp();
-    if (lane < groups) issue_kv_group<D>(a, key0, blk, lane, kvh, s, k_map, v_map, k_s, v_s, full);
+    if (lane < per_warp) issue_kv_group<D>(a, key0, blk, g, kvh, s, k_map, v_map, k_s, v_s, full);
   }
 }
 
@@ -180,18 +189,16 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
     for (int i = 0; i < stages; ++i) {
-      mbarrier_init(&full[i], 1);
+      mbarrier_init(&full[i], cfg::producer_warps);  // one arrival per producer warp
       mbarrier_init(&empty[i], cfg::consumers / 32); // one arrival per consumer warp
     }
     mbarrier_init_fence();
   }
   __syncthreads();
-  if (tid >= cfg::consumers) { // the producer warpgroup: one warp copies, the others leave
+  if (tid >= cfg::consumers) { // the producer warpgroup: its four warps copy
     warpgroup_registers_down<cfg::producer_registers>();
-    if (tid < cfg::consumers + 32) {
-      const int32_t* const bt = a.block_table + static_cast<int64_t>(t.r) * a.width;
-      produce_kv_tiles<D>(a, bt, keys, kvh, k_map, v_map, k_s, v_s, full, empty);
-    }
+    const int32_t* const bt = a.block_table + static_cast<int64_t>(t.r) * a.width;
+    produce_kv_tiles<D>(a, bt, keys, kvh, k_map, v_map, k_s, v_s, full, empty);
     return;
   }
   warpgroup_registers_up<cfg::consumer_registers>();
