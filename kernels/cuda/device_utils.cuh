@@ -178,8 +178,8 @@ __device__ __forceinline__ float quad_sum(float x) {
 }
 
 /// How far (log2 units) a tile's max may pass a row's running max before a lazy online softmax
-/// moves the running max: until then p = 2^(score - m) stays below 2^8, exact enough in 16 bits
-/// and in float sums, and the row's earlier accumulators keep their scale (alpha = 1).
+/// moves the running max: until then p = 2^(score - m) stays at most about 2^8, exact enough in 16
+/// bits and in float sums, and the row's earlier accumulators keep their scale (alpha = 1).
 constexpr float lazy_rescale_log2 = 8.0f;
 
 /// Online softmax step for one accumulator row: `tile_max` is the row's max over the new
@@ -196,7 +196,8 @@ __device__ __forceinline__ float online_rescale(float& m, float tile_max, float*
 }
 
 /// A thread's two accumulator rows (row i: keys [lo[i], hi[i]] visible) and their online-softmax
-/// state: running max m (log2 units) and sum l.
+/// state: running max m (log2 units; a lazy softmax lets it trail the true max by up to
+/// lazy_rescale_log2) and sum l.
 struct softmax_rows {
   int lo[2], hi[2];
   float m[2] = {-INFINITY, -INFINITY};
@@ -293,8 +294,8 @@ __device__ __forceinline__ softmax_rows thread_rows(const attention_args& a, int
 /// One tile of raw scores q . k in the m16n8 accumulator layout (mma.sync's, and each warp's part
 /// of wgmma's): at(j, e) is row (e >> 1) of the thread's two, key k_start + 8 j + 2 t4 + (e & 1),
 /// for j < J. Scales and caps the scores, masks keys a row does not see (only when need_mask),
-/// updates the rows' max and sum, and leaves p = 2^(score - max) in place. Returns through alpha
-/// the factors for the rows' earlier accumulators. Lazy: see online_rescale.
+/// updates the rows' max and sum, and leaves p = 2^(score - m) in place (m the running max).
+/// Returns through alpha the factors for the rows' earlier accumulators. Lazy: see online_rescale.
 template <int J, bool Lazy = false, class At>
 __device__ __forceinline__ void online_softmax_tile(const attention_args& a, At&& at, int k_start,
                                                     int t4, bool need_mask, softmax_rows& rows,
@@ -318,9 +319,9 @@ __device__ __forceinline__ void online_softmax_tile(const attention_args& a, At&
   }
 }
 
-/// Final normaliser of one row given its running max m (log2) and sum l, with the sink of head
-/// h joining the denominator: out = acc * (*acc_scale) / denominator. Returns 1 / denominator
-/// (0 for a row that saw nothing).
+/// Final normaliser of one row given its running max m (log2 units) and sum l, with the sink of
+/// head h joining the denominator: out = acc * (*acc_scale) / denominator. Exact for a lazy,
+/// trailing m too (acc and l share it). Returns 1 / denominator (0 for a row that saw nothing).
 __device__ __forceinline__ float finish_row(const attention_args& a, int32_t h, float m, float l,
                                             float* acc_scale) {
   *acc_scale = 1.0f;

@@ -7,16 +7,17 @@
 // The producer's four warps walk the request's block table, one lane per 16-key group (a quarter
 // of a tile's groups per warp), and issue per group and 64-column block one TMA copy of K and one
 // of V into a stage of a 2-3 deep ring (the copies swizzle into wgmma.cuh's layout); a stage's
-// "full" barrier completes on the bytes, its "empty" barrier when every consumer warp has finished
-// with it. The producer keeps 24 registers (setmaxnreg) so that the consumers get 240. Per tile a
-// consumer warpgroup computes S = Q K^T with Q and K from shared memory, the online softmax in
-// registers, and O += P V with P from registers (the score accumulators, rounded to 16 bits, are
-// exactly the A fragments) and V read transposed. The online softmax is lazy: a row's running max
-// moves only when a tile's max passes it by 2^8, so most tiles keep O's scale and skip its rescale.
-// A warpgroup skips the tiles none of its rows sees and masks only those its rows see in part; V
-// rows of keys no row sees are zeroed (slots past a sequence may hold NaN). Same features as the
-// mma.sync kernel: GQA, causal or not, sliding window, chunked local, soft-cap, sinks; 16-bit
-// caches of head size 64, 128 or 256 in either entry layout.
+// "full" barrier completes once each producer warp has announced its bytes and they have arrived,
+// its "empty" barrier when every consumer warp has finished with it. The producer keeps 24
+// registers (setmaxnreg) so that the consumers get 240. Per tile a consumer warpgroup computes S =
+// Q K^T with Q and K from shared memory, the online softmax in registers, and O += P V with P from
+// registers (the score accumulators, rounded to 16 bits, are exactly the A fragments) and V read
+// transposed. The online softmax is lazy: a row's running max moves only when a tile's max passes
+// it by more than 8 (log2 units, a factor of 2^8), so most tiles keep O's scale and skip its
+// rescale. A warpgroup skips the tiles none of its rows sees and masks only those its rows see in
+// part; V rows of keys no row sees are zeroed (slots past a sequence may hold NaN). Same features
+// as the mma.sync kernel: GQA, causal or not, sliding window, chunked local, soft-cap, sinks;
+// 16-bit caches of head size 64, 128 or 256 in either entry layout.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -241,7 +242,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
 
   // Per tile: S = Q K^T, then the previous tile's P V while this tile's softmax runs (the two
   // MMA groups complete in order: waiting for all but the newest leaves S done, P V in flight).
-  // A stage is released once its P V completes; the producer warp refills it then.
+  // A stage is released once its P V completes; the producer warps refill it then.
   uint32_t pa[bn / 16][4]; // P of tile `pending`, whose P V is not issued yet
   int pending = -1;
   auto issue_pv = [&](int tile) {

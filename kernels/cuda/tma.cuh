@@ -1,6 +1,6 @@
 // Internal: Hopper's bulk tensor copies (TMA) and shared-memory transaction barriers (mbarrier),
-// as the attention kernels use them: one thread issues copies that complete on a barrier, which
-// the consuming threads wait on by phase parity.
+// as the attention kernels use them: producer threads issue copies that complete on a barrier,
+// which the consuming threads wait on by phase parity.
 #pragma once
 
 #include <cuda.h>
