@@ -9,7 +9,8 @@
 # KVACTOR_PREFILL_NCU=1 adds an ncu profile of one Hopper launch of the prefill 8x4096 case
 # (tensor-pipe use, issue activity, stall reasons) as OUT/logs/ncu_prefill.txt, the stall samples
 # of every SASS instruction as OUT/logs/ncu_source.csv, and the head-128 kernel's SASS;
-# KVACTOR_PREFILL_PEERS=0 leaves the SDPA peers out; KVACTOR_TEST_FILTER narrows the tests.
+# KVACTOR_PREFILL_PEERS=0 leaves the SDPA peers out; KVACTOR_TEST_FILTER narrows the tests. The
+# diagnostic builds of bench/prefill_bounds.sh, when packed too, run beside the kernel.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
@@ -23,6 +24,15 @@ timeout 180 bash .devpack/run.sh kvactor_attention_bench --cases prefill mixed \
   --out "$out/attention.json" >"$out/attention.log" 2>&1
 echo "attention bench: rc=$?"
 tail -n 14 "$out/attention.log"
+# The kernel's bounds (bench/prefill_bounds.sh), when their diagnostic builds were packed: the
+# K/V stream alone and everything but the softmax, in the same call as the kernel. Times only.
+for bound in loads no_softmax; do
+  [ -x ".devpack/bin/kvactor_attention_bench_$bound" ] || continue
+  timeout 120 bash .devpack/run.sh "kvactor_attention_bench_$bound" --cases prefill \
+    --max-rel-l2 1e30 >"$out/bound_$bound.log" 2>&1
+  echo "bound $bound (outputs wrong on purpose):"
+  grep -E "^prefill [0-9x]+ 32/8 " "$out/bound_$bound.log" | cut -c1-62
+done
 if [ "${KVACTOR_PREFILL_PEERS:-1}" = 1 ]; then
   timeout 200 python3 bench/hf/sdpa_peers.py --kvactor "$out/attention.json" --cases prefill \
     --out "$out/sdpa_peers.json" >"$out/sdpa_peers.log" 2>&1

@@ -30,6 +30,12 @@
 #include "tma.cuh"
 #include "wgmma.cuh"
 
+// Diagnostic builds (bench/prefill_bounds.sh, CMake's KVACTOR_PREFILL_BOUND): 1 runs the K/V
+// stream alone, 2 everything but the softmax. Their outputs are wrong on purpose.
+#ifndef KVACTOR_PREFILL_BOUND
+#define KVACTOR_PREFILL_BOUND 0
+#endif
+
 namespace kvactor::kernels::cuda_detail {
 namespace {
 
@@ -278,7 +284,7 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
   auto pass_turn = [&](int it) {
     if (wg == 0 || it + 1 < keys.n_tiles) named_barrier_arrive(5 - wg, 2 * 128);
   };
-  if (wg == 1) named_barrier_arrive(4, 2 * 128);
+  if (KVACTOR_PREFILL_BOUND != 1 && wg == 1) named_barrier_arrive(4, 2 * 128);
 
   for (int it = 0; it < keys.n_tiles; ++it) {
     const int st = it % stages;
@@ -286,6 +292,10 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     const int k_start = (keys.kt_first + it) * bn;
     const int k_end = k_start + bn - 1;
     mbarrier_wait(&full[st], (it / stages) & 1);
+    if constexpr (KVACTOR_PREFILL_BOUND == 1) { // the K/V stream alone
+      release(it);
+      continue;
+    }
     if (k_start < keys.lo || k_end > keys.hi)
       zero_outside_keys<D>(v_s + st * cfg::tile_bytes, k_start, keys.lo, keys.hi, tid);
     take_turn();
@@ -317,6 +327,10 @@ hopper_prefill_body(const attention_args& a, const CUtensorMap* k_map, const CUt
     const bool need_mask = w_rows < 64 || k_start < wk.lo_max || k_end > wk.hi_min;
     auto softmax = [&] {
       fence_accumulators(s);
+      if constexpr (KVACTOR_PREFILL_BOUND == 2) { // everything but the softmax
+        alpha[0] = alpha[1] = 1.0f;
+        return;
+      }
       online_softmax_tile<bn / 8, true>(
           a, [&](int jj, int e) -> float& { return s[4 * jj + e]; }, k_start, t4, need_mask, sm,
           alpha);
