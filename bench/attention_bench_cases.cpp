@@ -42,14 +42,21 @@ bench_case with_fp8(bench_case c, bench_goal goal) {
   return c;
 }
 
-// The same case with its prefill chunks on the mma.sync kernel.
-bench_case on_mma_sync(bench_case c) {
-  c.name += " mma.sync";
-  c.key += "_mma_sync";
-  c.portable_prefill = true;
+// The same case with its prefill chunks on another kernel (a baseline: no goal, no anchor).
+bench_case on_kernel(bench_case c, prefill_choice kernel) {
+  const bool mma = kernel == prefill_choice::mma_sync;
+  c.name += mma ? " mma.sync" : " per tile";
+  c.key += mma ? "_mma_sync" : "_per_tile";
+  c.prefill = kernel;
   c.goal = {};
   c.anchor.clear();
   return c;
+}
+bench_case on_mma_sync(bench_case c) {
+  return on_kernel(std::move(c), prefill_choice::mma_sync);
+}
+bench_case per_tile(bench_case c) {
+  return on_kernel(std::move(c), prefill_choice::hopper_per_tile);
 }
 
 bench_case mixed() {
@@ -126,10 +133,13 @@ std::vector<bench_case> default_cases() {
       decode(256, 8192, 32, {goal_kind::min_copy_pct, 93.0}, "2220.6 us"),
       decode(128, 4096, 64, none, "625.5 us"),
       mixed(),
+      per_tile(mixed()),
       on_mma_sync(mixed()),
       prefill(8, 4096, {goal_kind::min_tflops, 550.0}, "74 TF/s; cuDNN 541"),
+      per_tile(prefill(8, 4096, none, "")),
       on_mma_sync(prefill(8, 4096, none, "")),
       prefill(1, 16384, none, "75 TF/s; cuDNN 582"),
+      per_tile(prefill(1, 16384, none, "")),
       // Issue 16: FP8 decode at (128, 4096) moves >= 90% of the copy ceiling on its halved bytes.
       with_fp8(decode(1, 4096, 32, none, ""), none),
       with_fp8(decode(32, 4096, 32, none, ""), none),

@@ -20,6 +20,14 @@ struct bench_request {
   int32_t seq_len() const { return cached + fresh; }
 };
 
+/// Which prefill kernel takes a case's prefill chunks (the launcher's choice, or a baseline that
+/// the default is measured against in the same run).
+enum class prefill_choice {
+  automatic,       // the Hopper kernel where it applies, persistent (the bench gives a workspace)
+  mma_sync,        // the portable mma.sync kernel
+  hopper_per_tile, // the Hopper kernel with one CTA per tile
+};
+
 /// What a goal bounds, and how.
 enum class goal_kind {
   none,
@@ -40,9 +48,7 @@ struct bench_case {
   int32_t num_kv_heads = 8;
   std::vector<bench_request> reqs;
   bool fp8 = false; // an FP8 E4M3 cache (scales 1); q and out stay bf16
-  // Prefill chunks on the portable mma.sync kernel even where the Hopper one applies: the
-  // baseline that the Hopper kernel is measured against in the same run.
-  bool portable_prefill = false;
+  prefill_choice prefill = prefill_choice::automatic;
   bench_goal goal;
   std::string anchor; // the incumbent's figure in the anchors, or ""
 

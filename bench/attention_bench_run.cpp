@@ -255,6 +255,15 @@ uint64_t case_seed(const std::string& key, uint64_t seed) {
   return h;
 }
 
+kernels::prefill_kernel prefill_kernel_of(prefill_choice p) {
+  switch (p) {
+  case prefill_choice::automatic: return kernels::prefill_kernel::automatic;
+  case prefill_choice::mma_sync: return kernels::prefill_kernel::mma_sync;
+  case prefill_choice::hopper_per_tile: return kernels::prefill_kernel::hopper_per_tile;
+  }
+  return kernels::prefill_kernel::automatic;
+}
+
 } // namespace
 
 case_result run_case(const bench_case& c, const run_options& o, l2_flusher& flush,
@@ -303,9 +312,7 @@ case_result run_case(const bench_case& c, const run_options& o, l2_flusher& flus
     const kernels::cuda_status s = kernels::paged_attention_cuda(
         params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width, num_reqs,
         num_tokens, out.get(), kernels::cuda_workspace{workspace.get(), workspace.bytes()}, stream,
-        0,
-        c.portable_prefill ? kernels::prefill_kernel::mma_sync
-                           : kernels::prefill_kernel::automatic);
+        0, prefill_kernel_of(c.prefill));
     if (!s.ok()) throw std::runtime_error("paged_attention_cuda: " + s.message());
   });
   res.time = summarize(time_graph_replays(graph.get(), stream, flush, o.warmup, o.replays));

@@ -11,7 +11,7 @@
 # each may run (170); racecheck reports its peak host memory (it can exhaust the machine).
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
-filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:BothKernels/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
+filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:EveryKernel/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
 start=$SECONDS
 for tool in ${KVACTOR_SANITIZE_TOOLS:-memcheck racecheck initcheck}; do

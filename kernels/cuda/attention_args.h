@@ -63,11 +63,20 @@ struct attention_args {
   // decode with splits: arrivals per row group (r * num_kv_heads * row_chunks + y), zero
   // between calls; the last split CTA of a group merges the group's rows and resets it.
   int32_t* split_counters;
+  // Hopper prefill: tile slots (num_tokens / hopper_prefill_tile + num_reqs); with a schedule,
+  // the persistent grid's two counters (next item, CTAs out of work), zero between calls.
+  int32_t prefill_slots;
+  int32_t* prefill_schedule;
 };
 
 /// Bytes at the start of a workspace that hold the decode kernel's split counters: a fixed
 /// region, so that counters zeroed once stay where every later call looks for them.
 constexpr size_t split_counter_bytes = 16384;
+/// The last two counters of that region belong to the Hopper prefill's persistent schedule; the
+/// decode kernel's row groups use the ones before.
+constexpr int32_t prefill_schedule_counters = 2;
+constexpr int32_t split_counter_slots =
+    static_cast<int32_t>(split_counter_bytes / sizeof(int32_t)) - prefill_schedule_counters;
 
 // One launch function per kernel; each dispatches on the element type (bf16, else f16) and the
 // head size, which the host side has checked. With pdl, the kernel is launched as a programmatic
@@ -79,9 +88,10 @@ cuda_status launch_decode_attention(const attention_args& a, bool bf16, bool fp8
 /// grid: (num_tokens / prefill_tile + num_reqs, num_q_heads).
 cuda_status launch_prefill_attention(const attention_args& a, bool bf16, bool fp8, dim3 grid,
                                      bool pdl, cudaStream_t stream);
-/// The wgmma kernel (sm_90a; bf16 or f16 cache, head size 64, 128 or 256).
-/// grid: (num_tokens / hopper_prefill_tile + num_reqs, num_q_heads).
-cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, dim3 grid, bool pdl,
+/// The wgmma kernel (sm_90a; bf16 or f16 cache, head size 64, 128 or 256). With
+/// a.prefill_schedule: a persistent grid, as many CTAs as fit on the device at once (at most one
+/// per item); without: (a.prefill_slots, num_q_heads).
+cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, bool pdl,
                                             cudaStream_t stream);
 /// grid: (num_tokens, ceil(num_q_heads / 16), num_splits).
 cuda_status launch_mla_decode(const attention_args& a, bool bf16, dim3 grid, cudaStream_t stream);

@@ -93,9 +93,9 @@ plan make_plan(const attention_params& p, const kv_view& view, int32_t width, in
     // on an H200: batch 1 x 4096 keys, 8 KV heads, is fastest with 16 splits, not 32).
     const int64_t base = int64_t{num_reqs} * p.num_kv_heads * pl.row_chunks;
     // A split counter per row group (r, CTA row): as many as the fixed region holds.
-    const auto counters = static_cast<int64_t>(cuda_detail::split_counter_bytes / sizeof(int32_t));
-    pl.num_splits =
-        base <= counters ? choose_splits(base, max_keys, decode_min_split_keys, sms) : 1;
+    pl.num_splits = base <= cuda_detail::split_counter_slots
+                        ? choose_splits(base, max_keys, decode_min_split_keys, sms)
+                        : 1;
   }
   // Partial rows: MLA's are (token, q head); the decode kernel's are 16 per CTA row chunk.
   pl.partial_rows = is_mla(p) ? static_cast<size_t>(num_tokens) * p.num_q_heads
@@ -197,9 +197,11 @@ size_t paged_attention_workspace_bytes(const attention_params& params, const kv_
                                        int32_t width, int32_t num_reqs, int32_t num_tokens) {
   if (width <= 0 || num_reqs <= 0 || num_tokens <= 0 || !check_params(params, view).ok()) return 0;
   const plan pl = make_plan(params, view, width, num_reqs, num_tokens);
-  return pl.num_splits > 1 ? cuda_detail::split_counter_bytes
-                                 + pl.bytes_per_split * static_cast<size_t>(pl.num_splits)
-                           : 0;
+  if (pl.num_splits > 1)
+    return cuda_detail::split_counter_bytes
+           + pl.bytes_per_split * static_cast<size_t>(pl.num_splits);
+  // The Hopper prefill's persistent schedule keeps its counters in the same region.
+  return hopper_prefill_applies(params, view) ? cuda_detail::split_counter_bytes : 0;
 }
 
 cuda_status paged_attention_cuda(const attention_params& params, const kv_view& view, const void* q,
@@ -275,11 +277,13 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   }
 
   // The prefill kernel, chosen before anything is launched.
+  const bool hopper_asked =
+      prefill == prefill_kernel::hopper || prefill == prefill_kernel::hopper_per_tile;
   const bool hopper =
-      prefill == prefill_kernel::hopper
+      hopper_asked
       || (prefill == prefill_kernel::automatic && hopper_prefill_applies(params, view));
   KVACTOR_CUDA_CHECK_ARG(
-      prefill != prefill_kernel::hopper || hopper_prefill_applies(params, view),
+      !hopper_asked || hopper_prefill_applies(params, view),
       "paged_attention_cuda: prefill: the Hopper kernel does not serve head_size ",
       params.head_size, " with a ", to_string(view.type), " cache on this build and device");
 
@@ -308,11 +312,16 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   // launch of ~3 us in a decode step).
   if (max_query_len > 0 && cuda_detail::is_decode_request(max_query_len, a.group)) return {};
   // Prefill tiles: request r's are query_start_loc[r] / tile + r + i (see prefill_attention.cu).
-  const int32_t tile = hopper ? cuda_detail::hopper_prefill_tile : cuda_detail::prefill_tile;
-  const dim3 prefill_grid(static_cast<unsigned>(num_tokens / tile + num_reqs),
+  if (hopper) {
+    a.prefill_slots = num_tokens / cuda_detail::hopper_prefill_tile + num_reqs;
+    // The persistent schedule where the workspace holds its counters.
+    if (prefill != prefill_kernel::hopper_per_tile
+        && workspace.bytes >= cuda_detail::split_counter_bytes)
+      a.prefill_schedule = static_cast<int32_t*>(workspace.data) + cuda_detail::split_counter_slots;
+    return cuda_detail::launch_prefill_attention_hopper(a, bf16, true, stream);
+  }
+  const dim3 prefill_grid(static_cast<unsigned>(num_tokens / cuda_detail::prefill_tile + num_reqs),
                           static_cast<unsigned>(params.num_q_heads));
-  if (hopper)
-    return cuda_detail::launch_prefill_attention_hopper(a, bf16, prefill_grid, true, stream);
   return cuda_detail::launch_prefill_attention(a, bf16, fp8, prefill_grid, true, stream);
 }
 

@@ -1,6 +1,7 @@
-// Both prefill kernels (mma.sync, and Hopper's wgmma where it applies) against the CPU reference
-// on prefill-heavy batches: long fresh prompts, chunks after cached prefixes, partial last tiles,
-// every head size they share and every attention feature.
+// Both prefill kernels (mma.sync, and Hopper's wgmma where it applies, with its persistent
+// schedule and with one CTA per tile) against the CPU reference on prefill-heavy batches: long
+// fresh prompts, chunks after cached prefixes, partial last tiles, every head size they share and
+// every attention feature.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -17,7 +18,7 @@ namespace {
 #define KVACTOR_REQUIRE_PREFILL_KERNEL(c)                                                          \
   do {                                                                                             \
     KVACTOR_REQUIRE_CUDA_DEVICE();                                                                 \
-    if ((c).prefill == prefill_kernel::hopper && !hopper_serves(c))                                \
+    if ((c).prefill != prefill_kernel::mma_sync && !hopper_serves(c))                              \
       GTEST_SKIP() << "the Hopper prefill kernel needs an sm_90a build and a compute capability "  \
                       "9.0 device";                                                                \
   } while (0)
@@ -120,15 +121,43 @@ TEST_P(PrefillKernels, WideScoreRangeMovesTheRunningMaxPastTheLazyThreshold) {
   expect_matches(c);
 }
 
-std::string kernel_name(const ::testing::TestParamInfo<kernel_and_size>& info) {
-  const auto [kernel, d] = info.param;
-  return std::string(kernel == prefill_kernel::hopper ? "hopper" : "mma_sync") + "_d"
-         + std::to_string(d);
+TEST_P(PrefillKernels, RunsOfDecodesBetweenPrefillsLeaveNoTileUndone) {
+  attention_case c = base();
+  // Slots without a tile, one after another (the persistent schedule jumps over them), between
+  // and around prefills; more tiles than the GPU runs at once.
+  c.reqs.clear();
+  for (int i = 0; i < 40; ++i)
+    c.reqs.push_back({100 + i, 1});
+  c.reqs.push_back({0, 1000});
+  for (int i = 0; i < 25; ++i)
+    c.reqs.push_back({7 * i, 1});
+  c.reqs.push_back({250, 513});
+  c.reqs.push_back({0, 4});
+  c.hq = 16;
+  c.hkv = 4;
+  KVACTOR_REQUIRE_PREFILL_KERNEL(c);
+  expect_matches(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothKernels, PrefillKernels,
+TEST_P(PrefillKernels, WithoutAWorkspaceEveryTileStillRuns) {
+  attention_case c = base();
+  c.workspace = false; // the Hopper kernel then runs one CTA per tile
+  KVACTOR_REQUIRE_PREFILL_KERNEL(c);
+  expect_matches(c);
+}
+
+std::string kernel_name(const ::testing::TestParamInfo<kernel_and_size>& info) {
+  const auto [kernel, d] = info.param;
+  const char* const name = kernel == prefill_kernel::hopper            ? "hopper"
+                           : kernel == prefill_kernel::hopper_per_tile ? "hopper_per_tile"
+                                                                       : "mma_sync";
+  return std::string(name) + "_d" + std::to_string(d);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryKernel, PrefillKernels,
                          ::testing::Combine(::testing::Values(prefill_kernel::mma_sync,
-                                                              prefill_kernel::hopper),
+                                                              prefill_kernel::hopper,
+                                                              prefill_kernel::hopper_per_tile),
                                             ::testing::Values(64, 128, 256)),
                          kernel_name);
 

@@ -26,8 +26,9 @@
 
 namespace kvactor::kernels {
 
-/// Device scratch memory for split-KV partial results; 16-byte aligned. Zero it once when it is
-/// allocated (cudaMemset): its first 16 KiB hold counters that every call leaves at zero.
+/// Device scratch memory for split-KV partial results and the Hopper prefill's schedule; 16-byte
+/// aligned. Zero it once when it is allocated (cudaMemset): its first 16 KiB hold counters that
+/// every call leaves at zero.
 struct cuda_workspace {
   void* data = nullptr;
   size_t bytes = 0;
@@ -37,7 +38,10 @@ struct cuda_workspace {
 enum class prefill_kernel : uint8_t {
   automatic, ///< hopper where hopper_prefill_applies, else mma_sync
   mma_sync,  ///< the portable tensor-core kernel (64-query tiles, mma.sync), every supported case
-  hopper,    ///< the wgmma kernel (128-query tiles); an error where it does not apply
+  hopper,    ///< the wgmma kernel (128-query tiles); an error where it does not apply. Persistent
+             ///< (CTAs that take tile after tile) when the workspace has its 16 KiB of counters,
+             ///< else one CTA per tile
+  hopper_per_tile, ///< the wgmma kernel with one CTA per tile whatever the workspace
 };
 
 /// True when the Hopper prefill kernel serves these arguments on the current device: a build
@@ -45,9 +49,11 @@ enum class prefill_kernel : uint8_t {
 /// 128 or 256 (not MLA). Its declared capabilities; everything else runs on mma_sync.
 bool hopper_prefill_applies(const attention_params& params, const kv_view& view);
 
-/// The workspace bytes paged_attention_cuda uses for these arguments (0 when it splits no
-/// request's keys across CTAs). Splitting depends on the current device's multiprocessor count
-/// (132 when no device answers). 0 as well when the arguments are not supported.
+/// The workspace bytes paged_attention_cuda uses for these arguments: the split-KV partial
+/// results and the counters (16 KiB) when it splits a request's keys across CTAs, the counters
+/// alone where the Hopper prefill applies (its persistent schedule), else 0. Splitting depends on
+/// the current device's multiprocessor count (132 when no device answers). 0 as well when the
+/// arguments are not supported.
 size_t paged_attention_workspace_bytes(const attention_params& params, const kv_view& view,
                                        int32_t width, int32_t num_reqs, int32_t num_tokens);
 
