@@ -79,6 +79,13 @@ int32_t bench_case::num_tokens() const {
   return n;
 }
 
+int32_t bench_case::max_query_len() const {
+  int32_t m = 0;
+  for (const bench_request& r : reqs)
+    m = std::max(m, r.fresh);
+  return m;
+}
+
 int32_t bench_case::max_seq_len() const {
   int32_t m = 0;
   for (const bench_request& r : reqs)

@@ -53,6 +53,8 @@ struct bench_case {
   std::string anchor; // the incumbent's figure in the anchors, or ""
 
   int32_t num_tokens() const;
+  /// The longest request's query tokens: the bound a decoder step passes with its metadata.
+  int32_t max_query_len() const;
   int32_t max_seq_len() const;
   /// K+V bytes when every key is read once: sum of seq_len x kv_heads x head x 2 B (1 B with
   /// FP8) x 2.

@@ -308,11 +308,12 @@ case_result run_case(const bench_case& c, const run_options& o, l2_flusher& flus
   check_cuda(cudaMemsetAsync(out.get(), 0xff, out.bytes(), stream), "cudaMemsetAsync (out)");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (setup)");
 
+  // With the longest query as a decoder step passes it: a batch of decodes launches no prefill.
   const graph_exec graph(stream, [&] {
     const kernels::cuda_status s = kernels::paged_attention_cuda(
         params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width, num_reqs,
         num_tokens, out.get(), kernels::cuda_workspace{workspace.get(), workspace.bytes()}, stream,
-        0, prefill_kernel_of(c.prefill));
+        c.max_query_len(), prefill_kernel_of(c.prefill));
     if (!s.ok()) throw std::runtime_error("paged_attention_cuda: " + s.message());
   });
   res.time = summarize(time_graph_replays(graph.get(), stream, flush, o.warmup, o.replays));

@@ -10,3 +10,23 @@ mkdir -p "$out"
 trap 'tar cf "$dest/logs.tar" -C "$dest" logs && rm -rf "$out"' EXIT
 [ -d .devpack ] || tar xJf .devpack.tar.xz
 export KVACTOR_MODELS_PATH=$PWD/deploy/models KVACTOR_SOURCE_DIR=$PWD
+
+# The SM clock, the power draw and the clock-event reasons every 100 ms into FILE (CSV), from
+# start_clock_sampler FILE until stop_clock_sampler FILE, which prints how many samples saw each
+# clock and each reason mask: long tensor-core runs can reach the power limit, and the clock then
+# drops for a while, which shows as bimodal times.
+start_clock_sampler() {
+  local reasons=clocks_event_reasons.active
+  nvidia-smi --query-gpu=$reasons --format=csv >/dev/null 2>&1 ||
+    reasons=clocks_throttle_reasons.active
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,$reasons --format=csv,noheader -lms 100 \
+    >"$1" 2>&1 &
+  clock_sampler=$!
+}
+stop_clock_sampler() {
+  kill "$clock_sampler" 2>/dev/null
+  wait "$clock_sampler" 2>/dev/null
+  awk -F', ' '{ split($2, c, " "); n[c[1]]++; r[$4]++ } END {
+    for (k in n) printf "clock %s MHz: %d samples\n", k, n[k]
+    for (k in r) printf "reasons %s: %d samples\n", k, r[k] }' "$1" | sort -t: -k2 -n -r | head -n 12
+}

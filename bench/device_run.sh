@@ -19,10 +19,12 @@ status[gpu_tests]=$?
 tail -n 3 "$out/gpu_tests.log"
 grep -E "GPU vs CPU" "$out/gpu_tests.log" || true
 if [ -x .devpack/bin/kvactor_attention_bench ]; then
+  start_clock_sampler "$out/clocks.csv" # see device_prelude.sh
   timeout 120 bash .devpack/run.sh kvactor_attention_bench --out "$out/attention.json" \
     >"$out/attention.log" 2>&1
   status[attention_bench]=$?
   tail -n 25 "$out/attention.log"
+  stop_clock_sampler "$out/clocks.csv"
   # The same with a read flush (no dirty L2 lines written back inside the timed window).
   timeout 60 bash .devpack/run.sh kvactor_attention_bench --flush read \
     --out "$out/attention_read_flush.json" >"$out/attention_read_flush.log" 2>&1

@@ -20,22 +20,12 @@ timeout 240 bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 \
   --gtest_filter="${KVACTOR_TEST_FILTER:-*}" >"$out/gpu_tests.log" 2>&1
 echo "gpu tests: rc=$?"
 grep -E "^\[  FAILED|PASSED|SKIPPED \]" "$out/gpu_tests.log" | head -n 30
-# The SM clock, the power draw and the clock-event reasons every 100 ms while the benchmark runs:
-# long tensor-core runs can reach the power limit, and the clock then drops for a while.
-reasons=clocks_event_reasons.active
-nvidia-smi --query-gpu=$reasons --format=csv >/dev/null 2>&1 || reasons=clocks_throttle_reasons.active
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,$reasons --format=csv,noheader -lms 100 \
-  >"$out/clocks.csv" 2>&1 &
-sampler=$!
+start_clock_sampler "$out/clocks.csv" # see device_prelude.sh
 timeout 180 bash .devpack/run.sh kvactor_attention_bench --cases prefill mixed \
   --out "$out/attention.json" >"$out/attention.log" 2>&1
 echo "attention bench: rc=$?"
-kill "$sampler" 2>/dev/null
 tail -n 14 "$out/attention.log"
-# SM clocks seen (MHz, count) and the reasons' bit masks, while the benchmark ran.
-awk -F', ' '{ split($2, c, " "); n[c[1]]++; r[$4]++ } END {
-  for (k in n) printf "clock %s MHz: %d samples\n", k, n[k]; for (k in r) printf "reasons %s: %d\n", k, r[k] }' \
-  "$out/clocks.csv" | sort | tail -n 12
+stop_clock_sampler "$out/clocks.csv"
 # The kernel's bounds (bench/prefill_bounds.sh), when their diagnostic builds were packed: the
 # K/V stream alone and everything but the softmax, in the same call as the kernel. Times only.
 for bound in loads no_softmax; do
