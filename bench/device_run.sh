@@ -14,7 +14,7 @@ source "$(dirname "$0")/device_prelude.sh" "$@"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 declare -A status
 start=$SECONDS
-timeout 200 bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
+timeout 330 bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 >"$out/gpu_tests.log" 2>&1
 status[gpu_tests]=$?
 tail -n 3 "$out/gpu_tests.log"
 grep -E "GPU vs CPU" "$out/gpu_tests.log" || true
