@@ -11,7 +11,9 @@
 # JSON_OUT (may be "") receives the medians for bench/plot.py --fanout; NODESxRANKS is 2x1 unless
 # given (issue 22's goals: 2x2 and 8x1); MODEL is kvactor-tiny unless given (its 4 heads allow
 # at most 4 ranks: 8x1 takes llama-3.1-8b, whose KV cache is then held to 64 MiB per rank).
-# FANOUT_SPIN_US=N gives the nodes and the channel runs --step-spin-us N.
+# FANOUT_SPIN_US=N gives the nodes and the channel runs --step-spin-us N. FANOUT_STEP_TIMES=DIR
+# keeps every process's step marks (--debug-step-times) in DIR and prints, run by run, where the
+# local and the channel steps' time goes (bench/step_times.py).
 set -euo pipefail
 kvactor=${1:?usage: cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT]]}
 repeats=${2:-5}
@@ -33,7 +35,8 @@ trap cleanup EXIT
 addr=()
 for i in $(seq 1 "$num_nodes"); do
   "$kvactor" node --listen 127.0.0.1:0 --cpu-ranks "$per_node" \
-    ${FANOUT_SPIN_US:+--step-spin-us "$FANOUT_SPIN_US"} >"$dir/node$i.log" 2>&1 &
+    ${FANOUT_SPIN_US:+--step-spin-us "$FANOUT_SPIN_US"} \
+    ${FANOUT_STEP_TIMES:+--debug-step-times "$FANOUT_STEP_TIMES/node$i.csv"} >"$dir/node$i.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 200); do
     a=$(grep -o 'listening on 127\.0\.0\.1:[0-9]*' "$dir/node$i.log" | awk '{print $3}' || true)
@@ -48,16 +51,28 @@ workload=(--tensor-parallel-size $((num_nodes * per_node)) --no-kernels --no-pro
 [[ $model != kvactor-tiny ]] && workload+=(--kv-cache-memory 64MiB --max-model-len 2048)
 modes=(local middleman cluster)
 for mode in "${modes[@]}"; do : >"$dir/$mode.txt"; done
-for _ in $(seq 1 "$repeats"); do
+[[ -n ${FANOUT_STEP_TIMES:-} ]] && mkdir -p "$FANOUT_STEP_TIMES" && rm -f "$FANOUT_STEP_TIMES"/*.csv
+for run in $(seq 1 "$repeats"); do
   for mode in "${modes[@]}"; do
     extra=()
     [[ $mode != local ]] && extra=(--nodes "$nodes_flag")
     [[ $mode == middleman ]] && extra+=(--step-path middleman)
     [[ $mode == cluster && -n ${FANOUT_SPIN_US:-} ]] && extra+=(--step-spin-us "$FANOUT_SPIN_US")
+    [[ $mode != middleman && -n ${FANOUT_STEP_TIMES:-} ]] &&
+      extra+=(--debug-step-times "$FANOUT_STEP_TIMES/${mode}_$run.csv")
     "$kvactor" run "${workload[@]}" "${extra[@]}" --summary-json "$dir/s.json" >/dev/null
     python3 -c "import json; s = json.load(open('$dir/s.json')); print(s['step_ms']['p50'] * 1000, s['step_ms']['p99'] * 1000, s['steps'])" >>"$dir/$mode.txt"
   done
 done
+if [[ -n ${FANOUT_STEP_TIMES:-} ]]; then
+  sleep 1 # the nodes append a run's marks when the driver releases them
+  for run in $(seq 1 "$repeats"); do
+    for mode in local cluster; do
+      python3 "$(dirname "$0")/step_times.py" "$FANOUT_STEP_TIMES/${mode}_$run.csv" \
+        "$FANOUT_STEP_TIMES"/node*.csv --json "$FANOUT_STEP_TIMES/${mode}_$run.json"
+    done
+  done
+fi
 python3 - "$dir" "$repeats" "$json_out" "$num_nodes" "$per_node" <<'PY'
 import json, statistics, sys
 d, n, json_out = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -6,6 +6,8 @@
 # middleman deserializing on its multiplexer. FANOUT_PROFILE=0 leaves the profile out;
 # FANOUT_LAYOUTS picks the layouts (default "2x1 2x2 8x1"); FANOUT_HOT=1 adds a run of each with
 # every core kept busy at the lowest priority, FANOUT_SPIN_US=N one with --step-spin-us N (below).
+# Every local and channel run keeps its step marks (cluster_fanout.sh's FANOUT_STEP_TIMES), so the
+# logs say where each step's time goes; OUT/step_times_LAYOUT[_HEAT].json has the last run's.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_fanout_probe
 #   device: bash bench/fanout_device_run.sh "$OUT" [REPEATS]   (carry: [".devpack.tar.xz"])
 # shellcheck source=bench/device_prelude.sh
@@ -39,8 +41,12 @@ for heat in cold ${FANOUT_HOT:+hot} ${FANOUT_SPIN_US:+spin}; do
     [ "$heat" != cold ] && name=fanout_${layout}_$heat
     spin=
     [ "$heat" = spin ] && spin=$FANOUT_SPIN_US
-    FANOUT_SPIN_US=$spin timeout 240 bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" \
-      "$dest/$name.json" "$layout" "$model" 2>&1 | tee "$out/$name.log"
+    FANOUT_SPIN_US=$spin FANOUT_STEP_TIMES=$out/marks_$name timeout 240 \
+      bash bench/cluster_fanout.sh "$out/kvactor" "$repeats" "$dest/$name.json" "$layout" "$model" \
+      2>&1 | tee "$out/$name.log"
+    for mode in local cluster; do
+      cp "$out/marks_$name/${mode}_$repeats.json" "$dest/step_times_${name#fanout_}_$mode.json" 2>/dev/null
+    done
     echo "---- $name done at $((SECONDS - start)) s"
   done
   [ "$heat" = hot ] && { kill "${hot[@]}"; wait "${hot[@]}" 2>/dev/null; }

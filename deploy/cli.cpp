@@ -39,6 +39,15 @@ void add_step_spin_option(CLI::App& cmd, int64_t& us, const std::string& who) {
       ->capture_default_str();
 }
 
+// --debug-step-times, on a node and on a run: the fan-out profile's marks (step_timeline.hpp).
+void add_step_times_option(CLI::App& cmd, std::string& path, const std::string& when) {
+  cmd.add_option("--debug-step-times", path,
+                 "testing: append when each step passes each point of its way (CSV, "
+                 "bench/step_times.py reads it) to this file "
+                     + when)
+      ->group("Testing");
+}
+
 // vLLM's flags of one subcommand, and the options they must agree with.
 struct vllm_options {
   vllm_flags flags;
@@ -197,6 +206,7 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
                  "middleman, behind the same cookie or TLS) | middleman")
       ->capture_default_str();
   add_step_spin_option(cmd, f.step_spin_us, "the step channel's reader (with --nodes)");
+  add_step_times_option(cmd, f.debug_step_times, "at the end of the run");
   cmd.add_option("--load-format", f.load_format,
                  "auto (a model directory's safetensors; a config alone, weights generated from "
                  "--seed) | synthetic (generated weights for a model directory too)");
@@ -246,6 +256,7 @@ void add_node_flags(CLI::App& cmd, node_flags& f) {
   cmd.add_option("--metrics-host", f.metrics_host, "the address --metrics-port listens on")
       ->capture_default_str();
   add_step_spin_option(cmd, f.step_spin_us, "each step channel thread");
+  add_step_times_option(cmd, f.debug_step_times, "each time a driver releases the node");
   cmd.add_option("--debug-build-id", f.debug_build_id, "testing: claim another build")
       ->group("Testing");
 }

@@ -15,6 +15,7 @@
 
 #include "actors/node/actor.hpp"
 #include "actors/runtime_config.hpp"
+#include "actors/step_timeline.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/cluster.hpp"
 #include "deploy/lists.hpp"
@@ -256,6 +257,8 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
   auto channel = open_step_channel(*at, net, std::chrono::microseconds(flags.step_spin_us));
   if (!channel) return bad(fmt::format("--listen {}: {}", flags.listen, channel.err().message));
   setup->info.step_port = (*channel)->port();
+  if (!flags.debug_step_times.empty())
+    step_timeline::enable(fmt::format("node:{}", setup->info.step_port), flags.debug_step_times);
   setup->sinks = (*channel)->sinks();
   auto n = sys.spawn(node, *setup);
   auto bound = publish_node(net, n, at->port, at->host);

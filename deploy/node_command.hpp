@@ -19,6 +19,7 @@ struct node_flags {
   std::optional<uint16_t> metrics_port;    // serve /metrics and /health (0: any free port)
   std::string metrics_host = "127.0.0.1";  // where --metrics-port listens
   int64_t step_spin_us = 0;                // the step channel's threads poll before they block
+  std::string debug_step_times;            // testing: append the steps' timeline marks here
 };
 
 int run_node(const node_flags& flags, std::ostream& out, std::ostream& err);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "actors/step_timeline.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/run_modes.hpp"
 #include "deploy/run_options.hpp"
@@ -16,8 +17,12 @@ int run_command(const run_flags& flags, std::ostream& out, std::ostream& err) {
     fmt::print(err, "kvactor run: error: {}\n", options.err().message);
     return exit_bad_input;
   }
-  return options->cluster ? run_on_cluster(flags, *options, out, err)
-                          : run_locally(flags, *options, out, err);
+  if (!flags.debug_step_times.empty()) step_timeline::enable("driver", flags.debug_step_times);
+  const int code = options->cluster ? run_on_cluster(flags, *options, out, err)
+                                    : run_locally(flags, *options, out, err);
+  if (auto written = step_timeline::flush(); !written)
+    fmt::print(err, "kvactor run: warning: {}\n", written.err().message);
+  return code;
 }
 
 } // namespace kvactor

@@ -16,7 +16,8 @@
 namespace kvactor {
 
 struct run_flags {
-  plan_flags plan; // --model, --block-size, --kv-cache-memory, ... (json unused)
+  plan_flags plan;              // --model, --block-size, --kv-cache-memory, ... (json unused)
+  std::string debug_step_times; // testing: append each step's timeline marks here (CSV)
   int32_t ubatches = 1;
   int32_t requests = 16;
   std::string prompt_len = "32:128";

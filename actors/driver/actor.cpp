@@ -1,5 +1,6 @@
 #include "actors/driver/actor.hpp"
 #include "actors/driver/driver_parts.hpp"
+#include "actors/step_timeline.hpp"
 
 #include <algorithm>
 #include <set>
@@ -196,6 +197,7 @@ void send_step(self_ptr self, step_plan plan, clock_type::time_point t0);
 
 // Counts an executed step: its time and whether it replayed a graph.
 void count_step(driver_state& st, const step_done& done, clock_type::time_point t0) {
+  step_timeline::mark(done.seq, -1, step_point::driver_step_done);
   ++st.steps;
   st.step_ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
   if (st.setup.on_progress) st.events.step_s.push_back(st.step_ms.back() / 1e3);
@@ -480,6 +482,7 @@ void send_node_step(self_ptr self, const flight_ptr& f, size_t n, const std::vec
 // What node n's step channel says about the step in flight. A lost channel's step goes again
 // through the middleman, which answers it or reports the node's loss as before.
 void on_channel_event(self_ptr self, node_channel_event& e) {
+  step_timeline::mark(e.seq, e.route, step_point::driver_answer);
   auto& st = self->state;
   auto f = st.flight;
   const auto n = static_cast<size_t>(e.route);
@@ -524,6 +527,7 @@ void arm_watchdog(self_ptr self, clock_type::time_point deadline) {
 void send_step(self_ptr self, step_plan plan, clock_type::time_point t0) {
   auto& st = self->state;
   auto f = std::make_shared<step_flight>(std::move(plan), t0, st.setup.ranks.size());
+  step_timeline::mark(f->plan.seq, -1, step_point::driver_plan);
   st.flight = f;
   if (relayed(st)) {
     const auto plan = encode(f->plan); // once for every node

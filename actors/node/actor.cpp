@@ -9,6 +9,7 @@
 
 #include "actors/node/step_relay.hpp"
 #include "actors/rank/actor.hpp"
+#include "actors/step_timeline.hpp"
 #include "actors/unexpected.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/caf_error.hpp"
@@ -179,9 +180,13 @@ void relay_channel_step(node_self self, uint64_t channel, uint64_t seq, const no
   const auto& sinks = self->state.setup.sinks;
   auto sink = sinks ? sinks->find(channel) : nullptr;
   if (!sink) return; // the channel closed meanwhile: the driver takes the middleman
+  step_timeline::mark(seq, -1, step_point::node_relay);
   auto prepared = prepare_relay(self->state, step);
   if (!prepared) return sink->refuse(seq, prepared.err());
-  run_relay(self, *prepared, [sink](node_step_done d) { sink->answer(d); });
+  run_relay(self, *prepared, [sink](node_step_done d) {
+    step_timeline::mark(d.seq, -1, step_point::node_gathered);
+    sink->answer(d);
+  });
 }
 
 void forget_rank(node_state& st, const caf::down_msg& msg) {
@@ -210,7 +215,11 @@ node_actor::behavior_type node(node_self self, node_setup setup) {
       [self](atom::spawn, const rank_spawn& req) -> caf::result<caf::strong_actor_ptr> {
         return spawn_rank(self, req);
       },
-      [self](atom::release) -> int32_t { return release_ranks(self); },
+      [self](atom::release) -> int32_t {
+        if (auto written = step_timeline::flush(); !written)
+          spdlog::warn("node: {}", written.err().message);
+        return release_ranks(self);
+      },
       [self](const node_step& step) -> caf::result<node_step_done> {
         return relay_step(self, step);
       },

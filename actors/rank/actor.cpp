@@ -1,5 +1,6 @@
 #include "actors/rank/actor.hpp"
 #include "actors/spawn_plain.hpp"
+#include "actors/step_timeline.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -503,6 +504,7 @@ void capture_lazily(rank_self self) {
 // The step's one answer, to its request and to every copy of it that came meanwhile; kept for
 // copies that come later (a step the driver re-sends).
 void answer_step(rank_state& st, step_join& j, expected<step_done> answer) {
+  step_timeline::mark(j.plan.seq, st.config.rank, step_point::rank_answered);
   auto deliver = [&](promise<step_done>& rp) {
     if (answer)
       rp.deliver(*answer);
@@ -672,6 +674,7 @@ std::optional<caf::result<step_done>> answer_copy(rank_self self, const step_pla
 
 caf::result<step_done> step(rank_self self, const step_plan& plan) {
   auto& st = self->state;
+  step_timeline::mark(plan.seq, st.config.rank, step_point::rank_received);
   if (!st.ready) return fail(errc::invalid_argument, "step_plan: the rank is not allocated");
   if (st.steps.stalled || suffer_step_fault(self, plan)) { // kept, never delivered
     st.steps.unanswered.push_back(self->make_response_promise<step_done>());
@@ -691,6 +694,7 @@ caf::result<step_done> step(rank_self self, const step_plan& plan) {
   if (b.num_tokens() == 0) {
     step_done done{plan.seq, plan.epoch, st.config.rank, {}, {}, {}};
     st.steps.answers.end(plan, done);
+    step_timeline::mark(plan.seq, st.config.rank, step_point::rank_answered);
     return done;
   }
   const auto work = slice_step(b, plan.seq, plan.num_ubatches, st.children.builders.size());

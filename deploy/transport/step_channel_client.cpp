@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/step_timeline.hpp"
 #include "deploy/tcp_probe.hpp"
 #include "deploy/transport/step_frame.hpp"
 
@@ -48,6 +49,7 @@ step_channel_client::connect(const std::vector<step_channel_endpoint>& routes,
     if (routes[i].port == 0) continue;
     auto sock = connect_route(routes[i], auth, timeout);
     if (sock) {
+      step_timeline::note(fmt::format("route {} port {}", i, routes[i].port));
       sockets[i] = std::make_unique<route_socket>(static_cast<int32_t>(i), std::move(*sock),
                                                   max_frame_bytes);
       continue;
@@ -95,8 +97,10 @@ bool step_channel_client::open(size_t route) const {
 status step_channel_client::send(size_t route, uint64_t seq, const node_step& step) {
   if (!open(route))
     return make_error(errc::io_error, fmt::format("route {} has no open step channel", route));
+  step_timeline::mark(seq, static_cast<int32_t>(route), step_point::driver_send);
   const auto frame = step_frame(seq, step);
   auto sent = routes_[route]->sock->write_all(frame.data(), frame.size());
+  step_timeline::mark(seq, static_cast<int32_t>(route), step_point::driver_written);
   // The reader sees the same connection close and reports it lost.
   if (!sent) routes_[route]->sock->shut_down();
   return sent;
@@ -156,6 +160,7 @@ bool step_channel_client::read_route(route_socket& r, std::vector<char>& buf) {
     while (auto frame = r.reader.next()) {
       auto e = event_of(r.index, *frame);
       if (!e) return lose(r, e.err());
+      step_timeline::mark(e->seq, r.index, step_point::driver_read);
       to_driver_(std::move(*e));
     }
   } while (r.sock->has_buffered());

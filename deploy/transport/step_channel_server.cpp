@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "actors/step_timeline.hpp"
 #include "deploy/transport/step_frame.hpp"
 #include "deploy/transport/step_socket.hpp"
 
@@ -150,7 +151,10 @@ namespace {
 class socket_sink final : public step_answer_sink {
 public:
   explicit socket_sink(std::shared_ptr<step_socket> sock) : sock_(std::move(sock)) {}
-  void answer(const node_step_done& done) override { write(answer_frame(done)); }
+  void answer(const node_step_done& done) override {
+    write(answer_frame(done));
+    step_timeline::mark(done.seq, -1, step_point::node_written);
+  }
   void refuse(uint64_t seq, const error& why) override { write(refusal_frame(seq, why)); }
 
 private:
@@ -169,6 +173,7 @@ status relay_frame(const node_actor& node, uint64_t channel, const step_frame_bo
                                   static_cast<int>(frame.kind)));
   auto s = read_step(frame.body);
   if (!s) return s.err();
+  step_timeline::mark(s->seq, -1, step_point::node_read);
   caf::anon_send(node, atom::relay_v, channel, s->seq, std::move(s->step));
   return ok();
 }
