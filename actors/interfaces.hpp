@@ -105,7 +105,10 @@ using node_actor = caf::typed_actor<
     caf::replies_to<node_step>::with<node_step_done>,
     // The same for a step that came on step channel `channel` as step `seq`: the answer (or the
     // refusal) goes to that channel's sink, from the node's thread. (channel, seq, step)
-    caf::reacts_to<atom::relay, uint64_t, uint64_t, node_step>>;
+    caf::reacts_to<atom::relay, uint64_t, uint64_t, node_step>,
+    // The node's own watchdog (a delayed message to itself): relays past their deadline report
+    // their unanswered ranks silent.
+    caf::reacts_to<atom::timer>>;
 
 /// The INJECTOR actor: live injection of one message into a named actor (kvactor inject).
 using injector_actor = caf::typed_actor<

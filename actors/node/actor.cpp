@@ -114,34 +114,53 @@ int32_t release_ranks(node_self self) {
 // Called once with the gathered answer of a relayed step.
 using relay_done = std::function<void(node_step_done)>;
 
-// Hands `step` to one rank; its answer goes into the relay, which says when `done` is due.
-void relay_to(node_self self, const hosted_rank& h, const step_plan& plan, caf::duration within,
+// Hands `step` to one rank; its answer goes into the relay, which says when `done` is due. The
+// request has no timeout of its own: the node's watchdog reports the silent ranks (relay_watch).
+void relay_to(node_self self, const hosted_rank& h, const step_plan& plan,
               const std::shared_ptr<step_relay>& relay, const std::shared_ptr<relay_done>& done) {
-  self->request(h.handle, within, plan)
+  self->request(h.handle, caf::infinite, plan)
       .then(
           [relay, done, rank = h.rank](step_done& d) {
             if (relay->on_done(rank, std::move(d))) (*done)(relay->take());
           },
           [relay, done, rank = h.rank](caf::error& e) {
-            const bool due = e == caf::sec::request_timeout
-                                 ? relay->on_silent(rank)
-                                 : relay->on_error(rank, from_caf_error(e), request_ids_of(e));
-            if (due) (*done)(relay->take());
+            if (relay->on_error(rank, from_caf_error(e), request_ids_of(e))) (*done)(relay->take());
           });
+}
+
+// The watchdog fires at `at` unless it fires earlier already: one timer for many steps.
+void arm_watch(node_self self, relay_watch::clock::time_point at) {
+  auto& st = self->state;
+  if (st.watch_armed && *st.watch_armed <= at) return;
+  st.watch_armed = at;
+  const auto wait = std::max(at - relay_watch::clock::now(), relay_watch::clock::duration::zero());
+  self->delayed_send(self, std::chrono::duration_cast<std::chrono::microseconds>(wait),
+                     atom::timer_v);
+}
+
+// The watchdog: the relays past their deadline answer with their silent ranks; then it waits for
+// the next deadline.
+void on_watch_timer(node_self self) {
+  auto& st = self->state;
+  const auto now = relay_watch::clock::now();
+  if (st.watch_armed && *st.watch_armed > now) return; // an earlier timer, superseded
+  st.watch_armed.reset();
+  st.watch.expire(now);
+  if (auto next = st.watch.next()) arm_watch(self, *next);
 }
 
 // A node_step the node can relay: its plan, and the ranks on its slots.
 struct relay_plan {
   step_plan plan;
   std::vector<hosted_rank> hosts;
-  caf::duration within;
+  std::optional<std::chrono::milliseconds> within; // none: no deadline
 };
 
 expected<relay_plan> prepare_relay(node_state& st, const node_step& step) {
   auto plan = decode<step_plan>(step.plan);
   if (!plan)
     return make_error(plan.err().code, fmt::format("node_step: plan: {}", plan.err().message));
-  relay_plan out{std::move(*plan), {}, caf::duration{caf::infinite}};
+  relay_plan out{std::move(*plan), {}, std::nullopt};
   for (auto slot : step.slots) {
     auto it = st.ranks.find(slot);
     if (it == st.ranks.end())
@@ -149,12 +168,12 @@ expected<relay_plan> prepare_relay(node_state& st, const node_step& step) {
                         fmt::format("node_step: slot {} hosts no rank", slot));
     out.hosts.push_back(it->second);
   }
-  if (step.answer_within_ms > 0)
-    out.within = caf::duration{std::chrono::milliseconds(step.answer_within_ms)};
+  if (step.answer_within_ms > 0) out.within = std::chrono::milliseconds(step.answer_within_ms);
   return out;
 }
 
-// The plan to each rank on the step's slots; `done` gets their answers in one message.
+// The plan to each rank on the step's slots; `done` gets their answers in one message, at the
+// latest when `within` is up (the ranks that have not answered then are silent).
 void run_relay(node_self self, const relay_plan& r, relay_done done) {
   std::vector<int32_t> ranks;
   for (const auto& h : r.hosts)
@@ -163,7 +182,12 @@ void run_relay(node_self self, const relay_plan& r, relay_done done) {
   if (r.hosts.empty()) return done(relay->take());
   auto shared_done = std::make_shared<relay_done>(std::move(done));
   for (const auto& h : r.hosts)
-    relay_to(self, h, r.plan, r.within, relay, shared_done);
+    relay_to(self, h, r.plan, relay, shared_done);
+  if (!r.within) return;
+  const auto deadline = relay_watch::clock::now() + *r.within;
+  self->state.watch.add(deadline, relay,
+                        [shared_done](node_step_done d) { (*shared_done)(std::move(d)); });
+  arm_watch(self, deadline);
 }
 
 // node_step through the middleman: the answer is the response.
@@ -226,6 +250,7 @@ node_actor::behavior_type node(node_self self, node_setup setup) {
       [self](atom::relay, uint64_t channel, uint64_t seq, const node_step& step) {
         relay_channel_step(self, channel, seq, step);
       },
+      [self](atom::timer) { on_watch_timer(self); },
   };
 }
 

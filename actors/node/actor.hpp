@@ -13,11 +13,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/interfaces.hpp"
 #include "actors/node/node_core.hpp"
+#include "actors/node/relay_watch.hpp"
 #include "actors/node/step_sinks.hpp"
 #include "kvactor/kernels/communicator.h"
 
@@ -61,7 +63,9 @@ struct node_state {
   node_setup setup;
   std::shared_ptr<joined_communicators> comms = std::make_shared<joined_communicators>();
   std::unique_ptr<node_slots> slots;
-  std::map<int32_t, hosted_rank> ranks; // slot -> the rank it hosts
+  std::map<int32_t, hosted_rank> ranks;                      // slot -> the rank it hosts
+  relay_watch watch;                                         // relays awaiting answers, by deadline
+  std::optional<relay_watch::clock::time_point> watch_armed; // when the watchdog fires next
   static inline const char* name = "kvactor.node";
   node_state() = default;
 };

@@ -40,6 +40,13 @@ bool step_relay::on_silent(int32_t rank) {
   return due();
 }
 
+bool step_relay::silence_the_rest() {
+  bool due_now = false;
+  for (const int32_t rank : ranks_)
+    due_now = on_silent(rank) || due_now;
+  return due_now;
+}
+
 node_step_done step_relay::take() {
   taken_ = true;
   return std::move(out_);

@@ -26,6 +26,9 @@ public:
   bool on_error(int32_t rank, error err, std::vector<uint64_t> request_ids);
   /// Rank `rank` did not answer in time. True when the answer is now due.
   bool on_silent(int32_t rank);
+  /// The step's time is up: every rank that has not answered is silent. True when the answer is
+  /// now due.
+  bool silence_the_rest();
 
   /// The gathered answer; once taken, later answers change nothing and return false.
   node_step_done take();

@@ -61,6 +61,16 @@ TEST(StepRelay, NamesTheRanksThatDidNotAnswerInTime) {
   EXPECT_EQ(out.done.size(), 1u);
 }
 
+TEST(StepRelay, SilencingTheRestNamesEveryRankStillOwingAnAnswerAndMakesItDue) {
+  step_relay relay(7, {0, 1, 2});
+  EXPECT_FALSE(relay.on_done(1, done_by(1)));
+  EXPECT_TRUE(relay.silence_the_rest());
+  const auto out = relay.take();
+  EXPECT_EQ(out.silent, (std::vector<int32_t>{0, 2}));
+  ASSERT_EQ(out.done.size(), 1u);
+  EXPECT_FALSE(relay.silence_the_rest()) << "taken: nothing more to say";
+}
+
 TEST(StepRelay, IgnoresUnknownRanksAndSecondAnswers) {
   step_relay relay(7, {0, 1});
   EXPECT_FALSE(relay.on_done(5, done_by(5))) << "rank 5 is not on this node";
