@@ -106,9 +106,9 @@ using node_actor = caf::typed_actor<
     // The same for a step that came on step channel `channel` as step `seq`: the answer (or the
     // refusal) goes to that channel's sink, from the node's thread. (channel, seq, step)
     caf::reacts_to<atom::relay, uint64_t, uint64_t, node_step>,
-    // The node's own watchdog (a delayed message to itself): relays past their deadline report
-    // their unanswered ranks silent.
-    caf::reacts_to<atom::timer>>;
+    // The node's own watchdog (a delayed message to itself, numbered): relays past their
+    // deadline report their unanswered ranks silent.
+    caf::reacts_to<atom::timer, uint64_t>>;
 
 /// The INJECTOR actor: live injection of one message into a named actor (kvactor inject).
 using injector_actor = caf::typed_actor<

@@ -95,7 +95,7 @@ void mark(uint64_t seq, int32_t where, step_point p) {
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count();
   std::lock_guard<std::mutex> lock(t->mu);
-  t->marks.push_back({seq, where, p, ns});
+  if (t->on) t->marks.push_back({seq, where, p, ns}); // not after a disable() meanwhile
 }
 
 void note(std::string line) {
@@ -117,6 +117,7 @@ status flush() {
     path = t->path;
     notes.swap(t->notes);
     marks.swap(t->marks);
+    t->marks.reserve(marks.capacity()); // no reallocation on the measured path next time
   }
   std::ofstream out(path, std::ios::app);
   for (const auto& n : notes)

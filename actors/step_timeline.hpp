@@ -1,8 +1,9 @@
 // When each step passes each point of its way between the driver, the nodes and the ranks, noted
 // per process for the fan-out profile (`--debug-step-times FILE` on `kvactor run` and `kvactor
-// node`; bench/step_times.py joins the files of one host). Off unless enabled: a mark is then one
-// relaxed atomic load. Times are the steady clock's, the host's monotonic clock, which every
-// process of a host shares, so the files of processes on one machine compare.
+// node`; bench/step_times.py joins the files of one host). Off unless enabled: a mark is then an
+// atomic load or two. On, a mark takes a process-wide lock, and the marks stay in memory until the
+// next flush (a run's end, a node's release). Times are the steady clock's, the host's monotonic
+// clock, which every process of a host shares, so the files of processes on one machine compare.
 #pragma once
 
 #include <cstdint>

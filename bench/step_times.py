@@ -3,8 +3,8 @@
 
 usage: step_times.py DRIVER_CSV [NODE_CSV ...] [--json OUT]
 
-Each DRIVER_CSV is one `kvactor run` (local or cluster); the NODE_CSVs are the files of the nodes
-it ran on (one per `kvactor node`, holding any number of runs: a node's marks belong to the driver
+Each DRIVER_CSV holds one or more `kvactor run`s (local or cluster; the last one is read); the
+NODE_CSVs are the files of the nodes it ran on (one per `kvactor node`, holding any number of runs: a node's marks belong to the driver
 run whose time span holds them). Every process must have run on one host: the marks are its
 monotonic clock. For each step and node the script takes the differences of consecutive points
 (plan -> frame written -> node thread -> node actor -> ranks -> gathered -> answer written ->
@@ -38,19 +38,24 @@ LOCAL_SEGMENTS = [
 ]
 
 
-def read_marks(path):
-    """Marks as (label, seq, where, point, ns) and the file's notes as (label, text)."""
+def read_marks(path, last_run_only=False):
+    """Marks as (label, seq, where, point, ns) and the file's notes as (label, text). A driver's file
+    may gather several runs, each after a "run" note: with last_run_only, the last one's. Lines a
+    process cut short (killed while it wrote) are skipped."""
     marks, notes = [], []
     for line in open(path):
         line = line.rstrip("\n")
-        if not line:
-            continue
         if line.startswith("# "):
             label, _, text = line[2:].partition(" ")
+            if last_run_only and text == "run":
+                marks, notes = [], []
             notes.append((label, text))
             continue
-        label, seq, where, point, ns = line.split(",")
-        marks.append((label, int(seq), int(where), point, int(ns)))
+        fields = line.split(",")
+        try:
+            marks.append((fields[0], int(fields[1]), int(fields[2]), fields[3], int(fields[4])))
+        except (IndexError, ValueError):
+            continue
     return marks, notes
 
 
@@ -127,7 +132,7 @@ def main(argv):
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
-    driver, notes = read_marks(argv[0])
+    driver, notes = read_marks(argv[0], last_run_only=True)
     nodes = []
     for path in argv[1:]:
         nodes += read_marks(path)[0]
@@ -142,6 +147,10 @@ def main(argv):
         if label == "driver" and len(words) == 4 and words[0] == "route" and words[2] == "port":
             route_ports[int(words[1])] = int(words[3])
     times, cluster = segment_times(driver, nodes, route_ports)
+    if not cluster and not any(m[3] == "rank_received" for m in driver):
+        print(f"step_times.py: {argv[0]} has no rank or channel marks: a run through the middleman "
+              "is not marked", file=sys.stderr)
+        return 1
     names = [s[0] for s in (SEGMENTS if cluster else LOCAL_SEGMENTS)] + [LAST, WHOLE]
     steps = len(times.get(WHOLE, []))
     print(f"{'cluster' if cluster else 'local'} run: {steps} steps"

@@ -17,7 +17,10 @@ int run_command(const run_flags& flags, std::ostream& out, std::ostream& err) {
     fmt::print(err, "kvactor run: error: {}\n", options.err().message);
     return exit_bad_input;
   }
-  if (!flags.debug_step_times.empty()) step_timeline::enable("driver", flags.debug_step_times);
+  if (!flags.debug_step_times.empty()) {
+    step_timeline::enable("driver", flags.debug_step_times);
+    step_timeline::note("run"); // a file may gather several runs: each starts with this line
+  }
   const int code = options->cluster ? run_on_cluster(flags, *options, out, err)
                                     : run_locally(flags, *options, out, err);
   if (auto written = step_timeline::flush(); !written)

@@ -116,6 +116,8 @@ using relay_done = std::function<void(node_step_done)>;
 
 // Hands `step` to one rank; its answer goes into the relay, which says when `done` is due. The
 // request has no timeout of its own: the node's watchdog reports the silent ranks (relay_watch).
+// A rank that never answers keeps the request's handler until the rank stops (the run then
+// ends: a silent rank fails its step).
 void relay_to(node_self self, const hosted_rank& h, const step_plan& plan,
               const std::shared_ptr<step_relay>& relay, const std::shared_ptr<relay_done>& done) {
   self->request(h.handle, caf::infinite, plan)
@@ -128,24 +130,24 @@ void relay_to(node_self self, const hosted_rank& h, const step_plan& plan,
           });
 }
 
-// The watchdog fires at `at` unless it fires earlier already: one timer for many steps.
+// The watchdog fires at `at` unless it fires earlier already: one timer for many steps. Each
+// timer has a number; arming an earlier one supersedes the armed one.
 void arm_watch(node_self self, relay_watch::clock::time_point at) {
   auto& st = self->state;
   if (st.watch_armed && *st.watch_armed <= at) return;
   st.watch_armed = at;
   const auto wait = std::max(at - relay_watch::clock::now(), relay_watch::clock::duration::zero());
-  self->delayed_send(self, std::chrono::duration_cast<std::chrono::microseconds>(wait),
-                     atom::timer_v);
+  self->delayed_send(self, std::chrono::ceil<std::chrono::microseconds>(wait), atom::timer_v,
+                     ++st.watch_timer);
 }
 
 // The watchdog: the relays past their deadline answer with their silent ranks; then it waits for
-// the next deadline.
-void on_watch_timer(node_self self) {
+// the next deadline (at once again if this timer came a moment early).
+void on_watch_timer(node_self self, uint64_t timer) {
   auto& st = self->state;
-  const auto now = relay_watch::clock::now();
-  if (st.watch_armed && *st.watch_armed > now) return; // an earlier timer, superseded
+  if (timer != st.watch_timer) return; // superseded by an earlier one
   st.watch_armed.reset();
-  st.watch.expire(now);
+  st.watch.expire(relay_watch::clock::now());
   if (auto next = st.watch.next()) arm_watch(self, *next);
 }
 
@@ -250,7 +252,7 @@ node_actor::behavior_type node(node_self self, node_setup setup) {
       [self](atom::relay, uint64_t channel, uint64_t seq, const node_step& step) {
         relay_channel_step(self, channel, seq, step);
       },
-      [self](atom::timer) { on_watch_timer(self); },
+      [self](atom::timer, uint64_t timer) { on_watch_timer(self, timer); },
   };
 }
 

@@ -66,6 +66,7 @@ struct node_state {
   std::map<int32_t, hosted_rank> ranks;                      // slot -> the rank it hosts
   relay_watch watch;                                         // relays awaiting answers, by deadline
   std::optional<relay_watch::clock::time_point> watch_armed; // when the watchdog fires next
+  uint64_t watch_timer = 0; // the number of the armed timer; others are superseded
   static inline const char* name = "kvactor.node";
   node_state() = default;
 };

@@ -8,7 +8,8 @@
 // once, each taking item after item from a counter (the head varies fastest); the producer
 // streams the next item's K/V while the consumers finish the current one, and each consumer
 // warpgroup loads its next Q rows under its last P V, so an item costs no CTA start, no pipeline
-// fill and no exposed Q load; and the items handed out last are short ones, so the CTAs finish
+// fill and no exposed Q load. Within a request the tiles run from the longest causal one down and
+// the batch's last items are its first request's shortest tiles, so the CTAs finish close
 // together. One CTA per item (no workspace): the grid is (slots, heads).
 //
 // The producer's four warps walk the request's block table, one lane per 16-key group (a quarter
@@ -29,8 +30,10 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "attention_args.h"
 #include "device_utils.cuh"
@@ -117,6 +120,9 @@ __device__ __forceinline__ int lower_slot_with_work(const attention_args& a, con
 // are short ones. An empty slot moves the counter past the slots it proves empty (atomicMax:
 // every index below the new value is empty or already taken, so nothing is lost or repeated).
 // When the items run out, the last CTA to notice leaves both counters at zero for the next call.
+// NOTE(pdl): this kernel starts before its predecessor completes and takes items at once. Two
+// calls on one workspace stay apart because the decode kernel runs between them and lets its
+// dependent start only after its own predecessor (this kernel of the previous call) completed.
 __device__ prefill_item next_prefill_item(const attention_args& a, int n, int bm) {
   prefill_item t{};
   t.r = -1;
@@ -518,9 +524,12 @@ __device__ __forceinline__ prefill_item attend_item(const attention_args& a,
   }
 
   // Every S of the item has completed: this warpgroup's Q rows are free for the next item, whose
-  // load runs under the last P V (one branch on `pending`, as above).
+  // load runs under the last P V (one branch on `pending`, as above). A warp's wait covers its own
+  // part of the MMAs only, and each thread loads rows that other warps' parts read: the
+  // warpgroup meets first.
   auto next_item = [&] {
     const prefill_item next = read_item(sm, n + 1);
+    named_barrier_sync(2 + wg, 128);
     if (next.r >= 0) load_q_rows<T, D>(a, next, wg, sm.q);
     return next;
   };
@@ -680,7 +689,8 @@ cuda_status cached_kv_map(const attention_args& a, bool bf16, int32_t offset, CU
 }
 
 // The grid: every item's CTA, or for the persistent schedule as many CTAs as run at once (the
-// kernel's occupancy, one per multiprocessor at head size 128), never more than the items.
+// kernel's occupancy, one per multiprocessor at head size 128), never more than the items. The
+// device's count of CTAs at once is asked once per device and kernel (every layer launches it).
 template <class Kernel>
 cuda_status hopper_prefill_grid(const attention_args& a, Kernel kernel, int threads, size_t smem,
                                 dim3* grid) {
@@ -688,13 +698,21 @@ cuda_status hopper_prefill_grid(const attention_args& a, Kernel kernel, int thre
     *grid = dim3(static_cast<unsigned>(a.prefill_slots), static_cast<unsigned>(a.num_q_heads));
     return {};
   }
-  int dev = 0, sms = 0, per_sm = 0;
+  int dev = 0;
   KVACTOR_CUDA_CALL(cudaGetDevice(&dev));
-  KVACTOR_CUDA_CALL(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  KVACTOR_CUDA_CALL(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  // (device, kernel) -> CTAs at once; the kernels of every type and head size share one type.
+  thread_local std::map<std::pair<int, const void*>, int64_t> resident;
+  const std::pair<int, const void*> key{dev, reinterpret_cast<const void*>(kernel)};
+  auto it = resident.find(key);
+  if (it == resident.end()) {
+    int sms = 0, per_sm = 0;
+    KVACTOR_CUDA_CALL(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    KVACTOR_CUDA_CALL(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    it = resident.emplace(key, int64_t{sms} * std::max(per_sm, 1)).first;
+  }
   const int64_t items = int64_t{a.prefill_slots} * a.num_q_heads;
-  *grid = dim3(static_cast<unsigned>(
-      std::max<int64_t>(1, std::min<int64_t>(items, int64_t{sms} * std::max(per_sm, 1)))));
+  *grid = dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(items, it->second))));
   return {};
 }
 
