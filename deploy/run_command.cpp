@@ -17,14 +17,18 @@ int run_command(const run_flags& flags, std::ostream& out, std::ostream& err) {
     fmt::print(err, "kvactor run: error: {}\n", options.err().message);
     return exit_bad_input;
   }
-  if (!flags.debug_step_times.empty()) {
+  const bool timed = !flags.debug_step_times.empty();
+  if (timed) {
     step_timeline::enable("driver", flags.debug_step_times);
     step_timeline::note("run"); // a file may gather several runs: each starts with this line
   }
   const int code = options->cluster ? run_on_cluster(flags, *options, out, err)
                                     : run_locally(flags, *options, out, err);
-  if (auto written = step_timeline::flush(); !written)
-    fmt::print(err, "kvactor run: warning: {}\n", written.err().message);
+  if (timed) {
+    if (auto written = step_timeline::flush(); !written)
+      fmt::print(err, "kvactor run: warning: {}\n", written.err().message);
+    step_timeline::disable(); // a later run in this process marks only if it asks to
+  }
   return code;
 }
 

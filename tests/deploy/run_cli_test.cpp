@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -531,6 +532,29 @@ TEST(RunCli, AChaosRunServesTheCalmRunsTokensWithOneOrTwoRanks) {
     EXPECT_NE(chaos.out.find("6 finished, 0 failed"), std::string::npos) << chaos.out;
     EXPECT_EQ(digest_of(chaos.out), digest_of(calm.out)) << "TP " << tp;
   }
+}
+
+TEST(RunCli, DebugStepTimesAppendsTheMarksOfEveryStepAfterARunLine) {
+  const auto marks = testing::TempDir() + "step_times.csv";
+  const auto summary = testing::TempDir() + "step_times.json";
+  std::remove(marks.c_str());
+  auto r = run_cli(small_run({"--debug-step-times", marks, "--summary-json", summary}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  std::ifstream in(marks);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line, "# driver run");
+  int planned = 0, counted = 0;
+  while (std::getline(in, line)) {
+    EXPECT_EQ(line.rfind("driver,", 0), 0u) << line;
+    planned += line.find(",driver_plan,") != std::string::npos ? 1 : 0;
+    counted += line.find(",driver_step_done,") != std::string::npos ? 1 : 0;
+  }
+  const auto steps = read_json(summary)["steps"].get<int>();
+  EXPECT_GT(steps, 0);
+  EXPECT_EQ(counted, steps);
+  EXPECT_GE(planned, steps);
 }
 
 TEST(RunCli, AStalledRankIsNamedAtTheStepTimeoutAndTheRunExitsOne) {
