@@ -89,10 +89,12 @@ cuda_status launch_decode_attention(const attention_args& a, bool bf16, bool fp8
 cuda_status launch_prefill_attention(const attention_args& a, bool bf16, bool fp8, dim3 grid,
                                      bool pdl, cudaStream_t stream);
 /// The wgmma kernel (sm_90a; bf16 or f16 cache, head size 64, 128 or 256). With
-/// a.prefill_schedule: a persistent grid, as many CTAs as fit on the device at once (at most one
-/// per item); without: (a.prefill_slots, num_q_heads).
-cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, bool pdl,
+/// a.prefill_schedule, a persistent grid: (min(items, multiprocessors * ctas per SM)); without:
+/// (a.prefill_slots, num_q_heads).
+cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, dim3 grid, bool pdl,
                                             cudaStream_t stream);
+/// Hopper prefill CTAs resident on one multiprocessor, for its persistent grid.
+int32_t hopper_prefill_ctas_per_sm();
 /// grid: (num_tokens, ceil(num_q_heads / 16), num_splits).
 cuda_status launch_mla_decode(const attention_args& a, bool bf16, dim3 grid, cudaStream_t stream);
 /// Combines the MLA kernel's split partial results. Launched with pdl; waits for its predecessor

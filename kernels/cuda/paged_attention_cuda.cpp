@@ -314,11 +314,18 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
   // Prefill tiles: request r's are query_start_loc[r] / tile + r + i (see prefill_attention.cu).
   if (hopper) {
     a.prefill_slots = num_tokens / cuda_detail::hopper_prefill_tile + num_reqs;
-    // The persistent schedule where the workspace holds its counters.
+    dim3 grid(static_cast<unsigned>(a.prefill_slots), static_cast<unsigned>(params.num_q_heads));
+    // The persistent schedule where the workspace holds its counters: as many CTAs as run at
+    // once, never more than the items.
     if (prefill != prefill_kernel::hopper_per_tile
-        && workspace.bytes >= cuda_detail::split_counter_bytes)
+        && workspace.bytes >= cuda_detail::split_counter_bytes) {
       a.prefill_schedule = static_cast<int32_t*>(workspace.data) + cuda_detail::split_counter_slots;
-    return cuda_detail::launch_prefill_attention_hopper(a, bf16, true, stream);
+      const int64_t items = int64_t{a.prefill_slots} * params.num_q_heads;
+      const int64_t resident =
+          int64_t{device_sm_count()} * cuda_detail::hopper_prefill_ctas_per_sm();
+      grid = dim3(static_cast<unsigned>(std::min(items, resident)));
+    }
+    return cuda_detail::launch_prefill_attention_hopper(a, bf16, grid, true, stream);
   }
   const dim3 prefill_grid(static_cast<unsigned>(num_tokens / cuda_detail::prefill_tile + num_reqs),
                           static_cast<unsigned>(params.num_q_heads));

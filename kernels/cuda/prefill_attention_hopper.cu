@@ -29,11 +29,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
-#include <map>
 #include <tuple>
 #include <unordered_map>
-#include <utility>
 
 #include "attention_args.h"
 #include "device_utils.cuh"
@@ -57,6 +54,8 @@ struct hopper_prefill_config {
   // The producer's 40 registers hold the scheduler's item without spilling (24 did not).
   static constexpr int producer_registers = 40;
   static constexpr int consumer_registers = 232; // 2 x 128 x 232 + 128 x 40 <= 64 K registers
+  // One CTA per multiprocessor (hopper_prefill_ctas_per_sm): at launch its threads hold the 168
+  // registers each that setmaxnreg redistributes, 64 K in all.
   static constexpr int bm = hopper_prefill_tile;
   static_assert(bm == 128);
   static constexpr int bn = D == 256 ? 64 : 128;  // keys per tile
@@ -372,20 +371,20 @@ __device__ __forceinline__ void write_rows(const attention_args& a, const prefil
   }
 }
 
-// A consumer warpgroup's work on item n (t; its Q rows already loaded): every key tile, then the
-// next item's Q rows, the last P V, the output rows. `consumed` is the ring's position (tiles
-// of the earlier items). Returns item n + 1.
+// A consumer warpgroup's work on item n (t, whose keys are `keys`; its Q rows already loaded):
+// every key tile, then the next item's Q rows, the last P V, the output rows. `consumed` is the
+// ring's position (tiles of the earlier items). Returns item n + 1.
 template <class T, int D>
 __device__ __forceinline__ prefill_item attend_item(const attention_args& a,
                                                     const hopper_prefill_smem<D>& sm,
-                                                    const prefill_item& t, int n, int wg,
+                                                    const prefill_item& t,
+                                                    const prefill_cta_keys& keys, int n, int wg,
                                                     int consumed) {
   using cfg = hopper_prefill_config<D>;
   using ops = mma_ops<T>;
   constexpr int bm = cfg::bm, bn = cfg::bn, n_o = cfg::n_o, stages = cfg::stages;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = (tid % 128) / 32, lane = tid % 32;
-  const prefill_cta_keys keys = keys_of_item<D>(a, t);
   const int first_pos = t.seq - t.qlen + t.q0;
 
   // This warpgroup's rows [64 wg, 64 wg + 64) and the keys they see (keys_of_rows): uniform
@@ -561,9 +560,9 @@ __device__ __forceinline__ void run_consumers(const attention_args& a,
   int consumed = 0;
   for (int n = 0; t.r >= 0; ++n) {
     wait_q_rows(wg);
-    const int tiles = keys_of_item<D>(a, t).n_tiles;
-    t = attend_item<T, D>(a, sm, t, n, wg, consumed);
-    consumed += tiles;
+    const prefill_cta_keys keys = keys_of_item<D>(a, t);
+    t = attend_item<T, D>(a, sm, t, keys, n, wg, consumed);
+    consumed += keys.n_tiles;
   }
 }
 
@@ -688,37 +687,13 @@ cuda_status cached_kv_map(const attention_args& a, bool bf16, int32_t offset, CU
   return {};
 }
 
-// The grid: every item's CTA, or for the persistent schedule as many CTAs as run at once (the
-// kernel's occupancy, one per multiprocessor at head size 128), never more than the items. The
-// device's count of CTAs at once is asked once per device and kernel (every layer launches it).
-template <class Kernel>
-cuda_status hopper_prefill_grid(const attention_args& a, Kernel kernel, int threads, size_t smem,
-                                dim3* grid) {
-  if (a.prefill_schedule == nullptr) {
-    *grid = dim3(static_cast<unsigned>(a.prefill_slots), static_cast<unsigned>(a.num_q_heads));
-    return {};
-  }
-  int dev = 0;
-  KVACTOR_CUDA_CALL(cudaGetDevice(&dev));
-  // (device, kernel) -> CTAs at once; the kernels of every type and head size share one type.
-  thread_local std::map<std::pair<int, const void*>, int64_t> resident;
-  const std::pair<int, const void*> key{dev, reinterpret_cast<const void*>(kernel)};
-  auto it = resident.find(key);
-  if (it == resident.end()) {
-    int sms = 0, per_sm = 0;
-    KVACTOR_CUDA_CALL(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    KVACTOR_CUDA_CALL(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-    it = resident.emplace(key, int64_t{sms} * std::max(per_sm, 1)).first;
-  }
-  const int64_t items = int64_t{a.prefill_slots} * a.num_q_heads;
-  *grid = dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(items, it->second))));
-  return {};
-}
-
 } // namespace
 
-cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, bool pdl,
+int32_t hopper_prefill_ctas_per_sm() {
+  return 1;
+}
+
+cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, dim3 grid, bool pdl,
                                             cudaStream_t stream) {
   CUtensorMap k_map, v_map;
   if (cuda_status s = cached_kv_map(a, bf16, 0, &k_map); !s) return s;
@@ -735,10 +710,6 @@ cuda_status launch_prefill_attention_hopper(const attention_args& a, bool bf16, 
         auto* const kernel = hopper_prefill_kernel<T, D>;
         KVACTOR_CUDA_CALL(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(cfg::smem_bytes)));
-        dim3 grid;
-        if (cuda_status s = hopper_prefill_grid(a, kernel, cfg::threads, cfg::smem_bytes, &grid);
-            !s)
-          return s;
         KVACTOR_CUDA_CALL(
             launch_ex(kernel, grid, cfg::threads, cfg::smem_bytes, pdl, stream, a, k_map, v_map));
         return cuda_status{};
