@@ -3,6 +3,7 @@
 // plan; the node encodes its answer; the driver decodes it. A plan of 64 decodes (the fan-out
 // benchmark's steps), an answer from two ranks of 64 sampled tokens each. The step timeline
 // (bench/RESULTS.md) put the node's plan decode at ~13 us of its hop to the ranks on the 2-core VM.
+// BM_decode_plan_through_tree is the decoder before the in-place one, on the same bytes.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -56,6 +57,19 @@ void BM_decode_plan(benchmark::State& state) {
   }
 }
 
+// The same bytes through msgpack-c's object tree, the decoder that explains errors (and the only
+// one before the in-place reader): the baseline of BM_decode_plan, in the same run.
+void BM_decode_plan_through_tree(benchmark::State& state) {
+  const auto bytes = encode(decode_plan(static_cast<int>(state.range(0))));
+  for (auto _ : state) {
+    step_plan plan;
+    auto st =
+        detail::decode_through_tree(bytes.data(), bytes.size(), detail::type_name_of(plan), plan);
+    if (!st) state.SkipWithError("the plan did not decode");
+    benchmark::DoNotOptimize(plan);
+  }
+}
+
 void BM_step_frame(benchmark::State& state) {
   const node_step step{encode(decode_plan(static_cast<int>(state.range(0)))), {0, 1}, 270000};
   for (auto _ : state)
@@ -89,12 +103,25 @@ void BM_read_answer(benchmark::State& state) {
   }
 }
 
+void BM_read_answer_through_tree(benchmark::State& state) {
+  const auto bytes = encode(answer(2, static_cast<int>(state.range(0))));
+  for (auto _ : state) {
+    node_step_done done;
+    auto st =
+        detail::decode_through_tree(bytes.data(), bytes.size(), detail::type_name_of(done), done);
+    if (!st) state.SkipWithError("the answer did not decode");
+    benchmark::DoNotOptimize(done);
+  }
+}
+
 BENCHMARK(BM_encode_plan)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_decode_plan)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_decode_plan_through_tree)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_step_frame)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_read_step)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_answer_frame)->Arg(64)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_read_answer)->Arg(64)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_read_answer_through_tree)->Arg(64)->Unit(benchmark::kMicrosecond);
 
 } // namespace
 

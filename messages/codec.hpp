@@ -12,7 +12,6 @@
 // NOTE(codec): bump schema_version whenever a field is added, removed, reordered or changes type in
 // any inspect() reachable from a message; decode() rejects every other version.
 #pragma once
-#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +22,7 @@
 
 #include "messages/errc.hpp"
 #include "messages/msgpack_inspectors.hpp"
+#include "messages/msgpack_reader.hpp"
 
 namespace kvactor {
 
@@ -92,6 +92,28 @@ std::vector<char> encode(const T& x) {
   return out.release();
 }
 
+namespace detail {
+
+/// decode_into through msgpack-c's object tree: slower than decoding in place, but it names
+/// what is wrong and where.
+template <class T>
+status decode_through_tree(const char* data, size_t size, std::string_view type, T& out) {
+  try {
+    auto doc = msgpack_document::parse(data, size);
+    if (!doc) return decode_error(type, doc.err().message);
+    auto payload = open_envelope(doc->root(), type);
+    if (!payload) return payload.err();
+    msgpack_unpacker unpacker{*payload};
+    unpacker.apply(out);
+    if (unpacker.failed()) return decode_error(type, unpacker.failure());
+    return ok();
+  } catch (const std::exception& e) { // bad_alloc; nothing else throws on this path
+    return decode_error(type, e.what());
+  }
+}
+
+} // namespace detail
+
 /// Decodes what encode<T> wrote into `out`. A wrong type name or schema version, malformed or
 /// truncated bytes, trailing bytes, a wrong field count or a field of the wrong type or range
 /// all give errc::parse_error "cannot decode <type>: <position>: expected <what>, found <what>";
@@ -99,18 +121,13 @@ std::vector<char> encode(const T& x) {
 template <class T>
 status decode_into(const char* data, size_t size, T& out) {
   auto type = detail::type_name_of(out);
+  // Well-formed bytes decode in place; anything else decodes again through the tree, which says
+  // what is wrong and where.
   try {
-    auto doc = detail::msgpack_document::parse(data, size);
-    if (!doc) return detail::decode_error(type, doc.err().message);
-    auto payload = detail::open_envelope(doc->root(), type);
-    if (!payload) return payload.err();
-    detail::msgpack_unpacker unpacker{*payload};
-    unpacker.apply(out);
-    if (unpacker.failed()) return detail::decode_error(type, unpacker.failure());
-    return ok();
-  } catch (const std::exception& e) { // bad_alloc; nothing else throws on this path
-    return detail::decode_error(type, e.what());
+    if (detail::decode_in_place(data, size, type, schema_version, out)) return ok();
+  } catch (const std::exception&) { // bad_alloc: the tree decoder reports it
   }
+  return detail::decode_through_tree(data, size, type, out);
 }
 
 /// decode_into a fresh T. Not for T = kvactor::error (expected<error> cannot hold both sides);

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/driver/step_replies.hpp"
+#include "actors/shared_request.hpp"
 #include "actors/unexpected.hpp"
 #include "messages/caf_error.hpp"
 #include "messages/codec.hpp"
@@ -279,6 +280,7 @@ struct step_flight {
   step_flight(step_plan p, clock_type::time_point t, size_t ranks)
       : plan(std::move(p)), t0(t), sent(clock_type::now()), replies(ranks) {}
   step_plan plan;
+  caf::message shared_plan;    // the plan once more, as the message every rank shares (local mode)
   clock_type::time_point t0;   // scheduled (the step's time counts from here)
   clock_type::time_point sent; // this plan first sent (a re-sent plan starts anew)
   step_replies replies;
@@ -356,11 +358,13 @@ void on_rank_error(self_ptr self, const flight_ptr& f, size_t i, const caf::erro
   on_rank_failure(self, f, i, from_caf_error(e), request_ids_of(e));
 }
 
-// One copy of the plan to rank i; its answer comes back through the link from the rank.
+// The plan to rank i, in the message every rank shares (request_shared); its answer comes back
+// through the link from the rank.
 void request_step(self_ptr self, const flight_ptr& f, size_t i) {
   auto& st = self->state;
   if (st.setup.recorder) st.setup.recorder->record("driver", rank_name(i), f->plan);
-  self->request(st.setup.ranks[i], caf::infinite, f->plan)
+  if (f->shared_plan.empty()) f->shared_plan = caf::make_message(f->plan);
+  request_shared<step_plan>(self, st.setup.ranks[i], f->shared_plan)
       .then(
           [self, f, i](step_done& d) {
             through_link(self, self->state.from_rank, i, [self, f, i, d = std::move(d)]() mutable {

@@ -9,6 +9,7 @@
 
 #include "actors/node/step_relay.hpp"
 #include "actors/rank/actor.hpp"
+#include "actors/shared_request.hpp"
 #include "actors/step_timeline.hpp"
 #include "actors/unexpected.hpp"
 #include "kvactor/kernels/device_runtime.h"
@@ -114,13 +115,13 @@ int32_t release_ranks(node_self self) {
 // Called once with the gathered answer of a relayed step.
 using relay_done = std::function<void(node_step_done)>;
 
-// Hands `step` to one rank; its answer goes into the relay, which says when `done` is due. The
-// request has no timeout of its own: the node's watchdog reports the silent ranks (relay_watch).
-// A rank that never answers keeps the request's handler until the rank stops (the run then
-// ends: a silent rank fails its step).
-void relay_to(node_self self, const hosted_rank& h, const step_plan& plan,
+// Hands the plan to one rank; its answer goes into the relay, which says when `done` is due. Every
+// rank gets the same message, shared (request_shared). The request has no timeout of its own: the
+// node's watchdog reports the silent ranks (relay_watch). A rank that never answers keeps the
+// request's handler until the rank stops (the run then ends: a silent rank fails its step).
+void relay_to(node_self self, const hosted_rank& h, const caf::message& plan,
               const std::shared_ptr<step_relay>& relay, const std::shared_ptr<relay_done>& done) {
-  self->request(h.handle, caf::infinite, plan)
+  request_shared<step_plan>(self, h.handle, plan)
       .then(
           [relay, done, rank = h.rank](step_done& d) {
             if (relay->on_done(rank, std::move(d))) (*done)(relay->take());
@@ -153,7 +154,8 @@ void on_watch_timer(node_self self, uint64_t timer) {
 
 // A node_step the node can relay: its plan, and the ranks on its slots.
 struct relay_plan {
-  step_plan plan;
+  uint64_t seq = 0;
+  caf::message plan; // one step_plan, shared by the ranks
   std::vector<hosted_rank> hosts;
   std::optional<std::chrono::milliseconds> within; // none: no deadline
 };
@@ -162,7 +164,7 @@ expected<relay_plan> prepare_relay(node_state& st, const node_step& step) {
   auto plan = decode<step_plan>(step.plan);
   if (!plan)
     return make_error(plan.err().code, fmt::format("node_step: plan: {}", plan.err().message));
-  relay_plan out{std::move(*plan), {}, std::nullopt};
+  relay_plan out{plan->seq, caf::make_message(std::move(*plan)), {}, std::nullopt};
   for (auto slot : step.slots) {
     auto it = st.ranks.find(slot);
     if (it == st.ranks.end())
@@ -180,7 +182,7 @@ void run_relay(node_self self, const relay_plan& r, relay_done done) {
   std::vector<int32_t> ranks;
   for (const auto& h : r.hosts)
     ranks.push_back(h.rank);
-  auto relay = std::make_shared<step_relay>(r.plan.seq, std::move(ranks));
+  auto relay = std::make_shared<step_relay>(r.seq, std::move(ranks));
   if (r.hosts.empty()) return done(relay->take());
   auto shared_done = std::make_shared<relay_done>(std::move(done));
   for (const auto& h : r.hosts)

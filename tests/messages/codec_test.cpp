@@ -120,6 +120,30 @@ TYPED_TEST(CodecRoundTrip, WritesTheInspectTypeNameAndSchemaVersion) {
   EXPECT_EQ(root.via.array.ptr[2].type, msgpack::type::ARRAY);
 }
 
+// ---- the fast path: decoding in place -----------------------------------------------------
+
+template <class T>
+bool decodes_in_place(const std::vector<char>& bytes, size_t size, T& out) {
+  return detail::decode_in_place(bytes.data(), size, detail::type_name_of(out), schema_version,
+                                 out);
+}
+
+TYPED_TEST(CodecRoundTrip, DecodesInPlaceWithoutTheTree) {
+  auto x = sample<TypeParam>();
+  auto bytes = encode(x);
+  TypeParam decoded{};
+  ASSERT_TRUE(decodes_in_place(bytes, bytes.size(), decoded));
+  EXPECT_EQ(decoded, x);
+}
+
+TYPED_TEST(CodecRoundTrip, LeavesEveryTruncationToTheTree) {
+  auto bytes = encode(sample<TypeParam>());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    TypeParam out{};
+    ASSERT_FALSE(decodes_in_place(bytes, n, out)) << "a prefix of " << n << " bytes";
+  }
+}
+
 TYPED_TEST(CodecRoundTrip, RejectsEveryTruncation) {
   auto bytes = encode(sample<TypeParam>());
   for (size_t n = 0; n < bytes.size(); ++n) {
@@ -319,32 +343,31 @@ TEST(Codec, RejectsLengthsLargerThanTheInput) {
   EXPECT_EQ(result.err().code, errc::parse_error);
 }
 
-TEST(Codec, RejectsNestingDeeperThanTheLimitWithoutRecursingIntoIt) {
-  // A kv_cache_spec whose layer_specs holds one spec, whose layer_specs holds one spec, ...
+/// A kv_cache_spec whose layer_specs holds one spec, whose layer_specs holds one spec, ...
+/// `depth` times.
+std::vector<char> nested_spec(int depth) {
   detail::msgpack_writer w;
   detail::msgpack_packer p{w};
   kv_cache_spec empty;
   p.apply(empty);
   auto spec_bytes = w.release(); // [kind, ..., layer_names = [], layer_specs = []]
-  ASSERT_EQ(spec_bytes.back(), static_cast<char>(0x90)); // layer_specs: fixarray of 0
+  EXPECT_EQ(spec_bytes.back(), static_cast<char>(0x90)); // layer_specs: fixarray of 0
   std::vector<char> open(spec_bytes.begin(), spec_bytes.end() - 1);
   open.push_back(static_cast<char>(0x91)); // layer_specs: fixarray of 1, the next spec follows
   auto envelope = encode(empty);           // [name, version, spec_bytes]
-  std::vector<char> header(envelope.begin(), envelope.end() - static_cast<long>(spec_bytes.size()));
+  std::vector<char> bytes(envelope.begin(), envelope.end() - static_cast<long>(spec_bytes.size()));
+  for (int i = 0; i < depth; ++i)
+    bytes.insert(bytes.end(), open.begin(), open.end());
+  bytes.insert(bytes.end(), spec_bytes.begin(), spec_bytes.end());
+  return bytes;
+}
 
-  auto nested = [&](int depth) {
-    auto bytes = header;
-    for (int i = 0; i < depth; ++i)
-      bytes.insert(bytes.end(), open.begin(), open.end());
-    bytes.insert(bytes.end(), spec_bytes.begin(), spec_bytes.end());
-    return bytes;
-  };
-
-  auto shallow = decode<kv_cache_spec>(nested(3));
+TEST(Codec, RejectsNestingDeeperThanTheLimitWithoutRecursingIntoIt) {
+  auto shallow = decode<kv_cache_spec>(nested_spec(3));
   ASSERT_TRUE(shallow) << shallow.err().message;
   EXPECT_EQ(shallow->layer_specs.at(0).layer_specs.at(0).layer_specs.size(), 1u);
 
-  auto deep = decode<kv_cache_spec>(nested(100000));
+  auto deep = decode<kv_cache_spec>(nested_spec(100000));
   ASSERT_FALSE(deep);
   EXPECT_EQ(deep.err().code, errc::parse_error);
   EXPECT_NE(deep.err().message.find("exceeds limits"), std::string::npos) << deep.err().message;
@@ -370,6 +393,97 @@ TEST(Codec, NeverThrowsOnCorruptedInput) {
   }
   EXPECT_EQ(decoded + rejected, bytes.size() * 4);
   EXPECT_GT(rejected, 0u);
+}
+
+// Whatever the fast path accepts, the tree decoder accepts with the same value: a flaw the fast
+// path missed would otherwise go unreported.
+template <class T>
+void expect_agreement_on_every_corruption(const T& x) {
+  auto bytes = encode(x);
+  size_t in_place = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (unsigned mask : {0x01u, 0x02u, 0x10u, 0x40u, 0x80u, 0xffu}) {
+      auto corrupt = bytes;
+      corrupt[i] = static_cast<char>(static_cast<unsigned char>(corrupt[i]) ^ mask);
+      T fast{};
+      if (!decodes_in_place(corrupt, corrupt.size(), fast)) continue;
+      ++in_place;
+      T tree{};
+      auto st = detail::decode_through_tree(corrupt.data(), corrupt.size(),
+                                            detail::type_name_of(tree), tree);
+      ASSERT_TRUE(st) << "byte " << i << " mask " << mask << ": " << st.err().message;
+      EXPECT_EQ(encode(fast), encode(tree)) << "byte " << i << " mask " << mask; // NaN != NaN
+    }
+  }
+  EXPECT_GT(in_place, 0u); // some flips only change a value
+}
+
+TEST(CodecInPlace, AcceptsNothingTheTreeDecoderRefuses) {
+  expect_agreement_on_every_corruption(sample<step_plan>());
+  expect_agreement_on_every_corruption(sample<node_step_done>());
+  expect_agreement_on_every_corruption(sample<kv_cache_config>());
+  expect_agreement_on_every_corruption(sample<rank_config>());
+}
+
+TEST(CodecInPlace, LeavesNestingBeyondItsDepthToTheTree) {
+  auto bytes = nested_spec(20); // ~43 arrays deep: within the tree's 64, beyond the fast path's 32
+  kv_cache_spec out;
+  EXPECT_FALSE(decodes_in_place(bytes, bytes.size(), out));
+  auto decoded = decode<kv_cache_spec>(bytes);
+  ASSERT_TRUE(decoded) << decoded.err().message;
+  EXPECT_EQ(decoded->layer_specs.at(0).layer_specs.size(), 1u);
+}
+
+TEST(CodecInPlace, RefusesAnArrayLongerThanTheBytesLeft) {
+  auto bytes = encode(sample<node_step_done>());
+  auto tree = decode<node_step_done>(bytes);
+  ASSERT_TRUE(tree);
+  // node_step_done.silent is the payload's last field: claim 2^32 - 1 elements for it.
+  auto forged = encode(node_step_done{tree->seq, tree->done, tree->rejected, {}});
+  ASSERT_EQ(forged.back(), static_cast<char>(0x90));
+  forged.back() = static_cast<char>(0xdd);
+  forged.insert(forged.end(), 4, static_cast<char>(0xff));
+  node_step_done out;
+  EXPECT_FALSE(decodes_in_place(forged, forged.size(), out));
+  EXPECT_FALSE(decode<node_step_done>(forged));
+}
+
+TEST(CodecInPlace, ReadsEveryIntegerFormatAsMsgpackCDoes) {
+  struct sample_bytes {
+    std::vector<unsigned char> bytes;
+    bool negative;
+    uint64_t u;
+    int64_t i;
+  };
+  const std::vector<sample_bytes> cases{
+      {{0x05}, false, 5, 0},
+      {{0xff}, true, 0, -1},
+      {{0xcc, 0xff}, false, 255, 0},
+      {{0xcd, 0x01, 0x00}, false, 256, 0},
+      {{0xce, 0xff, 0xff, 0xff, 0xff}, false, 4294967295u, 0},
+      {{0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, false, UINT64_MAX, 0},
+      {{0xd0, 0x05}, false, 5, 0}, // a signed format with a positive value is positive
+      {{0xd0, 0x80}, true, 0, -128},
+      {{0xd1, 0x80, 0x00}, true, 0, -32768},
+      {{0xd2, 0x00, 0x00, 0x01, 0x00}, false, 256, 0},
+      {{0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0}, true, 0, INT64_MIN},
+  };
+  for (const auto& c : cases) {
+    std::vector<char> bytes(c.bytes.begin(), c.bytes.end());
+    detail::msgpack_reader in{bytes.data(), bytes.size()};
+    detail::msgpack_int v;
+    ASSERT_TRUE(in.integer(v)) << static_cast<int>(c.bytes[0]);
+    EXPECT_TRUE(in.at_end());
+    auto handle = msgpack::unpack(bytes.data(), bytes.size());
+    EXPECT_EQ(v.negative, handle.get().type == msgpack::type::NEGATIVE_INTEGER);
+    EXPECT_EQ(v.negative, c.negative);
+    EXPECT_EQ(v.negative ? static_cast<uint64_t>(v.i) : v.u,
+              c.negative ? static_cast<uint64_t>(c.i) : c.u);
+    for (size_t n = 0; n < bytes.size(); ++n) { // every truncation is refused
+      detail::msgpack_reader part{bytes.data(), n};
+      EXPECT_FALSE(part.integer(v)) << static_cast<int>(c.bytes[0]) << " cut at " << n;
+    }
+  }
 }
 
 } // namespace
