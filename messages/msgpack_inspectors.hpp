@@ -4,6 +4,7 @@
 // message type's single inspect() drives CAF serialization and this codec alike.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -257,16 +258,17 @@ public:
       auto node = cur_;
       auto n = node.size();
       x.clear();
-      x.resize(n);
+      // Grown as elements are read: n nils would otherwise cost sizeof(element) each at once.
+      x.reserve(std::min<size_t>(n, 256));
       for (size_t i = 0; i < n && !failed(); ++i) {
         path_.push_back({false, i});
         cur_ = node[i];
         if constexpr (std::is_same_v<typename T::value_type, bool>) {
           bool element = false;
           apply(element);
-          x[i] = element;
+          x.push_back(element);
         } else {
-          apply(x[i]);
+          apply(x.emplace_back());
         }
         path_.pop_back();
       }

@@ -1,11 +1,12 @@
 // The codec's fast path (codec.hpp): reads MessagePack where it lies, with no object tree and no
-// allocation but the decoded value's own. It answers only yes or no. On no, the codec decodes the
-// same bytes again through msgpack-c's tree, which finds the reason; so this reader must accept
-// nothing the tree decoder refuses, and may refuse more (it does: shallower nesting, and arrays
-// no longer than the bytes left). A cluster node decodes every step's plan this way, and the
-// driver every node's answer.
+// allocation but the decoded value's own (grown as elements are read). It answers only yes or no.
+// On no, the codec decodes the same bytes again through msgpack-c's tree, which finds the reason;
+// so this reader must accept nothing the tree decoder refuses, and may refuse more (it does:
+// shallower nesting, and arrays no longer than the bytes left). A cluster node decodes every step's
+// plan this way, and the driver every node's answer.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -252,23 +253,28 @@ private:
     x = static_cast<T>(d);
   }
 
+  /// Grows with the elements read, never to the length the header claims: a forged length of
+  /// ~all the bytes left would otherwise cost sizeof(element) of memory per byte, before the
+  /// first element fails to read (the tree decoder refuses such a length while parsing).
   template <class V>
   void read_vector(V& x) {
     size_t n = 0;
     if (!enter() || !in_.array(n)) return fail();
     x.clear();
-    x.resize(n);
+    x.reserve(std::min(n, max_reserved));
     for (size_t i = 0; i < n && !failed_; ++i) {
       if constexpr (std::is_same_v<typename V::value_type, bool>) {
         bool element = false;
         apply(element);
-        x[i] = element;
+        x.push_back(element);
       } else {
-        apply(x[i]);
+        apply(x.emplace_back());
       }
     }
     --depth_;
   }
+
+  static constexpr size_t max_reserved = 256;
 
   void fail() { failed_ = true; }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
 
@@ -121,6 +123,13 @@ TYPED_TEST(CodecRoundTrip, WritesTheInspectTypeNameAndSchemaVersion) {
 }
 
 // ---- the fast path: decoding in place -----------------------------------------------------
+
+/// The process's peak resident memory so far.
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
 
 template <class T>
 bool decodes_in_place(const std::vector<char>& bytes, size_t size, T& out) {
@@ -418,7 +427,7 @@ void expect_agreement_on_every_corruption(const T& x) {
   EXPECT_GT(in_place, 0u); // some flips only change a value
 }
 
-TEST(CodecInPlace, AcceptsNothingTheTreeDecoderRefuses) {
+TEST(CodecInPlace, AgreesWithTheTreeOnEverySingleByteCorruption) {
   expect_agreement_on_every_corruption(sample<step_plan>());
   expect_agreement_on_every_corruption(sample<node_step_done>());
   expect_agreement_on_every_corruption(sample<kv_cache_config>());
@@ -426,6 +435,9 @@ TEST(CodecInPlace, AcceptsNothingTheTreeDecoderRefuses) {
 }
 
 TEST(CodecInPlace, LeavesNestingBeyondItsDepthToTheTree) {
+  auto shallow = nested_spec(14); // 31 arrays deep: within the fast path's 32
+  kv_cache_spec in_place;
+  EXPECT_TRUE(decodes_in_place(shallow, shallow.size(), in_place));
   auto bytes = nested_spec(20); // ~43 arrays deep: within the tree's 64, beyond the fast path's 32
   kv_cache_spec out;
   EXPECT_FALSE(decodes_in_place(bytes, bytes.size(), out));
@@ -448,6 +460,46 @@ TEST(CodecInPlace, RefusesAnArrayLongerThanTheBytesLeft) {
   EXPECT_FALSE(decode<node_step_done>(forged));
 }
 
+/// A node_step_done whose `done` holds `n` nils where step_done arrays belong.
+std::vector<char> nils_for_steps(size_t n) {
+  auto bytes = encode(node_step_done{7, {}, {}, {}});
+  // node_step_done.done, the payload's second field: fixarray of 0 -> array32 of n.
+  const auto at = bytes.size() - 3;
+  EXPECT_EQ(bytes[at], static_cast<char>(0x90));
+  std::vector<char> forged(bytes.begin(), bytes.begin() + static_cast<long>(at));
+  forged.push_back(static_cast<char>(0xdd));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    forged.push_back(static_cast<char>((n >> shift) & 0xff));
+  forged.resize(forged.size() + n, static_cast<char>(0xc0));
+  forged.insert(forged.end(), bytes.end() - 2, bytes.end()); // rejected, silent: empty
+  return forged;
+}
+
+// A length header may claim as many elements as there are bytes left. Sized from it, the vector
+// would take sizeof(step_done) bytes per input byte (~100x the input) before its first element
+// failed to read. (Peak memory only grows, so a test that ran before with a higher peak can hide
+// a regression here, never fake one.)
+TEST(CodecInPlace, ClaimsNoMemoryForElementsItCannotRead) {
+  const auto forged = nils_for_steps(size_t{8} << 20);
+  const auto before = peak_rss_bytes();
+  node_step_done out;
+  EXPECT_FALSE(decodes_in_place(forged, forged.size(), out));
+  EXPECT_LT(peak_rss_bytes() - before, int64_t{64} << 20); // ~800 MiB sized from the header
+}
+
+// The tree holds 24 bytes per nil (msgpack-c's objects); the vector must not add ~100 more.
+TEST(Codec, ClaimsNoMemoryForElementsItCannotRead) {
+  const auto forged = nils_for_steps(size_t{1} << 20);
+  const auto before = peak_rss_bytes();
+  node_step_done out;
+  auto st =
+      detail::decode_through_tree(forged.data(), forged.size(), detail::type_name_of(out), out);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.err().message.find("field 1, element 0: expected an array of"), std::string::npos)
+      << st.err().message;
+  EXPECT_LT(peak_rss_bytes() - before, int64_t{64} << 20); // ~130 MiB sized from the header
+}
+
 TEST(CodecInPlace, ReadsEveryIntegerFormatAsMsgpackCDoes) {
   struct sample_bytes {
     std::vector<unsigned char> bytes;
@@ -464,8 +516,12 @@ TEST(CodecInPlace, ReadsEveryIntegerFormatAsMsgpackCDoes) {
       {{0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, false, UINT64_MAX, 0},
       {{0xd0, 0x05}, false, 5, 0}, // a signed format with a positive value is positive
       {{0xd0, 0x80}, true, 0, -128},
+      {{0xd0, 0xff}, true, 0, -1},
+      {{0xd1, 0x7f, 0xff}, false, 32767, 0},
       {{0xd1, 0x80, 0x00}, true, 0, -32768},
       {{0xd2, 0x00, 0x00, 0x01, 0x00}, false, 256, 0},
+      {{0xd2, 0xff, 0xff, 0xff, 0xfe}, true, 0, -2},
+      {{0xd3, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, false, INT64_MAX, 0},
       {{0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0}, true, 0, INT64_MIN},
   };
   for (const auto& c : cases) {
