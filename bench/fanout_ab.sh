@@ -5,11 +5,12 @@
 # the medians over the pairs and every pair's figures: local and channel p50, what the channel
 # adds (p50 and p99), the node actor's hop to its first rank, the ranks' step on the nodes and in
 # local mode, and local mode's hop from the driver to its first rank.
-#   usage: bench/fanout_ab.sh OLD_KVACTOR NEW_KVACTOR PAIRS NODESxRANKS OUT_DIR
-# OUT_DIR keeps each run's summaries (fanout.json, local_1.json, cluster_1.json) and marks.
+#   usage: bench/fanout_ab.sh OLD_KVACTOR NEW_KVACTOR PAIRS NODESxRANKS OUT_DIR [MODEL]
+# OUT_DIR keeps each run's summaries (fanout.json, local_1.json, cluster_1.json) and marks. MODEL
+# as cluster_fanout.sh takes it (kvactor-tiny unless given; 8x1 needs llama-3.1-8b).
 set -euo pipefail
 old=${1:?usage: fanout_ab.sh OLD NEW PAIRS NODESxRANKS OUT_DIR}
-new=${2:?} pairs=${3:?} layout=${4:?} out=${5:?}
+new=${2:?} pairs=${3:?} layout=${4:?} out=${5:?} model=${6:-kvactor-tiny}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 for p in $(seq 1 "$pairs"); do
@@ -19,7 +20,7 @@ for p in $(seq 1 "$pairs"); do
     [[ $which == new ]] && bin=$new
     d=$out/$which-$p
     mkdir -p "$d"
-    FANOUT_STEP_TIMES=$d bash "$here/cluster_fanout.sh" "$bin" 1 "$d/fanout.json" "$layout" \
+    FANOUT_STEP_TIMES=$d bash "$here/cluster_fanout.sh" "$bin" 1 "$d/fanout.json" "$layout" "$model" \
       >"$d/log.txt" 2>&1 || { tail -5 "$d/log.txt"; exit 1; }
   done
 done

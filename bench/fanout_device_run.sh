@@ -8,6 +8,8 @@
 # every core kept busy at the lowest priority, FANOUT_SPIN_US=N one with --step-spin-us N (below).
 # Every local and channel run keeps its step marks (cluster_fanout.sh's FANOUT_STEP_TIMES), so the
 # logs say where each step's time goes; OUT/step_times_LAYOUT[_HEAT].json has the last run's.
+# FANOUT_AB=NAME instead sets a second packed build, bin/NAME (e.g. a copy of the kvactor before a
+# change), beside kvactor: bench/fanout_ab.sh runs REPEATS pairs of the two on each layout.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_fanout_probe
 #   device: bash bench/fanout_device_run.sh "$OUT" [REPEATS]   (carry: [".devpack.tar.xz"])
 # shellcheck source=bench/device_prelude.sh
@@ -30,6 +32,19 @@ hot_loops() {
   done
 }
 start=$SECONDS
+if [ -n "${FANOUT_AB:-}" ]; then
+  printf '#!/usr/bin/env bash\nexec bash %s/.devpack/run.sh %s "$@"\n' "$PWD" "$FANOUT_AB" \
+    >"$out/$FANOUT_AB"
+  chmod +x "$out/$FANOUT_AB"
+  for layout in ${FANOUT_LAYOUTS:-2x2 8x1}; do
+    model=kvactor-tiny
+    [ "$layout" = 8x1 ] && model=llama-3.1-8b
+    timeout 280 bash bench/fanout_ab.sh "$out/$FANOUT_AB" "$out/kvactor" "$repeats" "$layout" \
+      "$out/ab_$layout" "$model" 2>&1 | tee "$dest/fanout_ab_$layout.txt"
+    echo "---- fanout_ab $layout done at $((SECONDS - start)) s"
+  done
+  exit 0
+fi
 # FANOUT_SPIN_US=N adds a run of each with the step channel's threads spinning N us
 # (--step-spin-us) on idle cores.
 for heat in cold ${FANOUT_HOT:+hot} ${FANOUT_SPIN_US:+spin}; do
