@@ -89,12 +89,15 @@ caf::result<caf::strong_actor_ptr> spawn_rank(node_self self, const rank_spawn& 
   if (auto ok = check_spawn(req); !ok) return to_caf_error(ok.err());
   if (auto ok = st.slots->claim(req.slot); !ok) return to_caf_error(ok.err());
   auto rt = runtime_for(st, req);
-  // CPU ranks are event-based: a message to a detached actor costs a thread wake-up, two
-  // per step. A rank may still block a scheduler thread in a collective; the node runs
-  // at least slots + 2 threads (node_command.cpp), so a builder always has one.
-  auto r = st.setup.info.device == device_kind::cuda
-               ? self->system().spawn<caf::detached>(rank_with, rt)
-               : self->system().spawn(rank_with, rt);
+  // A node's only CPU rank is event-based: a message to a detached actor costs a thread
+  // wake-up, two per step. Where several may share the node they are detached, as local mode's
+  // groups are: CAF puts the node actor's requests at the head of its own worker's queue and
+  // wakes no other, so one rank would wait for the other's step (2 x 2 on 16 cores: the step
+  // 16.6 us faster detached, bench/RESULTS.md). An event-based rank may still block a scheduler
+  // thread in a collective; the node runs at least slots + 2 threads (node_command.cpp).
+  const bool detached = st.setup.info.device == device_kind::cuda || st.setup.info.slots > 1;
+  auto r = detached ? self->system().spawn<caf::detached>(rank_with, rt)
+                    : self->system().spawn(rank_with, rt);
   self->monitor(r);
   st.ranks[req.slot] = hosted_rank{req.rank, r};
   count_ranks(st, true);

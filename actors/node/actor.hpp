@@ -2,10 +2,11 @@
 // says hello (protocol, schema, build: a mismatch is refused by name), then asks it to spawn the
 // ranks of its tensor-parallel group on free slots; the node monitors its ranks and frees a
 // slot when its rank stops. Ranks join the communicator the driver bootstraps: NCCL on GPU
-// nodes, sockets on CPU nodes. GPU ranks are detached (they block in CUDA and NCCL calls); CPU
-// ranks are event-based, since a detached rank pays a thread wake-up per message, and the node
-// runs at least slots + 2 scheduler threads so that ranks blocked in a collective never starve
-// a builder.
+// nodes, sockets on CPU nodes. GPU ranks are detached (they block in CUDA and NCCL calls). A CPU
+// node with one slot runs its rank event-based, since a detached rank pays a thread wake-up per
+// message; with several slots its ranks are detached, so that they run side by side as local
+// mode's do. The node runs at least slots + 2 scheduler threads so that ranks blocked in a
+// collective never starve a builder.
 #pragma once
 
 #include <atomic>
