@@ -67,6 +67,29 @@ const char* annotated_name(const Ts&... xs) {
   return name;
 }
 
+/// How a decoder fills a vector of `n` elements: it grows with the elements read, never to the
+/// length the header claims. A forged length over nils (or, in place, over the bytes left) would
+/// otherwise cost sizeof(element) of memory per element before the first one failed to read.
+template <class V>
+void start_vector(V& x, size_t n) {
+  constexpr size_t max_reserved = 256;
+  x.clear();
+  x.reserve(std::min(n, max_reserved));
+}
+
+/// Appends one element that `read(element&)` fills (vector<bool> yields proxies: a bool goes
+/// through a local).
+template <class V, class Read>
+void append_element(V& x, Read&& read) {
+  if constexpr (std::is_same_v<typename V::value_type, bool>) {
+    bool element = false;
+    read(element);
+    x.push_back(element);
+  } else {
+    read(x.emplace_back());
+  }
+}
+
 /// Appends MessagePack values to a byte vector (msgpack-c stays inside codec.cpp).
 class msgpack_writer {
 public:
@@ -257,19 +280,11 @@ public:
       if (cur_.type() != kind::array) return fail("an array");
       auto node = cur_;
       auto n = node.size();
-      x.clear();
-      // Grown as elements are read: n nils would otherwise cost sizeof(element) each at once.
-      x.reserve(std::min<size_t>(n, 256));
+      start_vector(x, n);
       for (size_t i = 0; i < n && !failed(); ++i) {
         path_.push_back({false, i});
         cur_ = node[i];
-        if constexpr (std::is_same_v<typename T::value_type, bool>) {
-          bool element = false;
-          apply(element);
-          x.push_back(element);
-        } else {
-          apply(x.emplace_back());
-        }
+        append_element(x, [this](auto& element) { apply(element); });
         path_.pop_back();
       }
     } else if constexpr (inspectable<msgpack_unpacker, T>) {

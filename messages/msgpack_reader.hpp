@@ -38,18 +38,8 @@ public:
 
   /// An array header whose length fits the bytes left (each element takes one at least).
   bool array(size_t& n) {
-    if (p_ == end_) return false;
-    const uint8_t b = *p_;
-    uint64_t len = 0;
-    if (b >= 0x90 && b <= 0x9f) {
-      len = b & 0x0fu;
-      ++p_;
-    } else if (!(b == 0xdc ? sized<uint16_t>(len) : b == 0xdd && sized<uint32_t>(len))) {
-      return false;
-    }
-    if (len > static_cast<uint64_t>(end_ - p_)) return false;
-    n = static_cast<size_t>(len);
-    return true;
+    // fixarray 0x90-0x9f, array16 0xdc, array32 0xdd (no 8-bit form)
+    return length({0x90, 0x0f}, 0, 0xdc, 0xdd, n);
   }
 
   bool boolean(bool& x) {
@@ -101,24 +91,39 @@ public:
 
   /// A str (not a bin); the view points into the input.
   bool string(std::string_view& x) {
-    if (p_ == end_) return false;
-    const uint8_t b = *p_;
-    uint64_t len = 0;
-    if (b >= 0xa0 && b <= 0xbf) {
-      len = b & 0x1fu;
-      ++p_;
-    } else if (!(b == 0xd9   ? sized<uint8_t>(len)
-                 : b == 0xda ? sized<uint16_t>(len)
-                             : b == 0xdb && sized<uint32_t>(len))) {
-      return false;
-    }
-    if (len > static_cast<uint64_t>(end_ - p_)) return false;
-    x = {reinterpret_cast<const char*>(p_), static_cast<size_t>(len)};
+    size_t len = 0;
+    if (!length({0xa0, 0x1f}, 0xd9, 0xda, 0xdb, len)) return false; // fixstr, str8/16/32
+    x = {reinterpret_cast<const char*>(p_), len};
     p_ += len;
     return true;
   }
 
 private:
+  /// The format bytes whose low bits are the length: `first` up to `first | mask`.
+  struct fixed_form {
+    uint8_t first;
+    uint8_t mask;
+  };
+
+  /// A length header: the fixed form, or a format byte followed by an 8-, 16- or 32-bit length
+  /// (`with8` 0: no 8-bit form). The length must fit the bytes left.
+  bool length(fixed_form fixed, uint8_t with8, uint8_t with16, uint8_t with32, size_t& n) {
+    if (p_ == end_) return false;
+    const uint8_t b = *p_;
+    uint64_t len = 0;
+    if (b >= fixed.first && b <= (fixed.first | fixed.mask)) {
+      len = b & fixed.mask;
+      ++p_;
+    } else if (!(with8 != 0 && b == with8 ? sized<uint8_t>(len)
+                 : b == with16            ? sized<uint16_t>(len)
+                                          : b == with32 && sized<uint32_t>(len))) {
+      return false;
+    }
+    if (len > static_cast<uint64_t>(end_ - p_)) return false;
+    n = static_cast<size_t>(len);
+    return true;
+  }
+
   /// Skips the format byte and reads a big-endian U after it.
   template <class U>
   bool sized(uint64_t& x) {
@@ -253,28 +258,15 @@ private:
     x = static_cast<T>(d);
   }
 
-  /// Grows with the elements read, never to the length the header claims: a forged length of
-  /// ~all the bytes left would otherwise cost sizeof(element) of memory per byte, before the
-  /// first element fails to read (the tree decoder refuses such a length while parsing).
   template <class V>
   void read_vector(V& x) {
     size_t n = 0;
     if (!enter() || !in_.array(n)) return fail();
-    x.clear();
-    x.reserve(std::min(n, max_reserved));
-    for (size_t i = 0; i < n && !failed_; ++i) {
-      if constexpr (std::is_same_v<typename V::value_type, bool>) {
-        bool element = false;
-        apply(element);
-        x.push_back(element);
-      } else {
-        apply(x.emplace_back());
-      }
-    }
+    start_vector(x, n); // grown as elements are read (msgpack_inspectors.hpp)
+    for (size_t i = 0; i < n && !failed_; ++i)
+      append_element(x, [this](auto& element) { apply(element); });
     --depth_;
   }
-
-  static constexpr size_t max_reserved = 256;
 
   void fail() { failed_ = true; }
 

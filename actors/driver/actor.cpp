@@ -278,9 +278,12 @@ void on_step_answered(self_ptr self, const step_plan& plan, const step_verdict& 
 // answered, or the step timeout gives up on the silent ones.
 struct step_flight {
   step_flight(step_plan p, clock_type::time_point t, size_t ranks)
-      : plan(std::move(p)), t0(t), sent(clock_type::now()), replies(ranks) {}
-  step_plan plan;
-  caf::message shared_plan;    // the plan once more, as the message every rank shares (local mode)
+      : message(caf::make_message(std::move(p))), plan(message.get_as<step_plan>(0)), t0(t),
+        sent(clock_type::now()), replies(ranks) {}
+  step_flight(const step_flight&) = delete; // `plan` refers into `message`
+  step_flight& operator=(const step_flight&) = delete;
+  const caf::message message;  // the plan, as the message every local rank shares (request_shared)
+  const step_plan& plan;       // read through the message, never copied out of it
   clock_type::time_point t0;   // scheduled (the step's time counts from here)
   clock_type::time_point sent; // this plan first sent (a re-sent plan starts anew)
   step_replies replies;
@@ -363,8 +366,7 @@ void on_rank_error(self_ptr self, const flight_ptr& f, size_t i, const caf::erro
 void request_step(self_ptr self, const flight_ptr& f, size_t i) {
   auto& st = self->state;
   if (st.setup.recorder) st.setup.recorder->record("driver", rank_name(i), f->plan);
-  if (f->shared_plan.empty()) f->shared_plan = caf::make_message(f->plan);
-  request_shared<step_plan>(self, st.setup.ranks[i], f->shared_plan)
+  request_shared<step_plan>(self, st.setup.ranks[i], f->message)
       .then(
           [self, f, i](step_done& d) {
             through_link(self, self->state.from_rank, i, [self, f, i, d = std::move(d)]() mutable {
