@@ -8,21 +8,37 @@
 #           bash bench/pack_for_device.sh -z build/bin/kvactor_gpu_tests
 #   device: bash bench/sanitize_device_run.sh "$OUT" [FILTER]   (carry: [".devpack.tar.xz"])
 # KVACTOR_SANITIZE_TOOLS picks the tools (default: all three), KVACTOR_SANITIZE_LIMIT the seconds
-# each may run (170); racecheck reports its peak host memory (it can exhaust the machine).
+# each may run (170), KVACTOR_SANITIZE_SHARDS how many processes split the tests (1); racecheck
+# reports its peak host memory (it can exhaust the machine).
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:EveryKernel/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
 sanitizer=/usr/local/cuda/bin/compute-sanitizer
+shards=${KVACTOR_SANITIZE_SHARDS:-1}
 start=$SECONDS
-for tool in ${KVACTOR_SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
-  extra=()
+
+# One tool over shard $2 of $shards (GoogleTest's own sharding) into $out/$1[.$2].log.
+sanitize_shard() {
+  local tool=$1 shard=$2 name=$1 extra=()
+  [ "$shards" -gt 1 ] && name=$tool.$shard
   [ "$tool" = memcheck ] && extra=(--leak-check full)
-  KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} /usr/bin/time -f "peak RSS %M kB" -o "$out/$tool.rss" timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard \
+    KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} /usr/bin/time -f "peak RSS %M kB" -o "$out/$name.rss" timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
     --print-limit 20 --error-exitcode 3 \
     bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 --gtest_filter="$filter" \
-    >"$out/$tool.log" 2>&1
-  echo "$tool: rc=$? ($((SECONDS - start)) s, $(cat "$out/$tool.rss" 2>/dev/null | tail -n 1))"
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY|\[  PASSED|\[  FAILED|tests ran" "$out/$tool.log" | head -n 6
-  grep -E "^========= (Invalid|Uninitialized|Error|Race|Warning|Leaked)" "$out/$tool.log" | sort | uniq -c | head -n 12
+    >"$out/$name.log" 2>&1
+  echo "$name: rc=$? ($((SECONDS - start)) s, $(tail -n 1 "$out/$name.rss" 2>/dev/null))"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY|\[  PASSED|\[  FAILED|tests ran" "$out/$name.log" | head -n 6
+  grep -E "^========= (Invalid|Uninitialized|Error|Race|Warning|Leaked)" "$out/$name.log" | sort | uniq -c | head -n 12
+}
+
+# KVACTOR_SANITIZE_SHARDS=N runs N processes of each tool at once on the one GPU, each over 1/N of
+# the tests: a sanitizer keeps a host core busy while the GPU waits, so shards overlap.
+for tool in ${KVACTOR_SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
+  for ((shard = 0; shard < shards; ++shard)); do
+    sanitize_shard "$tool" "$shard" >"$out/$tool.$shard.summary" &
+  done
+  wait
+  cat "$out/$tool".*.summary
 done
 echo "---- sanitize device run: $((SECONDS - start)) s"
