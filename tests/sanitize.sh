@@ -42,6 +42,14 @@ tsan)
 esac
 start=$SECONDS
 mkdir -p "$build"
+# Every process writes its reports into a file of its own here, so that a report of a process no
+# test waits on (a node a script stops) is seen too; any file at the end fails the run.
+reports=$build/sanitizer-reports
+rm -rf "$reports" && mkdir -p "$reports"
+for var in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+  tool=$(tr '[:upper:]' '[:lower:]' <<<"${var%_OPTIONS}")
+  if [[ -n ${!var:-} ]]; then export "$var=${!var}:log_path=$reports/$tool"; fi
+done
 prefix_path=()
 if [[ $kind == tsan ]]; then
   [[ -f $build/caf/include/caf/config.hpp ]] ||
@@ -55,6 +63,17 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_WITH_CU
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
   >"$build/configure.log" 2>&1 ||
   { tail -20 "$build/configure.log"; exit 1; }
+# Prints the reports the processes wrote (the first lines of each); false when there are any.
+check_reports() {
+  local files=("$reports"/*)
+  [[ -e ${files[0]} ]] || { echo "sanitize.sh: no sanitizer report in $reports"; return 0; }
+  echo "sanitize.sh: ${#files[@]} sanitizer report(s) in $reports:"
+  for f in "${files[@]}"; do
+    echo "== $f"
+    head -n 30 "$f"
+  done
+  return 1
+}
 if [[ -n ${KVACTOR_SANITIZE_SUITES:-} ]]; then
   read -r -a suites <<<"$KVACTOR_SANITIZE_SUITES"
   targets=()
@@ -67,6 +86,7 @@ if [[ -n ${KVACTOR_SANITIZE_SUITES:-} ]]; then
     "$build/bin/kvactor_${s}_tests" --gtest_brief=1 || { rc=$?; echo "sanitize.sh: $s failed (exit $rc)"; }
   done
   echo "sanitize.sh: $kind suites took $((SECONDS - start)) s (exit $rc)"
+  check_reports || rc=1
   exit "$rc"
 fi
 cmake --build "$build" -j"${KVACTOR_SANITIZE_JOBS:-2}"
@@ -75,4 +95,5 @@ start=$SECONDS
 rc=0
 ctest --test-dir "$build" -j2 --output-on-failure --timeout 900 "$@" || rc=$?
 echo "sanitize.sh: $kind tests took $((SECONDS - start)) s (ctest exit $rc)"
+check_reports || rc=1
 exit "$rc"
