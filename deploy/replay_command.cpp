@@ -341,6 +341,18 @@ int replay_cudagraph(const replay_context& cx, const recorded_rank& rank, int in
                              cx.flags.verify ? " match the recording" : ""));
 }
 
+// Whether the trace holds the ranks' side: a rank recorded in this process asks its graph manager
+// for a plan at start-up and gives its builders work at every step. A cluster run's driver records
+// none of that, its ranks having run in node processes.
+bool ranks_recorded(const recorded_run& run) {
+  for (const auto& rank : run.ranks) {
+    if (rank.graph_request) return true;
+    for (const auto& step : rank.steps)
+      if (!step.inner.empty()) return true;
+  }
+  return run.ranks.empty();
+}
+
 } // namespace
 
 int run_replay(const replay_flags& flags, std::ostream& out, std::ostream& err) {
@@ -352,6 +364,11 @@ int run_replay(const replay_flags& flags, std::ostream& out, std::ostream& err) 
   auto run = read_recorded_run(*records);
   if (!run) return cx.bad(fmt::format("{}: {}", flags.file, run.err().message));
   const auto world = static_cast<int>(run->ranks.size());
+  if (flags.actor != "driver" && !ranks_recorded(*run))
+    return cx.bad(
+        fmt::format("{}: its ranks ran in other processes (a cluster run: the trace holds "
+                    "the driver's side only); replay the driver alone: --actor driver",
+                    flags.file));
   if (flags.actor.empty()) {
     std::vector<int> all(static_cast<size_t>(world));
     for (int i = 0; i < world; ++i)

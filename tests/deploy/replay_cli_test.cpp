@@ -25,20 +25,29 @@ std::string record_run(const std::string& name, std::vector<std::string> extra =
   return path;
 }
 
-// Copies a trace, letting `edit` change records; returns the copy's path.
-std::string tamper(const std::string& path, const std::string& name,
-                   const std::function<bool(kvactor::trace_record&)>& edit) {
+// Copies a trace through `keep`, which may change a record, or return false to leave it out;
+// returns the copy's path.
+std::string rewrite(const std::string& path, const std::string& name,
+                    const std::function<bool(kvactor::trace_record&)>& keep) {
   std::ifstream in(path, std::ios::binary);
   auto records = kvactor::trace_reader(in).read_all();
   EXPECT_TRUE(records) << records.err().message;
   auto copy = ::testing::TempDir() + name;
   std::ofstream out(copy, std::ios::binary);
   kvactor::trace_writer w(out);
+  for (auto r : *records)
+    if (keep(r)) EXPECT_TRUE(w.write(r.timestamp_ns, r.sender, r.receiver, r.type, r.payload));
+  return copy;
+}
+
+// Copies a trace, letting `edit` change records until it reports a change.
+std::string tamper(const std::string& path, const std::string& name,
+                   const std::function<bool(kvactor::trace_record&)>& edit) {
   bool changed = false;
-  for (auto r : *records) {
+  auto copy = rewrite(path, name, [&](kvactor::trace_record& r) {
     if (!changed) changed = edit(r);
-    EXPECT_TRUE(w.write(r.timestamp_ns, r.sender, r.receiver, r.type, r.payload));
-  }
+    return true;
+  });
   EXPECT_TRUE(changed) << "nothing was tampered with";
   return copy;
 }
@@ -121,6 +130,26 @@ TEST(ReplayActor, UnknownOrUnreplayableActorsAreClearErrors) {
   auto until = run_cli({"replay", path, "--actor", "driver", "--until-step", "2"});
   EXPECT_EQ(until.code, 2);
   EXPECT_NE(until.err.find("--until-step"), std::string::npos) << until.err;
+}
+
+// A cluster run's driver records what it exchanges with the ranks, not what the ranks exchange
+// with their builders and graph managers in the nodes: as such a trace, a local one without those.
+TEST(ReplayActor, AClusterRunReplaysItsDriverAndSaysWhyNotItsRanks) {
+  auto local = record_run("local_tp2.kvtrace", {"--tensor-parallel-size", "2"});
+  auto path = rewrite(local, "cluster_tp2.kvtrace", [](kvactor::trace_record& r) {
+    return r.sender.find('@') == std::string::npos && r.receiver.find('@') == std::string::npos;
+  });
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"replay", path, "--verify"},
+        std::vector<std::string>{"replay", path, "--actor", "cudagraph@rank[0]"}}) {
+    auto r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("its ranks ran in other processes"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--actor driver"), std::string::npos) << r.err;
+  }
+  auto driver = run_cli({"replay", path, "--actor", "driver", "--verify"});
+  ASSERT_EQ(driver.code, 0) << driver.out << driver.err;
+  EXPECT_NE(driver.out.find("against 2 stubbed rank(s)"), std::string::npos) << driver.out;
 }
 
 TEST(ReplayActor, OneRankOfATensorParallelRunCannotReplayAlone) {
