@@ -33,7 +33,8 @@ sanitize_shard() {
 }
 
 # KVACTOR_SANITIZE_SHARDS=N runs N processes of each tool at once on the one GPU, each over 1/N of
-# the tests: a sanitizer keeps a host core busy while the GPU waits, so shards overlap.
+# the tests, so that their host-side work runs on cores of its own (how much that saves is not
+# measured yet).
 for tool in ${KVACTOR_SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
   for ((shard = 0; shard < shards; ++shard)); do
     sanitize_shard "$tool" "$shard" >"$out/$tool.$shard.summary" &
