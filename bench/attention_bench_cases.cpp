@@ -133,6 +133,7 @@ std::vector<bench_case> default_cases() {
   const bench_goal none{};
   return {
       decode(1, 4096, 32, {goal_kind::max_us, 8.0}, "31.4 us"),
+      decode(1, 512, 32, none, ""), // the attention of the 8B decode step in kvactor_graph_bench
       decode(32, 4096, 32, {goal_kind::max_us, 140.0}, "239.7 us"),
       decode(128, 4096, 32, {goal_kind::min_copy_pct, 93.0}, "571.7 us"),
       decode(256, 2048, 32, none, "574.7 us"),

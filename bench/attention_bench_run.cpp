@@ -283,8 +283,8 @@ case_result run_case(const bench_case& c, const run_options& o, l2_flusher& flus
   const device_buffer<int32_t> qsl(b.qsl), seq_lens(b.seq_lens), table(b.block_table);
   const attention_params params = make_params(c.num_q_heads, c.num_kv_heads);
   case_result res;
-  res.workspace_bytes =
-      kernels::paged_attention_workspace_bytes(params, view, b.width, num_reqs, num_tokens);
+  res.workspace_bytes = kernels::paged_attention_workspace_bytes(params, view, b.width, num_reqs,
+                                                                 num_tokens, o.decode);
   const device_buffer<unsigned char> workspace(res.workspace_bytes);
   // Zeroed once: the split counters at its start stay zero between calls.
   if (workspace.bytes() > 0)
@@ -313,7 +313,7 @@ case_result run_case(const bench_case& c, const run_options& o, l2_flusher& flus
     const kernels::cuda_status s = kernels::paged_attention_cuda(
         params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width, num_reqs,
         num_tokens, out.get(), kernels::cuda_workspace{workspace.get(), workspace.bytes()}, stream,
-        c.max_query_len(), prefill_kernel_of(c.prefill));
+        c.max_query_len(), prefill_kernel_of(c.prefill), o.decode);
     if (!s.ok()) throw std::runtime_error("paged_attention_cuda: " + s.message());
   });
   res.time = summarize(time_graph_replays(graph.get(), stream, flush, o.warmup, o.replays));

@@ -10,6 +10,7 @@
 
 #include "attention_bench_cases.hpp"
 #include "bench_gpu.hpp"
+#include "kvactor/kernels/cuda/paged_attention_cuda.h"
 
 namespace kvactor::bench {
 
@@ -26,6 +27,7 @@ struct run_options {
   cache_layout layout = cache_layout::hnd;
   double pool_factor = 1.5; // cache blocks per block the batch needs: ids scattered over more
   uint64_t seed = 1;
+  kernels::decode_shape decode; // the decode kernel's grid: planned unless fixed
 };
 
 struct case_result {

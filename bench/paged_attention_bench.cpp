@@ -6,6 +6,7 @@
 // misses the reference.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "attention_bench_cases.hpp"
 #include "attention_bench_report.hpp"
@@ -37,9 +39,24 @@ struct cli_options {
 
 bool selected(const bench_case& c, const std::vector<std::string>& filters) {
   if (filters.empty()) return true;
-  for (const std::string& f : filters)
-    if (c.key.find(f) != std::string::npos) return true;
+  for (const std::string& f : filters) {
+    // "key$": that key alone; else any key containing f.
+    const bool exact = !f.empty() && f.back() == '$';
+    if (exact ? c.key == f.substr(0, f.size() - 1) : c.key.find(f) != std::string::npos)
+      return true;
+  }
   return false;
+}
+
+// The --cases filters that select no case (a typo, or a key this build does not have): refused
+// before any device work, so that a run never reports nothing as if it had measured.
+std::vector<std::string> unmatched_filters(const std::vector<std::string>& filters) {
+  std::vector<std::string> unmatched;
+  const std::vector<bench_case> all = default_cases();
+  for (const std::string& f : filters)
+    if (std::none_of(all.begin(), all.end(), [&](const bench_case& c) { return selected(c, {f}); }))
+      unmatched.push_back(f);
+  return unmatched;
 }
 
 device_info probe_device() {
@@ -133,13 +150,22 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(120, 4096));
   app.add_option("--copy-mib", cli.copy_mib, "bytes of the copy ceiling's cudaMemcpyAsync")
       ->check(CLI::Range(1024, 16384));
-  app.add_option("--cases", cli.cases, "run only cases whose key contains one of these")
+  app.add_option("--cases", cli.cases,
+                 "run only cases whose key contains one of these (KEY$: that key alone)")
       ->delimiter(',');
   app.add_option("--seed", cli.run.seed, "seed of the random data and block tables");
   app.add_option("--max-rel-l2", cli.max_rel_l2, "fail a case whose relative L2 error is above");
+  app.add_option("--decode-splits", cli.run.decode.splits,
+                 "KV splits per (request, KV head) of the decode kernel; 0 plans them")
+      ->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
   cli.run.layout = cli.layout == "nhd" ? cache_layout::nhd : cache_layout::hnd;
 
+  if (const auto unmatched = unmatched_filters(cli.cases); !unmatched.empty()) {
+    std::fprintf(stderr, "kvactor_attention_bench: --cases: %s selects no case\n",
+                 fmt::format("{}", fmt::join(unmatched, ", ")).c_str());
+    return 2;
+  }
   int devices = 0;
   const cudaError_t probe = cudaGetDeviceCount(&devices);
   if (probe != cudaSuccess || devices == 0) {

@@ -74,7 +74,7 @@ int32_t choose_splits(int64_t base_ctas, int64_t max_keys, int64_t min_split_key
 }
 
 plan make_plan(const attention_params& p, const kv_view& view, int32_t width, int32_t num_reqs,
-               int32_t num_tokens) {
+               int32_t num_tokens, decode_shape decode) {
   plan pl;
   const int32_t group = p.num_q_heads / p.num_kv_heads;
   pl.row_chunks = std::max(1, (group + cuda_detail::decode_rows - 1) / cuda_detail::decode_rows);
@@ -96,6 +96,7 @@ plan make_plan(const attention_params& p, const kv_view& view, int32_t width, in
     pl.num_splits = base <= cuda_detail::split_counter_slots
                         ? choose_splits(base, max_keys, decode_min_split_keys, sms)
                         : 1;
+    if (decode.splits > 0) pl.num_splits = decode.splits; // checked: within the counters
   }
   // Partial rows: MLA's are (token, q head); the decode kernel's are 16 per CTA row chunk.
   pl.partial_rows = is_mla(p) ? static_cast<size_t>(num_tokens) * p.num_q_heads
@@ -148,13 +149,33 @@ cuda_status check_params(const attention_params& p, const kv_view& view) {
   return cuda_detail::check_as_status([&] { check_attention_scores(p, "paged_attention_cuda"); });
 }
 
+// Fixed decode splits: within the counters and the maximum, not with MLA.
+cuda_status check_decode_shape(const attention_params& p, decode_shape decode, int32_t num_reqs) {
+  KVACTOR_CUDA_CHECK_ARG(decode.splits >= 0 && decode.splits <= max_splits,
+                         "paged_attention_cuda: decode.splits: ", decode.splits, " is outside [0, ",
+                         max_splits, "] (0 plans them)");
+  KVACTOR_CUDA_CHECK_ARG(
+      !is_mla(p) || decode.splits == 0,
+      "paged_attention_cuda: decode.splits: fixed splits are not supported with head_size 576 "
+      "(MLA)");
+  const int32_t group = p.num_q_heads / p.num_kv_heads;
+  const int64_t row_groups = int64_t{num_reqs} * p.num_kv_heads
+                             * ((group + cuda_detail::decode_rows - 1) / cuda_detail::decode_rows);
+  KVACTOR_CUDA_CHECK_ARG(decode.splits <= 1 || row_groups <= cuda_detail::split_counter_slots,
+                         "paged_attention_cuda: decode.splits: ", decode.splits, " needs at most ",
+                         cuda_detail::split_counter_slots, " row groups; this call has ",
+                         row_groups);
+  return {};
+}
+
 } // namespace
 
 cuda_status check_paged_attention_cuda(const attention_params& params, const kv_view& view,
                                        const void* q, const int32_t* query_start_loc,
                                        const int32_t* seq_lens, const int32_t* block_table,
                                        int32_t width, int32_t num_reqs, int32_t num_tokens,
-                                       const void* out, cuda_workspace workspace) {
+                                       const void* out, cuda_workspace workspace,
+                                       decode_shape decode) {
   if (cuda_status s = cuda_detail::check_view_as_status(view, "paged_attention_cuda: view"); !s)
     return s;
   if (cuda_status s = check_params(params, view); !s) return s;
@@ -163,6 +184,7 @@ cuda_status check_paged_attention_cuda(const attention_params& params, const kv_
   KVACTOR_CUDA_CHECK_ARG(num_tokens >= 0, "paged_attention_cuda: num_tokens: ", num_tokens,
                          " is negative");
   KVACTOR_CUDA_CHECK_ARG(width >= 0, "paged_attention_cuda: width: ", width, " is negative");
+  if (cuda_status s = check_decode_shape(params, decode, num_reqs); !s) return s;
   KVACTOR_CUDA_CHECK_ARG(workspace.bytes == 0
                              || (workspace.data != nullptr && aligned16(workspace.data)),
                          "paged_attention_cuda: workspace.data: ", workspace.data,
@@ -194,9 +216,12 @@ bool hopper_prefill_applies(const attention_params& params, const kv_view& view)
 }
 
 size_t paged_attention_workspace_bytes(const attention_params& params, const kv_view& view,
-                                       int32_t width, int32_t num_reqs, int32_t num_tokens) {
-  if (width <= 0 || num_reqs <= 0 || num_tokens <= 0 || !check_params(params, view).ok()) return 0;
-  const plan pl = make_plan(params, view, width, num_reqs, num_tokens);
+                                       int32_t width, int32_t num_reqs, int32_t num_tokens,
+                                       decode_shape decode) {
+  if (width <= 0 || num_reqs <= 0 || num_tokens <= 0 || !check_params(params, view).ok()
+      || !check_decode_shape(params, decode, num_reqs).ok())
+    return 0;
+  const plan pl = make_plan(params, view, width, num_reqs, num_tokens, decode);
   if (pl.num_splits > 1)
     return cuda_detail::split_counter_bytes
            + pl.bytes_per_split * static_cast<size_t>(pl.num_splits);
@@ -208,16 +233,16 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
                                  const int32_t* query_start_loc, const int32_t* seq_lens,
                                  const int32_t* block_table, int32_t width, int32_t num_reqs,
                                  int32_t num_tokens, void* out, cuda_workspace workspace,
-                                 cudaStream_t stream, int32_t max_query_len,
-                                 prefill_kernel prefill) {
+                                 cudaStream_t stream, int32_t max_query_len, prefill_kernel prefill,
+                                 decode_shape decode) {
   if (cuda_status s =
           check_paged_attention_cuda(params, view, q, query_start_loc, seq_lens, block_table, width,
-                                     num_reqs, num_tokens, out, workspace);
+                                     num_reqs, num_tokens, out, workspace, decode);
       !s)
     return s;
   if (num_reqs == 0 || num_tokens == 0) return {};
 
-  plan pl = make_plan(params, view, width, num_reqs, num_tokens);
+  plan pl = make_plan(params, view, width, num_reqs, num_tokens, decode);
   // A smaller workspace means fewer splits; none without one.
   if (pl.num_splits > 1 && pl.bytes_per_split > 0) {
     const size_t room = workspace.bytes > cuda_detail::split_counter_bytes

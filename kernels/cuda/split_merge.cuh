@@ -7,25 +7,16 @@
 
 namespace kvactor::kernels::cuda_detail {
 
-// The merged row `prow` (4 dims from col) with the sink of q head h, normalised. The splits are
-// read in batches of 16 loads issued together, and nothing branches on a loaded value, so the
-// loads do not wait for one another.
+// The merged row `prow` (4 dims from col) with the sink of q head h, normalised. One pass: the
+// splits are read in batches of 16 whose loads are all issued together (nothing branches on a
+// loaded value), and each batch rescales what the earlier ones summed, so up to 16 splits cost
+// one round trip to L2.
 __device__ __forceinline__ float4 merge_row(const attention_args& a, int64_t prow, int h, int col) {
   constexpr int batch = 16;
   const int ns = a.num_splits;
   const float2* const ml = reinterpret_cast<const float2*>(a.partial_ml) + prow * ns;
   const float* const part = a.partial_out + prow * ns * a.v_size + col;
   float mx = -INFINITY;
-  for (int s0 = 0; s0 < ns; s0 += batch) {
-    float2 x[batch];
-#pragma unroll
-    for (int j = 0; j < batch; ++j)
-      x[j] = __ldcg(ml + min(s0 + j, ns - 1)); // unconditional: all in flight together
-#pragma unroll
-    for (int j = 0; j < batch; ++j) // a split with no keys has sum 0
-      mx = fmaxf(mx, s0 + j < ns && x[j].y > 0.0f ? x[j].x : -INFINITY);
-  }
-  const float base = mx == -INFINITY ? 0.0f : mx;
   float sum = 0.0f;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   for (int s0 = 0; s0 < ns; s0 += batch) {
@@ -38,6 +29,16 @@ __device__ __forceinline__ float4 merge_row(const attention_args& a, int64_t pro
       x[j] = __ldcg(ml + sj);
       o[j] = __ldcg(reinterpret_cast<const float4*>(part + static_cast<int64_t>(sj) * a.v_size));
     }
+    float batch_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < batch; ++j) // a split with no keys has sum 0
+      batch_max = fmaxf(batch_max, s0 + j < ns && x[j].y > 0.0f ? x[j].x : -INFINITY);
+    const float next = fmaxf(mx, batch_max);
+    const float base = next == -INFINITY ? 0.0f : next;
+    const float keep = mx == -INFINITY ? 0.0f : fast_exp2(mx - base); // what was summed so far
+    mx = next;
+    sum *= keep;
+    acc = make_float4(acc.x * keep, acc.y * keep, acc.z * keep, acc.w * keep);
 #pragma unroll
     for (int j = 0; j < batch; ++j) {
       const float w = fast_exp2(s0 + j < ns && x[j].y > 0.0f ? x[j].x - base : -INFINITY);

@@ -153,7 +153,7 @@ attention_outcome run_attention_case(const attention_case& c) {
   attention_params params = p;
   params.sinks = c.sinks ? sinks.get() : nullptr;
   res.workspace_bytes =
-      paged_attention_workspace_bytes(params, view, b.width, num_reqs, b.num_tokens);
+      paged_attention_workspace_bytes(params, view, b.width, num_reqs, b.num_tokens, c.decode);
   device_array<unsigned char> ws(c.workspace ? res.workspace_bytes : 0);
   ws.fill_bytes(0); // zeroed once, as paged_attention_cuda asks
   // Twice on the same workspace: the split counters must be back at zero after a call, and the
@@ -164,7 +164,7 @@ attention_outcome run_attention_case(const attention_case& c) {
     const cuda_status st =
         paged_attention_cuda(params, view, q.get(), qsl.get(), seq_lens.get(), table.get(), b.width,
                              num_reqs, b.num_tokens, out.get(), cuda_workspace{ws.get(), ws.size()},
-                             nullptr, c.max_query_len, c.prefill);
+                             nullptr, c.max_query_len, c.prefill, c.decode);
     EXPECT_TRUE(st.ok()) << st.message();
     const cudaError_t sync = cudaDeviceSynchronize();
     EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);

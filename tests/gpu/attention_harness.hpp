@@ -28,6 +28,7 @@ struct attention_case {
   bool workspace = true;     // give the launcher what paged_attention_workspace_bytes asks for
   int32_t max_query_len = 0; // passed to the launcher (0: unknown)
   prefill_kernel prefill = prefill_kernel::automatic;
+  decode_shape decode;  // the decode kernel's grid (planned by default)
   float q_range = 2.0f; // q uniform in [-q_range, q_range), K/V in [-1, 1)
   uint32_t seed = 1;
 };

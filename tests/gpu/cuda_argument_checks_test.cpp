@@ -32,6 +32,7 @@ struct attention_fixture {
   const void* q = fake();
   void* out = fake(1024);
   cuda_workspace ws;
+  decode_shape decode;
 
   attention_fixture() {
     p.num_q_heads = 8;
@@ -46,9 +47,20 @@ struct attention_fixture {
   cuda_status run() const {
     const auto* ints = static_cast<const int32_t*>(fake(2048));
     return paged_attention_cuda(p, view, q, ints, ints, ints, width, num_reqs, num_tokens, out, ws,
-                                nullptr);
+                                nullptr, 0, prefill_kernel::automatic, decode);
   }
 };
+
+// MLA's shape: one latent KV head of 576 (V: its first 512), in a cache of `type`.
+void as_mla(attention_fixture& f, element_type type = element_type::bf16) {
+  f.p.num_q_heads = 16;
+  f.p.num_kv_heads = 1;
+  f.p.head_size = 576;
+  f.p.v_offset = 0;
+  f.p.v_size = 512;
+  f.view = test::packed_view(type, 10, 1, 16, 576);
+  f.view.base = fake();
+}
 
 template <class F>
 void expect_attention_rejected(F&& mutate, const std::string& needle) {
@@ -83,6 +95,50 @@ TEST(PagedAttentionCudaChecks, RejectsUnsupportedShapesNamingThem) {
         f.view.stride_token = 576;
       },
       "num_kv_heads: 2 is not supported with head_size 576");
+}
+
+TEST(PagedAttentionCudaChecks, RejectsFixedDecodeSplitsItCannotRunNamingThem) {
+  expect_attention_rejected([](attention_fixture& f) { f.decode.splits = -1; },
+                            "decode.splits: -1 is outside [0, 64]");
+  expect_attention_rejected([](attention_fixture& f) { f.decode.splits = 65; },
+                            "decode.splits: 65 is outside [0, 64]");
+  // One split counter per (request, KV head) row group: 2 KV heads x 4096 requests overflow them.
+  expect_attention_rejected(
+      [](attention_fixture& f) {
+        f.decode.splits = 2;
+        f.num_reqs = f.num_tokens = 4096;
+      },
+      "decode.splits: 2 needs at most 4094 row groups; this call has 8192");
+  // The checks alone refuse what the launcher refuses.
+  const attention_fixture f;
+  const auto* ints = static_cast<const int32_t*>(fake(2048));
+  expect_rejected(check_paged_attention_cuda(f.p, f.view, f.q, ints, ints, ints, f.width,
+                                             f.num_reqs, f.num_tokens, f.out, f.ws,
+                                             decode_shape{65}),
+                  "decode.splits: 65");
+}
+
+TEST(PagedAttentionCudaChecks, RejectsFixedSplitsWithMlaNamingThem) {
+  expect_attention_rejected(
+      [](attention_fixture& f) {
+        as_mla(f);
+        f.decode.splits = 4;
+      },
+      "decode.splits: fixed splits are not supported with head_size 576 (MLA)");
+}
+
+TEST(PagedAttentionCudaChecks, AFixedDecodeGridNeedsItsOwnWorkspaceSize) {
+  const attention_fixture f;
+  // The bytes follow the splits asked for; a shape that cannot run needs none.
+  const size_t two = paged_attention_workspace_bytes(f.p, f.view, f.width, f.num_reqs, f.num_tokens,
+                                                     decode_shape{2});
+  const size_t four = paged_attention_workspace_bytes(f.p, f.view, f.width, f.num_reqs,
+                                                      f.num_tokens, decode_shape{4});
+  EXPECT_GT(two, 0u);
+  EXPECT_GT(four, two);
+  EXPECT_EQ(paged_attention_workspace_bytes(f.p, f.view, f.width, f.num_reqs, f.num_tokens,
+                                            decode_shape{99}),
+            0u);
 }
 
 TEST(PagedAttentionCudaChecks, RejectsInconsistentHeadsAndParameters) {
@@ -141,18 +197,8 @@ TEST(PagedAttentionCudaChecks, Fp8CachesNeedSixteenElementStridesPositiveScalesA
         f.view.v_scale = 0.0f;
       },
       "view.v_scale: 0 must be finite and > 0");
-  expect_attention_rejected(
-      [&](attention_fixture& f) {
-        fp8(f);
-        f.p.num_kv_heads = 1;
-        f.p.num_q_heads = 8;
-        f.p.head_size = 576;
-        f.p.v_offset = 0;
-        f.p.v_size = 512;
-        f.view = test::packed_view(element_type::fp8_e4m3, 10, 1, 16, 576);
-        f.view.base = fake();
-      },
-      "fp8_e4m3 is not supported with head_size 576");
+  expect_attention_rejected([](attention_fixture& f) { as_mla(f, element_type::fp8_e4m3); },
+                            "fp8_e4m3 is not supported with head_size 576");
 }
 
 TEST(PagedAttentionCudaChecks, AnEmptyBatchIsAcceptedWithoutTouchingTheDevice) {

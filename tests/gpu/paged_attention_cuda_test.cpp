@@ -165,6 +165,40 @@ TEST(PagedAttentionCuda, SplitKvMergeAddsSinksAndSkipsEmptySplits) {
   EXPECT_LE(r.rel_l2, tolerance);
 }
 
+// Every decode grid gives the reference's result: the planned splits or fixed ones (1, 3, 28, the
+// maximum) at heads 64, 96 and 128, a request long enough that a warp of a single split refreshes
+// its block ids (> 32 sub-tiles), a window and sinks; and fixed splits the workspace cannot hold
+// (then fewer, or none without one).
+TEST(PagedAttentionCuda, EveryDecodeGridMatchesReference) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  for (const element_type type : {element_type::bf16, element_type::f16})
+    for (const int32_t d : {64, 96, 128})
+      for (const int32_t splits : {0, 1, 3, 28, 64}) {
+        attention_case c;
+        c.type = type;
+        c.d = d;
+        c.reqs = {{8191, 1}, {100, 1}, {17, 2}};
+        c.sinks = splits == 3;
+        c.window = splits == 28 ? 700 : 0;
+        c.decode = decode_shape{splits};
+        SCOPED_TRACE(::testing::Message()
+                     << to_string(type) << ", head " << d << ", splits " << splits);
+        const attention_outcome r = run_attention_case(c);
+        EXPECT_EQ(r.nan_values, 0);
+        EXPECT_EQ(r.repeat_differs, 0);
+        EXPECT_LE(r.rel_l2, tolerance);
+        // The splits took effect: partial results sized for the splits asked (beyond the 16 KiB
+        // of counters), none for one split.
+        if (splits > 1) EXPECT_GT(r.workspace_bytes, 16384u);
+        if (splits == 1) EXPECT_LE(r.workspace_bytes, 16384u);
+      }
+  attention_case c;
+  c.reqs = {{8191, 1}};
+  c.decode = decode_shape{64};
+  c.workspace = false; // 64 splits asked, none possible
+  expect_matches(c);
+}
+
 TEST(PagedAttentionCuda, WithoutWorkspaceNothingIsSplitAndResultsStillMatch) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   attention_case c;

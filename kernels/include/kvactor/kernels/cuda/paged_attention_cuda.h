@@ -44,6 +44,13 @@ enum class prefill_kernel : uint8_t {
   hopper_per_tile, ///< the wgmma kernel with one CTA per tile whatever the workspace
 };
 
+/// The decode kernel's grid, planned unless a benchmark or test fixes it.
+struct decode_shape {
+  /// KV splits per (request, KV head) row group: 0 plans them; 1..64 fixes them (fewer when the
+  /// workspace holds fewer). Not with MLA.
+  int32_t splits = 0;
+};
+
 /// True when the Hopper prefill kernel serves these arguments on the current device: a build
 /// with the sm_90a target, a compute capability 9.0 device, a bf16 or f16 cache, head size 64,
 /// 128 or 256 (not MLA). Its declared capabilities; everything else runs on mma_sync.
@@ -55,7 +62,8 @@ bool hopper_prefill_applies(const attention_params& params, const kv_view& view)
 /// the current device's multiprocessor count (132 when no device answers). 0 as well when the
 /// arguments are not supported.
 size_t paged_attention_workspace_bytes(const attention_params& params, const kv_view& view,
-                                       int32_t width, int32_t num_reqs, int32_t num_tokens);
+                                       int32_t width, int32_t num_reqs, int32_t num_tokens,
+                                       decode_shape decode = {});
 
 /// Attention of every query token of the batch, written to `out` as paged_attention defines it.
 /// A request with query_len == 1, or query_len * (num_q_heads / num_kv_heads) <= 16, runs on the
@@ -78,6 +86,7 @@ size_t paged_attention_workspace_bytes(const attention_params& params, const kv_
 ///   max_query_len   // host: a bound on every request's query_len, or 0 (unknown); when it
 ///                   // makes every request a decode, the prefill kernel is not launched
 ///   prefill         // which prefill kernel (benchmarks and tests compare them)
+///   decode          // the decode kernel's grid (benchmarks and tests compare them)
 ///
 /// Rows of q/out at or past query_start_loc[num_reqs] (<= num_tokens) are neither read nor
 /// written. Returns a failed status (cudaErrorInvalidValue, naming the argument and its value)
@@ -90,13 +99,15 @@ cuda_status paged_attention_cuda(const attention_params& params, const kv_view& 
                                  const int32_t* block_table, int32_t width, int32_t num_reqs,
                                  int32_t num_tokens, void* out, cuda_workspace workspace,
                                  cudaStream_t stream, int32_t max_query_len = 0,
-                                 prefill_kernel prefill = prefill_kernel::automatic);
+                                 prefill_kernel prefill = prefill_kernel::automatic,
+                                 decode_shape decode = {});
 
 /// Runs exactly the host argument checks of paged_attention_cuda and nothing else (no CUDA call).
 cuda_status check_paged_attention_cuda(const attention_params& params, const kv_view& view,
                                        const void* q, const int32_t* query_start_loc,
                                        const int32_t* seq_lens, const int32_t* block_table,
                                        int32_t width, int32_t num_reqs, int32_t num_tokens,
-                                       const void* out, cuda_workspace workspace);
+                                       const void* out, cuda_workspace workspace,
+                                       decode_shape decode = {});
 
 } // namespace kvactor::kernels
