@@ -25,9 +25,14 @@ sanitize_shard() {
   GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard \
     KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} /usr/bin/time -f "peak RSS %M kB" -o "$out/$name.rss" timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
     --print-limit 20 --error-exitcode 3 \
-    bash .devpack/run.sh kvactor_gpu_tests --gtest_brief=1 --gtest_filter="$filter" \
+    bash .devpack/run.sh kvactor_gpu_tests --gtest_filter="$filter" \
     >"$out/$name.log" 2>&1
-  echo "$name: rc=$? ($((SECONDS - start)) s, $(tail -n 1 "$out/$name.rss" 2>/dev/null))"
+  local rc=$?
+  echo "$name: rc=$rc ($((SECONDS - start)) s, $(tail -n 1 "$out/$name.rss" 2>/dev/null))"
+  # Each test's own lines (not --gtest_brief): a shard stopped by its time limit still shows
+  # which tests finished under the tool, and which one it was in.
+  echo "  $(grep -c '^\[       OK \]' "$out/$name.log") tests finished"
+  [ "$rc" -eq 124 ] && echo "  stopped in: $(grep '^\[ RUN      \]' "$out/$name.log" | tail -n 1)"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY|\[  PASSED|\[  FAILED|tests ran" "$out/$name.log" | head -n 6
   grep -E "^========= (Invalid|Uninitialized|Error|Race|Warning|Leaked)" "$out/$name.log" | sort | uniq -c | head -n 12
 }
