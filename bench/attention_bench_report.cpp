@@ -87,6 +87,7 @@ nlohmann::ordered_json to_json(const report& rep) {
                    {"check_rows", rep.options.check_rows},
                    {"pool_factor", rep.options.pool_factor},
                    {"seed", rep.options.seed},
+                   {"decode_splits", rep.options.decode.splits}, // 0: planned
                    {"max_rel_l2", rep.max_rel_l2}};
   j["copy_ceiling"] = {{"bytes", rep.ceiling.bytes},
                        {"time", timing_json(rep.ceiling.time)},
@@ -195,6 +196,9 @@ void print_header(const report& rep) {
              "cache {}; block tables: shuffled ids over a cache {:.2g}x what the batch needs; "
              "cases named fp8: an FP8 E4M3 cache of the same values (scales 1), q and out bf16\n",
              head_size, layout_text(o.layout), o.pool_factor);
+  if (o.decode.splits > 0)
+    fmt::print("decode kernel: {} KV splits per (request, KV head), fixed (--decode-splits)\n",
+               o.decode.splits);
   std::fflush(stdout);
 }
 

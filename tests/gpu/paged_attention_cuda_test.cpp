@@ -167,8 +167,8 @@ TEST(PagedAttentionCuda, SplitKvMergeAddsSinksAndSkipsEmptySplits) {
 
 // Every decode grid gives the reference's result: the planned splits or fixed ones (1, 3, 28, the
 // maximum) at heads 64, 96 and 128, a request long enough that a warp of a single split refreshes
-// its block ids (> 32 sub-tiles), a window and sinks; and fixed splits the workspace cannot hold
-// (then fewer, or none without one).
+// its block ids (> 32 sub-tiles), a window and sinks; and fixed splits without a workspace (then
+// none).
 TEST(PagedAttentionCuda, EveryDecodeGridMatchesReference) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   for (const element_type type : {element_type::bf16, element_type::f16})
