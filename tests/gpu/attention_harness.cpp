@@ -154,7 +154,9 @@ attention_outcome run_attention_case(const attention_case& c) {
   params.sinks = c.sinks ? sinks.get() : nullptr;
   res.workspace_bytes =
       paged_attention_workspace_bytes(params, view, b.width, num_reqs, b.num_tokens, c.decode);
-  device_array<unsigned char> ws(c.workspace ? res.workspace_bytes : 0);
+  const size_t given =
+      c.workspace_cap > 0 ? std::min(c.workspace_cap, res.workspace_bytes) : res.workspace_bytes;
+  device_array<unsigned char> ws(c.workspace ? given : 0);
   ws.fill_bytes(0); // zeroed once, as paged_attention_cuda asks
   // Twice on the same workspace: the split counters must be back at zero after a call, and the
   // second call must give the first one's bits.

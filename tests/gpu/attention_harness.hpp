@@ -26,6 +26,7 @@ struct attention_case {
   std::vector<std::pair<int32_t, int32_t>> reqs{{40, 1}, {0, 20}};
   int32_t padding = 0;       // query rows past the batch: must stay untouched
   bool workspace = true;     // give the launcher what paged_attention_workspace_bytes asks for
+  size_t workspace_cap = 0;  // > 0: at most this many bytes of it (the launcher splits less)
   int32_t max_query_len = 0; // passed to the launcher (0: unknown)
   prefill_kernel prefill = prefill_kernel::automatic;
   decode_shape decode;  // the decode kernel's grid (planned by default)

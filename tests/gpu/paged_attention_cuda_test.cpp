@@ -199,6 +199,25 @@ TEST(PagedAttentionCuda, EveryDecodeGridMatchesReference) {
   expect_matches(c);
 }
 
+// Fixed splits that the workspace holds only in part: the launcher runs as many as fit (five
+// here), and the result is still the reference's.
+TEST(PagedAttentionCuda, FixedSplitsBeyondTheWorkspaceRunAsManyAsFit) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  attention_case c;
+  c.reqs = {{8191, 1}, {100, 1}};
+  c.sinks = true;
+  const auto bytes_for = [&](int32_t splits) {
+    c.decode = decode_shape{splits};
+    return run_attention_case(c).workspace_bytes;
+  };
+  const size_t two = bytes_for(2), sixty_four = bytes_for(64);
+  ASSERT_GT(sixty_four, two);
+  const size_t per_split = (sixty_four - two) / 62;
+  c.decode = decode_shape{64};
+  c.workspace_cap = two + 3 * per_split + per_split / 2; // room for 5 splits, not 6
+  expect_matches(c);
+}
+
 TEST(PagedAttentionCuda, WithoutWorkspaceNothingIsSplitAndResultsStillMatch) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   attention_case c;
