@@ -9,11 +9,15 @@
 #   device: bash bench/sanitize_device_run.sh "$OUT" [FILTER]   (carry: [".devpack.tar.xz"])
 # KVACTOR_SANITIZE_TOOLS picks the tools (default: all three), KVACTOR_SANITIZE_LIMIT the seconds
 # each may run (170), KVACTOR_SANITIZE_SHARDS how many processes split the tests (1); racecheck
-# reports its peak host memory (it can exhaust the machine).
+# reports its peak host memory (it can exhaust the machine). KVACTOR_SANITIZE_PER_TEST=1 runs
+# each test as a process of its own instead (SHARDS at a time, LIMIT seconds each, none started
+# after KVACTOR_SANITIZE_BUDGET seconds, default 480) and prints one line per test: clean, with
+# reports, failed, or stopped at the limit. For suites too slow to finish as a whole, it says
+# which tests are checked and which are too slow for the tool.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:EveryKernel/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
-sanitizer=/usr/local/cuda/bin/compute-sanitizer
+sanitizer=${KVACTOR_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 shards=${KVACTOR_SANITIZE_SHARDS:-1}
 start=$SECONDS
 
@@ -36,6 +40,60 @@ sanitize_shard() {
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY|\[  PASSED|\[  FAILED|tests ran" "$out/$name.log" | head -n 6
   grep -E "^========= (Invalid|Uninitialized|Error|Race|Warning|Leaked)" "$out/$name.log" | sort | uniq -c | head -n 12
 }
+
+# The tests the filter selects, one "Suite.Test" per line.
+list_tests() {
+  bash .devpack/run.sh kvactor_gpu_tests --gtest_list_tests --gtest_filter="$filter" |
+    awk '/^[^ ]/ { suite = $1 } /^  [^ ]/ { print suite $1 }'
+}
+
+# One tool over test $2 alone, into $out/$1/TEST.log, and one line saying how it went.
+sanitize_test() {
+  local tool=$1 test=$2 log extra=() t0=$SECONDS
+  log=$out/$tool/${test//\//_}.log
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} timeout "${KVACTOR_SANITIZE_LIMIT:-170}" \
+    "$sanitizer" --tool "$tool" "${extra[@]}" --print-limit 20 --error-exitcode 3 \
+    bash .devpack/run.sh kvactor_gpu_tests --gtest_filter="$test" >"$log" 2>&1
+  local rc=$? verdict
+  if [ $rc -eq 124 ]; then
+    verdict="stopped at the limit"
+  elif grep -q '^\[  FAILED' "$log"; then
+    verdict="test failed"
+  elif grep -q '^\[  SKIPPED' "$log"; then
+    verdict="skipped by the test"
+  elif [ $rc -eq 0 ] && grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$log"; then
+    verdict=clean
+  else
+    verdict="reports (exit $rc): $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1)"
+  fi
+  echo "$tool $test: $verdict ($((SECONDS - t0)) s)"
+}
+
+# Every selected test under the tool, `shards` at a time; none started past the budget.
+sanitize_per_test() {
+  local tool=$1 test
+  mkdir -p "$out/$tool"
+  while read -r test; do
+    if ((SECONDS - start > ${KVACTOR_SANITIZE_BUDGET:-480})); then
+      echo "$tool $test: not started (budget)"
+      continue
+    fi
+    while (($(jobs -rp | wc -l) >= shards)); do wait -n; done
+    sanitize_test "$tool" "$test" &
+  done < <(list_tests)
+  wait
+}
+
+if [ "${KVACTOR_SANITIZE_PER_TEST:-0}" = 1 ]; then
+  for tool in ${KVACTOR_SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
+    sanitize_per_test "$tool" | tee "$out/$tool.tests"
+    echo "$tool: $(grep -c ': clean (' "$out/$tool.tests") clean, $(grep -vc ': clean (' \
+      "$out/$tool.tests") not (stopped, failed, skipped, with reports or not started)"
+  done
+  echo "---- sanitize device run: $((SECONDS - start)) s"
+  exit 0
+fi
 
 # KVACTOR_SANITIZE_SHARDS=N runs N processes of each tool at once on the one GPU, each over 1/N of
 # the tests, so that their host-side work runs on cores of its own (how much that saves is not
