@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# bench/detached.sh, which the device runs use for work longer than one command: a finished
+# command's status, log and copy; a second start refused while the first runs; a process killed
+# without writing its status reported gone.
+#   usage: tests/detached_test.sh SOURCE_DIR
+set -uo pipefail
+root=${1:?usage: detached_test.sh SOURCE_DIR}
+# shellcheck source=tests/deploy/wait_for.sh
+source "$root/tests/deploy/wait_for.sh"
+detached="$root/bench/detached.sh"
+dir=$(mktemp -d)
+# The started commands run in sessions of their own: whatever is left of them goes with the test.
+cleanup() {
+  [ -f "$dir/b/pid" ] && pkill -9 -s "$(cat "$dir/b/pid")" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+  echo "detached_test: $*"
+  exit 1
+}
+
+bash "$detached" start "$dir/a" -- bash -c 'echo from the command; exit 7' >/dev/null ||
+  fail "start refused"
+wait_for 20 test -f "$dir/a/exit" || fail "the command's status never came"
+out=$(bash "$detached" status "$dir/a" "$dir/copy") || fail "status of a finished command did not exit 0"
+grep -q "finished with status 7" <<<"$out" || fail "status says: $out"
+grep -q "from the command" "$dir/copy/log" || fail "the log was not copied to OUT"
+
+bash "$detached" start "$dir/b" -- sleep 60 >/dev/null || fail "second directory refused"
+rc=0
+bash "$detached" status "$dir/b" >/dev/null || rc=$?
+[ $rc -eq 3 ] || fail "a running command's status exited $rc, not 3"
+bash "$detached" start "$dir/b" -- sleep 60 2>/dev/null && fail "a second start while running"
+pid=$(cat "$dir/b/pid")
+kill -9 "$pid"
+wait_for 20 gone "$pid" || fail "pid $pid survived kill -9"
+rc=0
+out=$(bash "$detached" status "$dir/b") || rc=$?
+[ $rc -eq 4 ] || fail "a killed command's status exited $rc, not 4: $out"
+grep -q "^gone" <<<"$out" || fail "status says: $out"
+echo "detached_test: ok"
