@@ -14,7 +14,8 @@
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 repeats=${2:-2}
-cases='decode1x4096$,decode1x512$,decode32x4096$,decode128x4096$' # not their FP8 cases
+# Not their FP8 cases unless DECODE_CASES names them (e.g. decode128x4096_fp8$).
+cases=${DECODE_CASES:-'decode1x4096$,decode1x512$,decode32x4096$,decode128x4096$'}
 start=$SECONDS
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 grids=("planned")
