@@ -21,16 +21,24 @@ sanitizer=${KVACTOR_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 shards=${KVACTOR_SANITIZE_SHARDS:-1}
 start=$SECONDS
 
+# Tool $1 over the GPU tests that GoogleTest filter $3 selects, within the time limit, into log
+# $2; its peak host memory into $2's .rss when PEAK_RSS is set. Returns the sanitizer's status.
+run_tool() {
+  local tool=$1 log=$2 tests=$3 extra=() measure=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  [ -n "${PEAK_RSS:-}" ] && measure=(/usr/bin/time -f "peak RSS %M kB" -o "${log%.log}.rss")
+  KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} "${measure[@]}" \
+    timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
+    --print-limit 20 --error-exitcode 3 \
+    bash .devpack/run.sh kvactor_gpu_tests --gtest_filter="$tests" >"$log" 2>&1
+}
+
 # One tool over shard $2 of $shards (GoogleTest's own sharding) into $out/$1[.$2].log.
 sanitize_shard() {
-  local tool=$1 shard=$2 name=$1 extra=()
+  local tool=$1 shard=$2 name=$1
   [ "$shards" -gt 1 ] && name=$tool.$shard
-  [ "$tool" = memcheck ] && extra=(--leak-check full)
-  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard \
-    KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} /usr/bin/time -f "peak RSS %M kB" -o "$out/$name.rss" timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
-    --print-limit 20 --error-exitcode 3 \
-    bash .devpack/run.sh kvactor_gpu_tests --gtest_filter="$filter" \
-    >"$out/$name.log" 2>&1
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard PEAK_RSS=1 \
+    run_tool "$tool" "$out/$name.log" "$filter"
   local rc=$?
   echo "$name: rc=$rc ($((SECONDS - start)) s, $(tail -n 1 "$out/$name.rss" 2>/dev/null))"
   # Each test's own lines (not --gtest_brief): a shard stopped by its time limit still shows
@@ -49,12 +57,9 @@ list_tests() {
 
 # One tool over test $2 alone, into $out/$1/TEST.log, and one line saying how it went.
 sanitize_test() {
-  local tool=$1 test=$2 log extra=() t0=$SECONDS
+  local tool=$1 test=$2 log t0=$SECONDS
   log=$out/$tool/${test//\//_}.log
-  [ "$tool" = memcheck ] && extra=(--leak-check full)
-  KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} timeout "${KVACTOR_SANITIZE_LIMIT:-170}" \
-    "$sanitizer" --tool "$tool" "${extra[@]}" --print-limit 20 --error-exitcode 3 \
-    bash .devpack/run.sh kvactor_gpu_tests --gtest_filter="$test" >"$log" 2>&1
+  run_tool "$tool" "$log" "$test"
   local rc=$? verdict
   if [ $rc -eq 124 ]; then
     verdict="stopped at the limit"
