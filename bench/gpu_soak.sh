@@ -8,7 +8,8 @@
 # recorded (idle.csv): both must stay flat. Every 10 s during runs both are sampled (samples.csv).
 #   usage: bench/gpu_soak.sh KVACTOR_BINARY WORKDIR [DURATION_S=600] [MODEL=llama-3.1-8b]
 #   NODE_FLAGS (default "--gpus 0"; "--cpu-ranks 1" tries the script on a machine without a GPU)
-#   and MAX_MODEL_LEN (default 4096; 2048 for kvactor-tiny).
+#   and MAX_MODEL_LEN (default 4096; 2048 for kvactor-tiny). RUN_FLAGS: more flags for every
+#   driver (e.g. "--gpu-memory-utilization 0.5" to leave the card room for other work).
 # Prints one line per run and a summary (soak.json); exits 1 when a request of a run whose driver
 # lived was lost or failed.
 set -uo pipefail
@@ -56,9 +57,10 @@ while ((SECONDS - start < duration)); do
   runs=$((runs + 1))
   kind=$(case $((runs % 3)) in 1) echo calm ;; 2) echo kill-driver ;; 0) echo kill-node ;; esac)
   trace=$dir/run$runs.kvtrace
+  # shellcheck disable=SC2086 # RUN_FLAGS is a list of flags
   "$kvactor" run --nodes "$addr" --model "$model" --max-model-len "${MAX_MODEL_LEN:-4096}" --requests $requests \
     --arrival-rate 4 --prompt-len 128:1024 --output-len 64:256 --seed "$runs" --no-progress \
-    --restart-policy rebuild --restart-wait 60 --record "$trace" \
+    --restart-policy rebuild --restart-wait 60 --record "$trace" ${RUN_FLAGS:-} \
     --summary-json "$dir/run$runs.json" >"$dir/run$runs.out" 2>"$dir/run$runs.err" &
   driver=$!
   pids+=("$driver")

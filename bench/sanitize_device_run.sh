@@ -13,7 +13,9 @@
 # each test as a process of its own instead (SHARDS at a time, LIMIT seconds each, none started
 # after KVACTOR_SANITIZE_BUDGET seconds, default 480) and prints one line per test: clean, with
 # reports, failed, or stopped at the limit. For suites too slow to finish as a whole, it says
-# which tests are checked and which are too slow for the tool.
+# which tests are checked and which are too slow for the tool. KVACTOR_SANITIZE_KERNELS=SUBSTRING
+# instruments only the kernels whose names contain it ("kvactor": ours, not cuBLAS's or NCCL's),
+# which is what lets racecheck through whole decoders: their GEMMs then run at full speed.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:EveryKernel/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
@@ -21,11 +23,29 @@ sanitizer=${KVACTOR_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 shards=${KVACTOR_SANITIZE_SHARDS:-1}
 start=$SECONDS
 
+# The option that limits the tool to some kernels: --kernel-name in current releases, --filter in
+# older ones; refused at once when neither is understood, rather than checking everything.
+kernel_filter=()
+if [ -n "${KVACTOR_SANITIZE_KERNELS:-}" ]; then
+  for option in --kernel-name --filter; do
+    if "$sanitizer" "$option" "kns=$KVACTOR_SANITIZE_KERNELS" true >/dev/null 2>&1; then
+      kernel_filter=("$option" "kns=$KVACTOR_SANITIZE_KERNELS")
+      break
+    fi
+  done
+  [ ${#kernel_filter[@]} -gt 0 ] || {
+    echo "sanitize: $sanitizer takes neither --kernel-name nor --filter kns=..." >&2
+    exit 2
+  }
+  echo "sanitize: only kernels named *$KVACTOR_SANITIZE_KERNELS* (${kernel_filter[*]})"
+fi
+
 # Tool $1 over the GPU tests that GoogleTest filter $3 selects, within the time limit, into log
 # $2; its peak host memory into $2's .rss when PEAK_RSS is set. Returns the sanitizer's status.
 run_tool() {
   local tool=$1 log=$2 tests=$3 extra=() measure=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  [ -n "${KVACTOR_SANITIZE_KERNELS:-}" ] && extra+=("${kernel_filter[@]}")
   [ -n "${PEAK_RSS:-}" ] && measure=(/usr/bin/time -f "peak RSS %M kB" -o "${log%.log}.rss")
   KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} "${measure[@]}" \
     timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
