@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "attention_args.h"
@@ -44,6 +46,18 @@ cuda_status dispatch_head_size(const char* kernel, int32_t head_size, F&& f) {
   return detail::invalid_cuda_argument(kernel, ": head_size ", head_size, " is not instantiated");
 }
 
+/// Whether launches may be programmatic dependents. KVACTOR_PDL=0 makes every launch a plain one
+/// (a kernel starts once the previous one has ended, and its griddepcontrol instructions do
+/// nothing): for tools that cannot follow overlapping kernels, and to tell a fault of the overlap
+/// from one of a kernel. Read once per process.
+inline bool pdl_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("KVACTOR_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return allowed;
+}
+
 /// kernel<<<grid, threads, smem, stream>>>(args...), as a programmatic dependent launch when pdl
 /// (the kernel may then start before the stream's previous kernel ends, and must wait for it
 /// with griddepcontrol.wait before it touches what that kernel writes or reads).
@@ -59,7 +73,7 @@ cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, unsigned threads, si
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = pdl && pdl_allowed() ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
 }
 

@@ -193,7 +193,9 @@ std::vector<double> prepared_head(const qkv_case& c, const qkv_inputs& in, int32
   std::vector<double> v(static_cast<size_t>(d));
   for (int32_t e = 0; e < d; ++e)
     v[e] = in.qkv[(int64_t{t} * c.heads() + h) * d + e] + (c.bias ? in.bias[h * d + e] : 0.0f);
-  scale.assign(v.begin(), v.end());
+  scale.resize(v.size());
+  for (size_t e = 0; e < v.size(); ++e)
+    scale[e] = std::fabs(v[e]);
   if (is_v) return v;
   if (c.qk_norm) {
     const auto& w = h < c.q_heads ? in.q_norm : in.k_norm;
