@@ -7,7 +7,8 @@ set -uo pipefail
 dest=${1:?usage: $(basename "$0") OUT_DIR}
 out=$dest/logs
 mkdir -p "$out"
-trap 'tar cf "$dest/logs.tar" -C "$dest" logs && rm -rf "$out"' EXIT
+# KVACTOR_DEVICE_KEEP_LOGS=1 keeps OUT_DIR/logs too (a later call on the same machine resumes).
+trap 'tar cf "$dest/logs.tar" -C "$dest" logs && { [ "${KVACTOR_DEVICE_KEEP_LOGS:-0}" = 1 ] || rm -rf "$out"; }' EXIT
 [ -d .devpack ] || tar xJf .devpack.tar.xz
 export KVACTOR_MODELS_PATH=$PWD/deploy/models KVACTOR_SOURCE_DIR=$PWD
 

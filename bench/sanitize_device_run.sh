@@ -21,6 +21,11 @@
 # other inside kernels (the tool runs one kernel at a time), and, beside other processes
 # (SHARDS > 1), tests that compare the device's free memory before and after. KVACTOR_PDL=0 (read
 # by kvactor) turns off programmatic dependent launches, for a tool that cannot follow them.
+# KVACTOR_SANITIZE_RESUME=1 (OUT_DIR outside the call's own folder, e.g. /tmp/sanitize, then
+# copy OUT_DIR/logs.tar back) skips the tests with a verdict from an earlier call on the same
+# machine, so that several calls cover a suite one is too short for. KVACTOR_SANITIZE_ALONE=FILTER:
+# the tests it selects run after the others, one at a time.
+[ "${KVACTOR_SANITIZE_RESUME:-0}" = 1 ] && export KVACTOR_DEVICE_KEEP_LOGS=1
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:EveryKernel/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
@@ -74,9 +79,9 @@ sanitize_shard() {
   grep -E "^========= (Invalid|Uninitialized|Error|Race|Warning|Leaked)" "$out/$name.log" | sort | uniq -c | head -n 12
 }
 
-# The tests the filter selects, one "Suite.Test" per line.
+# The tests GoogleTest filter $1 selects, one "Suite.Test" per line.
 list_tests() {
-  bash .devpack/run.sh kvactor_gpu_tests --gtest_list_tests --gtest_filter="$filter" |
+  bash .devpack/run.sh kvactor_gpu_tests --gtest_list_tests --gtest_filter="$1" |
     awk '/^[^ ]/ { suite = $1 } /^  [^ ]/ { print suite $1 }'
 }
 
@@ -100,22 +105,40 @@ sanitize_test() {
   else
     verdict="reports (exit $rc): $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1)"
   fi
-  echo "$tool $test: $verdict ($((SECONDS - t0)) s)"
+  echo "$tool $test: $verdict ($((SECONDS - t0)) s)" | tee "${log%.log}.verdict"
 }
 
-# Every selected test under the tool, `shards` at a time; none started past the budget.
-sanitize_per_test() {
-  local tool=$1 test
-  mkdir -p "$out/$tool"
+# The tests listed on stdin under tool $1, $2 at a time; none started past the budget, and with
+# KVACTOR_SANITIZE_RESUME=1 none with a verdict from an earlier run into the same OUT_DIR.
+run_tests() {
+  local tool=$1 at_once=$2 test verdict
   while read -r test; do
+    [ -n "$test" ] || continue
+    verdict=$out/$tool/${test//\//_}.verdict
+    if [ "${KVACTOR_SANITIZE_RESUME:-0}" = 1 ] && [ -f "$verdict" ]; then
+      echo "$(cat "$verdict") [earlier run]"
+      continue
+    fi
     if ((SECONDS - start > ${KVACTOR_SANITIZE_BUDGET:-480})); then
       echo "$tool $test: not started (budget)"
       continue
     fi
-    while (($(jobs -rp | wc -l) >= shards)); do wait -n; done
+    while (($(jobs -rp | wc -l) >= at_once)); do wait -n; done
     sanitize_test "$tool" "$test" &
-  done < <(list_tests)
+  done
   wait
+}
+
+# Every selected test under the tool: `shards` at a time, then those KVACTOR_SANITIZE_ALONE
+# selects one at a time (tests that compare the device's free memory before and after).
+sanitize_per_test() {
+  local tool=$1 all alone=""
+  mkdir -p "$out/$tool"
+  all=$(list_tests "$filter")
+  [ -n "${KVACTOR_SANITIZE_ALONE:-}" ] &&
+    alone=$(grep -Fx -f <(list_tests "$KVACTOR_SANITIZE_ALONE") <<<"$all")
+  grep -Fxv -f <(printf '%s\n' "$alone") <<<"$all" | run_tests "$tool" "$shards"
+  [ -z "$alone" ] || run_tests "$tool" 1 <<<"$alone"
 }
 
 # How many tests of a per-test run ended each way, e.g. "40 clean, 2 without a CUDA call".
