@@ -7,6 +7,7 @@
 // compute-sanitizer's racecheck can afford over every kernel here with shared memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../../kernels/cuda/cublas_gemm.h"
 #include "../../kernels/cuda/decoder_ops.h"
 #include "gpu_support.hpp"
 #include "kvactor/kernels/fp8.h"
@@ -360,6 +362,83 @@ TEST(DecoderOpsCuda, QkvPreparationMatchesTheHostAndStoresKvAtTheTokensSlots) {
                                     {1, 64, 8, 128, 128, false, false, false, bf16}};
   for (const auto& c : cases)
     check_qkv_case(c);
+}
+
+// ---- q/k/v preparation as the programmatic dependent of the projection ----
+
+size_t differing(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  size_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    n += a[i] != b[i];
+  return n;
+}
+
+// The projection's output and the prepared q, k, v of one step of the chain below.
+struct chain_buffers {
+  chain_buffers(const qkv_case& c, int32_t in)
+      : x(static_cast<size_t>(c.tokens) * in), w(static_cast<size_t>(c.heads()) * c.head_dim * in),
+        qkv(static_cast<size_t>(c.tokens) * c.heads() * c.head_dim),
+        q(static_cast<size_t>(c.tokens) * c.q_heads * c.head_dim),
+        k(static_cast<size_t>(c.tokens) * c.kv_heads * c.head_dim), v(k.size()) {}
+  device_array<uint16_t> x, w;
+  device_array<float> qkv;
+  device_array<uint16_t> q, k, v;
+};
+
+// In a decoder step qkv_prepare starts before cuBLAS's projection ends (a programmatic dependent
+// launch) and waits for it in the kernel: run back to back on one stream, with the projection's
+// output poisoned before each GEMM, it must give the bits it gives when the host waits between
+// the two. Also the smallest case of a dependent after a kernel that compute-sanitizer's kernel
+// filter leaves uninstrumented (see bench/RESULTS.md).
+TEST(DecoderOpsCuda, QkvPreparationAfterTheProjectionReadsItsFinishedOutput) {
+  KVACTOR_REQUIRE_CUDA_DEVICE();
+  const qkv_case c{8, 32, 8, 128, 128, false, true, false, element_type::f32};
+  const int32_t in = 4096;
+  std::mt19937 rng(17);
+  const auto inputs = make_qkv_inputs(c, rng);
+  chain_buffers b(c, in);
+  cuda_or_throw(cudaMemcpy(b.x.get(), random_bits(element_type::bf16, b.x.size(), rng).data(),
+                           b.x.size() * 2, cudaMemcpyHostToDevice),
+                "x");
+  cuda_or_throw(cudaMemcpy(b.w.get(), random_bits(element_type::bf16, b.w.size(), rng).data(),
+                           b.w.size() * 2, cudaMemcpyHostToDevice),
+                "w");
+  device_array<float> qn(inputs.q_norm), kn(inputs.k_norm), inv_freq(inputs.inv_freq);
+  device_array<int32_t> pos(inputs.positions);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasSetStream(handle, stream), CUBLAS_STATUS_SUCCESS);
+  const qkv_prepare_args a{b.qkv.get(), nullptr,    qn.get(),   kn.get(),  inv_freq.get(),
+                           pos.get(),   b.q.get(),  b.k.get(),  b.v.get(), c.tokens,
+                           c.q_heads,   c.kv_heads, c.head_dim, c.rot_dim, 1e-6f,
+                           false,       {}};
+  const int32_t out = c.heads() * c.head_dim;
+  // One step: poison, project, prepare; with `wait`, the host waits between the last two.
+  const auto step = [&](bool wait) {
+    cuda_or_throw(cudaMemsetAsync(b.qkv.get(), 0xff, b.qkv.size() * sizeof(float), stream),
+                  "poison");
+    ASSERT_CUDA_OK(cuda_detail::gemm(handle, element_type::bf16, b.w.get(), b.x.get(), b.qkv.get(),
+                                     c.tokens, in, out));
+    if (wait) cuda_or_throw(cudaStreamSynchronize(stream), "sync");
+    ASSERT_CUDA_OK(cuda_detail::launch_qkv_prepare(a, stream));
+    cuda_or_throw(cudaStreamSynchronize(stream), "sync");
+  };
+  step(true);
+  ASSERT_FALSE(HasFatalFailure());
+  const auto q0 = b.q.download(), k0 = b.k.download(), v0 = b.v.download();
+  ASSERT_EQ(std::count(q0.begin(), q0.end(), uint16_t{0xffff}), 0) << "q was not written";
+  for (int i = 0; i < 20; ++i) {
+    b.q.fill_bytes(0xff);
+    step(false);
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(differing(b.q.download(), q0), 0u) << "elements of q, back-to-back step " << i;
+    EXPECT_EQ(differing(b.k.download(), k0), 0u) << "elements of k, back-to-back step " << i;
+    EXPECT_EQ(differing(b.v.download(), v0), 0u) << "elements of v, back-to-back step " << i;
+  }
+  cublasDestroy(handle);
+  cudaStreamDestroy(stream);
 }
 
 // ---- argmax, embedding, gated activation, soft-cap ----
