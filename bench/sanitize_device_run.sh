@@ -30,6 +30,8 @@
 source "$(dirname "$0")/device_prelude.sh" "$@"
 filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:EveryKernel/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
 sanitizer=${KVACTOR_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+# The tests' bounds on how long a diagnosis may take, scaled for the tool (gpu_support.hpp).
+export KVACTOR_TEST_SLOWDOWN=${KVACTOR_TEST_SLOWDOWN:-4}
 shards=${KVACTOR_SANITIZE_SHARDS:-1}
 start=$SECONDS
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using gpu_test::device_array;
+using gpu_test::tool_slowdown;
 
 int visible_gpus() {
   int n = 0;
@@ -136,7 +138,7 @@ TEST(NcclCommunicator, InitializationThatAPeerNeverJoinsTimesOutInsteadOfHanging
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const auto start = std::chrono::steady_clock::now();
   auto c = catch_collective([] { join(nccl_unique_id(), 2, 0, 2s); });
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s * tool_slowdown());
   EXPECT_EQ(c.kind, collective_failure::timeout) << c.what;
   EXPECT_NE(c.what.find("NCCL initialization did not complete within 2 s (not every rank of 2 "
                         "joined)"),
@@ -170,9 +172,10 @@ TEST(NcclCommunicator, ACollectiveAPeerNeverEntersTimesOutWithTheLedger) {
   if (visible_gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << visible_gpus() << " visible";
   const auto id = nccl_unique_id();
   caught c;
-  std::thread peer([&] { // joins, then never enters the all-reduce
+  std::promise<void> rank0_done;
+  std::thread peer([&, done = rank0_done.get_future()] { // joins, then never enters the all-reduce
     auto comm = join(id, 2, 1, 2s);
-    std::this_thread::sleep_for(4s);
+    done.wait(); // holds its communicator until rank 0 has timed out and aborted
   });
   {
     auto comm = join(id, 2, 0, 2s);
@@ -182,9 +185,10 @@ TEST(NcclCommunicator, ACollectiveAPeerNeverEntersTimesOutWithTheLedger) {
       comm->all_reduce(buf.get(), 256, reduce_op::sum);
       comm->synchronize();
     });
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 20s * tool_slowdown());
     EXPECT_TRUE(comm->aborted());
   }
+  rank0_done.set_value();
   peer.join();
   EXPECT_EQ(c.kind, collective_failure::timeout) << c.what;
   EXPECT_NE(c.what.find("all_reduce(sum) #1 (256 float32, 1024 bytes, pending) did not complete "

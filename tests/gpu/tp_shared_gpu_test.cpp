@@ -181,9 +181,10 @@ TEST(TpSharedGpuLlama8b, TpTwoFourAndEightOnOneGpuGiveTpOnesLogits) {
       // than twice the largest logit difference between the two.
       const double lead = top_two_gap(tp1[p].logits),
                    moved = max_abs_diff(got[0].logits, tp1[p].logits);
-      if (lead > 2 * moved)
+      if (lead > 2 * moved) {
         EXPECT_EQ(got[0].tokens.front(), tp1[p].tokens.front())
             << "TP " << tp << " prompt " << p << ": lead " << lead << ", moved " << moved;
+      }
       same_first += got[0].tokens.front() == tp1[p].tokens.front();
     }
     std::printf("llama-3.1-8b shape TP %d on one GPU: worst relative L2 %.3g to TP 1; first "
