@@ -11,16 +11,17 @@
 # each may run (170), KVACTOR_SANITIZE_SHARDS how many processes split the tests (1); racecheck
 # reports its peak host memory (it can exhaust the machine). KVACTOR_SANITIZE_PER_TEST=1 runs
 # each test as a process of its own instead (SHARDS at a time, LIMIT seconds each, none started
-# after KVACTOR_SANITIZE_BUDGET seconds, default 480) and prints one line per test: clean, with
-# reports, failed, or stopped at the limit. For suites too slow to finish as a whole, it says
-# which tests are checked and which are too slow for the tool. KVACTOR_SANITIZE_KERNELS=SUBSTRING
-# instruments only the kernels whose names contain it ("kvactor": ours, not cuBLAS's or NCCL's),
-# which is what lets racecheck through whole decoders: their GEMMs then run at full speed.
-# Known to fail under the tools, whatever the code (2026-12-06, H100): tests with time bounds that
-# the tool's slowdown passes (NCCL's initialisation time-out), tests whose ranks wait for each
-# other inside kernels (the tool runs one kernel at a time), and, beside other processes
-# (SHARDS > 1), tests that compare the device's free memory before and after. KVACTOR_PDL=0 (read
-# by kvactor) turns off programmatic dependent launches, for a tool that cannot follow them.
+# after KVACTOR_SANITIZE_BUDGET seconds, by default 570 - LIMIT) and prints one line per test:
+# clean, with reports, failed, crashed, or stopped at the limit; for suites too slow to finish
+# as a whole, it says which tests are checked and which are too slow for the tool.
+# KVACTOR_SANITIZE_KERNELS=SUBSTRING instruments only the kernels whose names contain it
+# ("kvactor": ours, not cuBLAS's or NCCL's), which is what lets racecheck through whole decoders:
+# their GEMMs then run at full speed. KVACTOR_PDL=0 (read by kvactor) turns off programmatic
+# dependent launches, for a tool that cannot follow them. The tests' bounds on how long a
+# diagnosis may take scale by KVACTOR_TEST_SLOWDOWN (set to 4 here). Known to fail under the tools
+# whatever the code (2026-12-06, H100): tests whose ranks wait for each other inside kernels (the
+# tool runs one kernel at a time), and, beside other processes, tests that compare the device's
+# free memory before and after (name them in KVACTOR_SANITIZE_ALONE).
 # KVACTOR_SANITIZE_RESUME=1 (OUT_DIR outside the call's own folder, e.g. /tmp/sanitize, then
 # copy OUT_DIR/logs.tar back) skips the tests with a verdict from an earlier call on the same
 # machine, so that several calls cover a suite one is too short for. KVACTOR_SANITIZE_ALONE=FILTER:
@@ -33,14 +34,19 @@ sanitizer=${KVACTOR_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 # The tests' bounds on how long a diagnosis may take, scaled for the tool (gpu_support.hpp).
 export KVACTOR_TEST_SLOWDOWN=${KVACTOR_TEST_SLOWDOWN:-4}
 shards=${KVACTOR_SANITIZE_SHARDS:-1}
+# No test starts after `budget` seconds; by default one started last still ends within a device
+# command's 600 s, with time left to pack the logs.
+budget=${KVACTOR_SANITIZE_BUDGET:-$((570 - ${KVACTOR_SANITIZE_LIMIT:-170}))}
 start=$SECONDS
 
 # The option that limits the tool to some kernels: --kernel-name in current releases, --filter in
 # older ones; refused at once when neither is understood, rather than checking everything.
 kernel_filter=()
 if [ -n "${KVACTOR_SANITIZE_KERNELS:-}" ]; then
+  help=$("$sanitizer" --help 2>/dev/null)
   for option in --kernel-name --filter; do
-    if "$sanitizer" --help 2>/dev/null | grep -q -- "^ *$option "; then
+    # The whole help first: grep -q would stop reading, and the tool's SIGPIPE fail the pipe.
+    if grep -- "^ *$option " <<<"$help" >/dev/null; then
       kernel_filter=("$option" "kns=$KVACTOR_SANITIZE_KERNELS")
       break
     fi
@@ -100,12 +106,15 @@ sanitize_test() {
       sed 's/^========= //'))"
   elif grep -q '^\[  SKIPPED' "$log"; then
     verdict="skipped by the test"
-  elif grep -q '^\[  PASSED' "$log" && grep -q "terminated before first instrumented API call" "$log"; then
+  elif grep -q '^\[  PASSED' "$log" &&
+    grep -q "terminated before first instrumented API call" "$log"; then
     verdict="no CUDA call (a host check: nothing for the tool)"
   elif [ $rc -eq 0 ] && grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$log"; then
     verdict=clean
-  else
+  elif [ $rc -eq 3 ]; then # --error-exitcode: the tool found something
     verdict="reports (exit $rc): $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1)"
+  else # no test result and no report: the process died (a signal, the tool's own error)
+    verdict="crashed (exit $rc): $(grep -E "^========= (Error|Internal)" "$log" | head -n 1)"
   fi
   echo "$tool $test: $verdict ($((SECONDS - t0)) s)" | tee "${log%.log}.verdict"
 }
@@ -121,11 +130,12 @@ run_tests() {
       echo "$(cat "$verdict") [earlier run]"
       continue
     fi
-    if ((SECONDS - start > ${KVACTOR_SANITIZE_BUDGET:-480})); then
+    # A free slot first, then the budget: a test that waited for its slot may find it spent.
+    while (($(jobs -rp | wc -l) >= at_once)); do wait -n; done
+    if ((SECONDS - start > budget)); then
       echo "$tool $test: not started (budget)"
       continue
     fi
-    while (($(jobs -rp | wc -l) >= at_once)); do wait -n; done
     sanitize_test "$tool" "$test" &
   done
   wait
@@ -156,6 +166,7 @@ tally() {
 : test failed|failed
 : stopped at|stopped at the limit
 : reports|with reports
+: crashed|crashed
 : not started|not started
 KINDS
   printf '%s, ' "${parts[@]}" | sed 's/, $/\n/'

@@ -107,7 +107,7 @@ void check_norm_case(const norm_case& c) {
   const auto w = random_floats(static_cast<size_t>(c.dim), rng, 0.5f, 1.5f);
   std::vector<int32_t> rows(static_cast<size_t>(c.rows));
   for (int32_t r = 0; r < c.rows; ++r)
-    rows[static_cast<size_t>(r)] = (r * 7 + 2) % x_rows; // distinct: 7 is prime to x_rows here
+    rows[static_cast<size_t>(r)] = (r * 3 + 2) % x_rows; // distinct, 3 being prime to 7
   device_array<float> x_d(x), add_d(add), add_w_d(add_w), w_d(w);
   device_array<int32_t> rows_d(rows);
   device_array<uint16_t> out_d(static_cast<size_t>(c.rows) * c.dim);
@@ -142,10 +142,14 @@ TEST(DecoderOpsCuda, ResidualAddAndRmsNormMatchTheHostOnEveryKernel) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   for (const int32_t dim : {896, 898, 4096, 5120, 8192, 12288, 16384, 16388}) {
     SCOPED_TRACE("dim " + std::to_string(dim));
-    check_norm_case({3, dim, true, false, false, true, false});  // pre-attention: add, norm
-    check_norm_case({2, dim, true, true, false, true, true});    // Gemma's post-norm then norm
-    check_norm_case({4, dim, false, false, true, true, false});  // the rows the LM head reads
-    check_norm_case({2, dim, true, false, false, false, false}); // the last residual add alone
+    ASSERT_NO_FATAL_FAILURE(
+        check_norm_case({3, dim, true, false, false, true, false})); // pre-attention: add, norm
+    ASSERT_NO_FATAL_FAILURE(
+        check_norm_case({2, dim, true, true, false, true, true})); // Gemma's post-norm then norm
+    ASSERT_NO_FATAL_FAILURE(
+        check_norm_case({4, dim, false, false, true, true, false})); // the rows the LM head reads
+    ASSERT_NO_FATAL_FAILURE(
+        check_norm_case({2, dim, true, false, false, false, false})); // the last residual add alone
   }
 }
 
@@ -361,7 +365,7 @@ TEST(DecoderOpsCuda, QkvPreparationMatchesTheHostAndStoresKvAtTheTokensSlots) {
                                     {6, 6, 3, 128, 64, true, true, false, fp8_e4m3},
                                     {1, 64, 8, 128, 128, false, false, false, bf16}};
   for (const auto& c : cases)
-    check_qkv_case(c);
+    ASSERT_NO_FATAL_FAILURE(check_qkv_case(c));
 }
 
 // ---- q/k/v preparation as the programmatic dependent of the projection ----
@@ -385,6 +389,24 @@ struct chain_buffers {
   device_array<uint16_t> q, k, v;
 };
 
+// A non-blocking stream and a cuBLAS handle on it, destroyed with the test however it ends.
+struct stream_and_blas {
+  stream_and_blas() {
+    ok = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess
+         && cublasCreate(&handle) == CUBLAS_STATUS_SUCCESS
+         && cublasSetStream(handle, stream) == CUBLAS_STATUS_SUCCESS;
+  }
+  stream_and_blas(const stream_and_blas&) = delete;
+  stream_and_blas& operator=(const stream_and_blas&) = delete;
+  ~stream_and_blas() {
+    if (handle != nullptr) cublasDestroy(handle);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+  cudaStream_t stream = nullptr;
+  cublasHandle_t handle = nullptr;
+  bool ok = false;
+};
+
 // In a decoder step qkv_prepare starts before cuBLAS's projection ends (a programmatic dependent
 // launch) and waits for it in the kernel: run back to back on one stream, with the projection's
 // output poisoned before each GEMM, it must give the bits it gives when the host waits between
@@ -405,22 +427,24 @@ TEST(DecoderOpsCuda, QkvPreparationAfterTheProjectionReadsItsFinishedOutput) {
                 "w");
   device_array<float> qn(inputs.q_norm), kn(inputs.k_norm), inv_freq(inputs.inv_freq);
   device_array<int32_t> pos(inputs.positions);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  cublasHandle_t handle = nullptr;
-  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
-  ASSERT_EQ(cublasSetStream(handle, stream), CUBLAS_STATUS_SUCCESS);
+  const stream_and_blas sb;
+  ASSERT_TRUE(sb.ok) << "cannot create a stream and a cuBLAS handle";
+  const cudaStream_t stream = sb.stream;
   const qkv_prepare_args a{b.qkv.get(), nullptr,    qn.get(),   kn.get(),  inv_freq.get(),
                            pos.get(),   b.q.get(),  b.k.get(),  b.v.get(), c.tokens,
                            c.q_heads,   c.kv_heads, c.head_dim, c.rot_dim, 1e-6f,
                            false,       {}};
   const int32_t out = c.heads() * c.head_dim;
-  // One step: poison, project, prepare; with `wait`, the host waits between the last two.
+  // One step: poison (the projection's output and q, k, v), project, prepare, all on the stream;
+  // with `wait`, the host waits between the last two.
   const auto step = [&](bool wait) {
     cuda_or_throw(cudaMemsetAsync(b.qkv.get(), 0xff, b.qkv.size() * sizeof(float), stream),
                   "poison");
-    ASSERT_CUDA_OK(cuda_detail::gemm(handle, element_type::bf16, b.w.get(), b.x.get(), b.qkv.get(),
-                                     c.tokens, in, out));
+    for (auto* t : {&b.q, &b.k, &b.v})
+      cuda_or_throw(cudaMemsetAsync(t->get(), 0xff, t->size() * sizeof(uint16_t), stream),
+                    "poison");
+    ASSERT_CUDA_OK(cuda_detail::gemm(sb.handle, element_type::bf16, b.w.get(), b.x.get(),
+                                     b.qkv.get(), c.tokens, in, out));
     if (wait) cuda_or_throw(cudaStreamSynchronize(stream), "sync");
     ASSERT_CUDA_OK(cuda_detail::launch_qkv_prepare(a, stream));
     cuda_or_throw(cudaStreamSynchronize(stream), "sync");
@@ -428,17 +452,15 @@ TEST(DecoderOpsCuda, QkvPreparationAfterTheProjectionReadsItsFinishedOutput) {
   step(true);
   ASSERT_FALSE(HasFatalFailure());
   const auto q0 = b.q.download(), k0 = b.k.download(), v0 = b.v.download();
-  ASSERT_EQ(std::count(q0.begin(), q0.end(), uint16_t{0xffff}), 0) << "q was not written";
+  for (const auto* t : {&q0, &k0, &v0})
+    ASSERT_EQ(std::count(t->begin(), t->end(), uint16_t{0xffff}), 0) << "an output not written";
   for (int i = 0; i < 20; ++i) {
-    b.q.fill_bytes(0xff);
     step(false);
     ASSERT_FALSE(HasFatalFailure());
     EXPECT_EQ(differing(b.q.download(), q0), 0u) << "elements of q, back-to-back step " << i;
     EXPECT_EQ(differing(b.k.download(), k0), 0u) << "elements of k, back-to-back step " << i;
     EXPECT_EQ(differing(b.v.download(), v0), 0u) << "elements of v, back-to-back step " << i;
   }
-  cublasDestroy(handle);
-  cudaStreamDestroy(stream);
 }
 
 // ---- argmax, embedding, gated activation, soft-cap ----

@@ -371,6 +371,7 @@ TEST(DeviceLocalCommunicator, AGraphLaunchWhosePeerNeverComesTimesOutOnTheDevice
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   device_array<float> buf(64);
   buf.fill_bytes(0); // what the all-reduce reads: initcheck flagged it unwritten
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); // before the non-blocking stream reads it
   captured_all_reduce graph;
   capture_all_reduce(*g[0], buf.get(), 64, stream, graph);
   const auto start = std::chrono::steady_clock::now();

@@ -174,9 +174,22 @@ TEST(NcclCommunicator, ACollectiveAPeerNeverEntersTimesOutWithTheLedger) {
   caught c;
   std::promise<void> rank0_done;
   std::thread peer([&, done = rank0_done.get_future()] { // joins, then never enters the all-reduce
-    auto comm = join(id, 2, 1, 2s);
-    done.wait(); // holds its communicator until rank 0 has timed out and aborted
+    try {
+      auto comm = join(id, 2, 1, 2s);
+      done.wait(); // holds its communicator until rank 0 has timed out and aborted
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank 1: " << e.what();
+    }
   });
+  // However rank 0's part ends (a throw included), the peer is let go and joined.
+  struct release_peer {
+    std::promise<void>& done;
+    std::thread& peer;
+    ~release_peer() {
+      done.set_value();
+      peer.join();
+    }
+  } release{rank0_done, peer};
   {
     auto comm = join(id, 2, 0, 2s);
     device_array<float> buf(std::vector<float>(256, 1.0f));
@@ -188,8 +201,6 @@ TEST(NcclCommunicator, ACollectiveAPeerNeverEntersTimesOutWithTheLedger) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, 20s * tool_slowdown());
     EXPECT_TRUE(comm->aborted());
   }
-  rank0_done.set_value();
-  peer.join();
   EXPECT_EQ(c.kind, collective_failure::timeout) << c.what;
   EXPECT_NE(c.what.find("all_reduce(sum) #1 (256 float32, 1024 bytes, pending) did not complete "
                         "within 2 s"),
