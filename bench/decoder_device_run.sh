@@ -36,7 +36,7 @@ grep -E "worst relative L2|FAILED|PASSED" "$out/gpu_tests.log" | head -40
 # 2. The 8B checkpoint and its transformers references, then kvactor's figures on it.
 timeout 240 python3 bench/hf/make_llama8b.py /tmp/l8b 2>&1 | grep -v -i "warn\|Writing\|crop" \
   | tee "$out/make_llama8b.log" | tail -8
-timeout 300 bash .devpack/run.sh kvactor_decoder_bench --model /tmp/l8b $cpu \
+timeout 300 bash .devpack/run.sh kvactor_decoder_bench --model /tmp/l8b ${cpu:+"$cpu"} \
   >"$out/decoder_bench.log" 2>&1
 echo "decoder bench: rc $?"
 grep -vE "^\[" "$out/decoder_bench.log" | tail -20

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced first by the bench/*_device_run.sh scripts (run on the GPU machine from the repository
 # root): takes OUT_DIR from the script's first argument, logs into OUT_DIR/logs and tars them into
 # OUT_DIR/logs.tar on exit (the device returns only a few files), unpacks the binaries carried as
