@@ -47,8 +47,8 @@ struct request_spec {
   uint64_t request_id = 0;
   std::vector<int32_t> prompt;
   int32_t max_output_tokens = 0;
-  int64_t arrival_ns = 0; // offset from the start of the run
-  sampling_params sampling;
+  int64_t arrival_ns = 0;        // offset from the start of the run
+  sampling_params sampling = {}; // greedy unless set
 
   bool operator==(const request_spec&) const = default;
 };

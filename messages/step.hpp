@@ -20,7 +20,7 @@ struct new_request {
   uint64_t request_id = 0;
   int32_t prompt_len = 0;
   int32_t max_output_tokens = 0;
-  sampling_params sampling; // the rank samples (the driver stops on stop tokens)
+  sampling_params sampling = {}; // the rank samples (the driver stops on stop tokens)
   // Prefix caching: the leading tokens whose KV the cache already holds (in the blocks its table
   // starts with); its first scheduled chunk starts there. 0 without a hit.
   int32_t num_cached_tokens = 0;

@@ -73,7 +73,7 @@ struct driver_setup {
   bool bootstrap_communicator = false; // NCCL ranks: rank 0 creates the id, every rank joins
   std::chrono::milliseconds collective_timeout{120'000}; // how long a ledger request may take
   /// Where each rank runs, for messages ("node 10.0.0.2:7400"); empty: this process.
-  std::vector<std::string> rank_locations;
+  std::vector<std::string> rank_locations = {};
   /// Each applied step's sampled tokens, as they arrive (may be empty): what streams output.
   std::function<void(const std::vector<sampled_token>&)> on_tokens = {};
   /// How long a rank may take to answer a step, and whether unanswered steps are re-sent.

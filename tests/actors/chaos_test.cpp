@@ -44,8 +44,8 @@ double rate_from_env() {
 
 struct run_case {
   int32_t world = 1;
-  std::optional<chaos_spec> chaos;
-  std::vector<step_fault> faults;
+  std::optional<chaos_spec> chaos = std::nullopt;
+  std::vector<step_fault> faults = {};
   std::chrono::milliseconds step_timeout = 30s;
   std::chrono::milliseconds collective_timeout = 30s;
 };

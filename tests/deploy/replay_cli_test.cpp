@@ -35,8 +35,11 @@ std::string rewrite(const std::string& path, const std::string& name,
   auto copy = ::testing::TempDir() + name;
   std::ofstream out(copy, std::ios::binary);
   kvactor::trace_writer w(out);
-  for (auto r : *records)
-    if (keep(r)) EXPECT_TRUE(w.write(r.timestamp_ns, r.sender, r.receiver, r.type, r.payload));
+  for (auto r : *records) {
+    if (keep(r)) {
+      EXPECT_TRUE(w.write(r.timestamp_ns, r.sender, r.receiver, r.type, r.payload));
+    }
+  }
   return copy;
 }
 
