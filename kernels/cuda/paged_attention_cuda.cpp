@@ -73,11 +73,16 @@ int32_t choose_splits(int64_t base_ctas, int64_t max_keys, int64_t min_split_key
   return 1;
 }
 
+// The decode kernel's CTA rows per (request, KV head): its query heads, decode_rows at a time.
+int32_t decode_row_chunks(const attention_params& p) {
+  const int32_t group = p.num_q_heads / p.num_kv_heads;
+  return std::max(1, (group + cuda_detail::decode_rows - 1) / cuda_detail::decode_rows);
+}
+
 plan make_plan(const attention_params& p, const kv_view& view, int32_t width, int32_t num_reqs,
                int32_t num_tokens, decode_shape decode) {
   plan pl;
-  const int32_t group = p.num_q_heads / p.num_kv_heads;
-  pl.row_chunks = std::max(1, (group + cuda_detail::decode_rows - 1) / cuda_detail::decode_rows);
+  pl.row_chunks = decode_row_chunks(p);
   // Keys one row can see at most.
   int64_t max_keys = int64_t{width} * view.block_size;
   if (p.sliding_window > 0) max_keys = std::min<int64_t>(max_keys, p.sliding_window + 16);
@@ -158,9 +163,7 @@ cuda_status check_decode_shape(const attention_params& p, decode_shape decode, i
       !is_mla(p) || decode.splits == 0,
       "paged_attention_cuda: decode.splits: fixed splits are not supported with head_size 576 "
       "(MLA)");
-  const int32_t group = p.num_q_heads / p.num_kv_heads;
-  const int64_t row_groups = int64_t{num_reqs} * p.num_kv_heads
-                             * ((group + cuda_detail::decode_rows - 1) / cuda_detail::decode_rows);
+  const int64_t row_groups = int64_t{num_reqs} * p.num_kv_heads * decode_row_chunks(p);
   KVACTOR_CUDA_CHECK_ARG(decode.splits <= 1 || row_groups <= cuda_detail::split_counter_slots,
                          "paged_attention_cuda: decode.splits: ", decode.splits, " needs at most ",
                          cuda_detail::split_counter_slots, " row groups; this call has ",
