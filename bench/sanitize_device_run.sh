@@ -15,13 +15,17 @@
 # clean, with reports, failed, crashed, or stopped at the limit; for suites too slow to finish
 # as a whole, it says which tests are checked and which are too slow for the tool.
 # KVACTOR_SANITIZE_KERNELS=SUBSTRING instruments only the kernels whose names contain it
-# ("kvactor": ours, not cuBLAS's or NCCL's), which is what lets racecheck through whole decoders:
-# their GEMMs then run at full speed. KVACTOR_PDL=0 (read by kvactor) turns off programmatic
-# dependent launches, for a tool that cannot follow them. The tests' bounds on how long a
-# diagnosis may take scale by KVACTOR_TEST_SLOWDOWN (set to 4 here). Known to fail under the tools
-# whatever the code (2026-12-06, H100): tests whose ranks wait for each other inside kernels (the
-# tool runs one kernel at a time), and, beside other processes, tests that compare the device's
-# free memory before and after (name them in KVACTOR_SANITIZE_ALONE).
+# ("kvactor": ours, not cuBLAS's or NCCL's), for tests that run no cuBLAS GEMM: under racecheck an
+# uninstrumented cuBLAS kernel (nvjet_sm90_*) ends the process with "Internal Sanitizer Error:
+# failed to handle a hardware exception" even when the filter matches no kernel at all
+# (2026-12-06, H100, compute-sanitizer 2025.3.1), so tests with GEMMs run with every kernel
+# instrumented. KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches.
+# The tests' bounds on how long a diagnosis may take scale by KVACTOR_TEST_SLOWDOWN (set to 4
+# here). Known to fail under the tools whatever the code: tests whose ranks wait for each other
+# inside kernels (the tool runs one kernel at a time); tests that compare the device's free memory
+# before and after, beside other processes (name them in KVACTOR_SANITIZE_ALONE), and under
+# initcheck even alone (the device's free memory falls by 96-128 MiB with each run in the process).
+# KVACTOR_SANITIZE_OPTIONS: more options for the tool, words split at spaces.
 # KVACTOR_SANITIZE_RESUME=1 (OUT_DIR outside the call's own folder, e.g. /tmp/sanitize, then
 # copy OUT_DIR/logs.tar back) skips the tests with a verdict from an earlier call on the same
 # machine, so that several calls cover a suite one is too short for. KVACTOR_SANITIZE_ALONE=FILTER:
@@ -64,6 +68,9 @@ run_tool() {
   local tool=$1 log=$2 tests=$3 extra=() measure=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   [ -n "${KVACTOR_SANITIZE_KERNELS:-}" ] && extra+=("${kernel_filter[@]}")
+  local options=()
+  read -ra options <<<"${KVACTOR_SANITIZE_OPTIONS:-}"
+  extra+=("${options[@]}")
   [ -n "${PEAK_RSS:-}" ] && measure=(/usr/bin/time -f "peak RSS %M kB" -o "${log%.log}.rss")
   KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} "${measure[@]}" \
     timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \

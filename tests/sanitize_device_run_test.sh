@@ -2,7 +2,7 @@
 # bench/sanitize_device_run.sh's per-test mode, with a stand-in for compute-sanitizer and for the
 # GPU test binary (the real ones need a GPU): a verdict per kind of ending (clean, no CUDA call,
 # skipped, failed with the tool clean, reports, crashed, stopped at the limit), the tally, the
-# kernel filter passed to the tool, never more than SHARDS tests at once, the tests that must run
+# kernel filter and the extra options passed to the tool, never more than SHARDS tests at once, the tests that must run
 # alone run after every other test has ended and one at a time, a second call with
 # KVACTOR_SANITIZE_RESUME=1 runs nothing the first judged, a spent budget starts nothing, and a
 # tool that takes no kernel filter is refused before any test.
@@ -51,7 +51,7 @@ cat >"$dir/tool.sh" <<'EOF'
 if [ "$1" = --help ]; then [ -n "${NO_FILTER:-}" ] || echo "  --kernel-name arg   filter"; exit 0; fi
 echo "$*" >>"${TOOL_LOG:?}"
 while [ $# -gt 0 ]; do
-  case $1 in --tool | --print-limit | --error-exitcode | --kernel-name | --leak-check) shift 2 ;;
+  case $1 in --tool | --print-limit | --error-exitcode | --kernel-name | --leak-check | --racecheck-report) shift 2 ;;
   *) break ;; esac
 done
 exec "$@"
@@ -64,7 +64,7 @@ events() { cat "$dir/events.log"; }
 
 # The first call: the slow test stops at the limit.
 out=$(KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_LIMIT=2 KVACTOR_SANITIZE_RESUME=1 \
-  KVACTOR_SANITIZE_ALONE='A.clean:A.slow' bash bench/sanitize_device_run.sh "$dir/out" 'A.*')
+  KVACTOR_SANITIZE_OPTIONS="--racecheck-report hazard" KVACTOR_SANITIZE_ALONE='A.clean:A.slow' bash bench/sanitize_device_run.sh "$dir/out" 'A.*')
 for want in "A.clean: clean" "A.host_only: no CUDA call" "A.skips: skipped by the test" \
   "A.fails: test failed (the tool: ERROR SUMMARY: 0 errors)" "A.races: reports (exit 3)" \
   "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error" \
@@ -73,6 +73,8 @@ for want in "A.clean: clean" "A.host_only: no CUDA call" "A.skips: skipped by th
   grep -qF "$want" <<<"$out" || fail "no \"$want\" in: $out"
 done
 grep -q -- "--kernel-name kns=kvactor" "$dir/tool.log" || fail "the tool never got the kernel filter"
+[ "$(grep -c -- "--racecheck-report hazard --print-limit" "$dir/tool.log")" -eq 7 ] ||
+  fail "not every test's tool got KVACTOR_SANITIZE_OPTIONS: $(cat "$dir/tool.log")"
 [ "$(grep -c '^start' "$dir/events.log")" -eq 7 ] || fail "not every test ran: $(events)"
 awk '/^start/ { n++; if (n > max) max = n } /^end/ { n-- } END { exit max > 3 }' \
   "$dir/events.log" || fail "more than 3 tests ran at once: $(events)"
