@@ -2,10 +2,10 @@
 # bench/sanitize_device_run.sh's per-test mode, with a stand-in for compute-sanitizer and for the
 # GPU test binary (the real ones need a GPU): a verdict per kind of ending (clean, no CUDA call,
 # skipped, failed with the tool clean, reports, crashed, stopped at the limit), the tally, the
-# kernel filter and the extra options passed to the tool, never more than SHARDS tests at once, the tests that must run
-# alone run after every other test has ended and one at a time, a second call with
-# KVACTOR_SANITIZE_RESUME=1 runs nothing the first judged, a spent budget starts nothing, and a
-# tool that takes no kernel filter is refused before any test.
+# kernel filter and the extra options passed to the tool, never more than SHARDS tests at once,
+# the tests that must run alone run after every other test has ended and one at a time, a second
+# call with KVACTOR_SANITIZE_RESUME=1 runs nothing the first judged, a spent budget starts
+# nothing, and a tool that takes no kernel filter is refused before any test.
 #   usage: tests/sanitize_device_run_test.sh SOURCE_DIR
 set -uo pipefail
 root=${1:?usage: sanitize_device_run_test.sh SOURCE_DIR}
@@ -51,7 +51,9 @@ cat >"$dir/tool.sh" <<'EOF'
 if [ "$1" = --help ]; then [ -n "${NO_FILTER:-}" ] || echo "  --kernel-name arg   filter"; exit 0; fi
 echo "$*" >>"${TOOL_LOG:?}"
 while [ $# -gt 0 ]; do
-  case $1 in --tool | --print-limit | --error-exitcode | --kernel-name | --leak-check | --racecheck-report) shift 2 ;;
+  case $1 in
+  --tool | --print-limit | --error-exitcode | --kernel-name | --leak-check | --racecheck-report)
+    shift 2 ;;
   *) break ;; esac
 done
 exec "$@"
@@ -64,7 +66,8 @@ events() { cat "$dir/events.log"; }
 
 # The first call: the slow test stops at the limit.
 out=$(KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_LIMIT=2 KVACTOR_SANITIZE_RESUME=1 \
-  KVACTOR_SANITIZE_OPTIONS="--racecheck-report hazard" KVACTOR_SANITIZE_ALONE='A.clean:A.slow' bash bench/sanitize_device_run.sh "$dir/out" 'A.*')
+  KVACTOR_SANITIZE_OPTIONS="--racecheck-report hazard" KVACTOR_SANITIZE_ALONE='A.clean:A.slow' \
+  bash bench/sanitize_device_run.sh "$dir/out" 'A.*')
 for want in "A.clean: clean" "A.host_only: no CUDA call" "A.skips: skipped by the test" \
   "A.fails: test failed (the tool: ERROR SUMMARY: 0 errors)" "A.races: reports (exit 3)" \
   "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error" \
