@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the GPU tests on the H200 (issue 20 part 1): memcheck (out-of-bounds and
-# misaligned accesses, leaks of device memory), racecheck (shared-memory hazards) and initcheck
-# (reads of uninitialised device memory), each over the kernel suites and the rank and decoder
-# suites, with a time limit each (the sanitizers slow kernels 10-100x). Each tool's summary line
-# ("ERROR SUMMARY: N errors") and its first reports are printed; logs come back in logs.tar.
+# compute-sanitizer over the GPU tests on the device (an H200 or an H100; issue 20 part 1):
+# memcheck (out-of-bounds and misaligned accesses, leaks of device memory), racecheck
+# (shared-memory hazards) and initcheck (reads of uninitialised device memory), each over the
+# kernel suites and the rank and decoder suites, with a time limit each (the sanitizers slow
+# kernels 10-100x). Each tool's summary line ("ERROR SUMMARY: N errors") and its first reports
+# are printed; logs come back in logs.tar.
 #   here:   cmake --build build --target kvactor_gpu_tests
 #           bash bench/pack_for_device.sh -z build/bin/kvactor_gpu_tests
 #   device: bash bench/sanitize_device_run.sh "$OUT" [FILTER]   (carry: [".devpack.tar.xz"])
@@ -16,10 +17,10 @@
 # as a whole, it says which tests are checked and which are too slow for the tool.
 # KVACTOR_SANITIZE_KERNELS=SUBSTRING instruments only the kernels whose names contain it
 # ("kvactor": ours, not cuBLAS's or NCCL's), for tests that run no cuBLAS GEMM: under racecheck an
-# uninstrumented cuBLAS kernel (nvjet_sm90_*) ends the process with "Internal Sanitizer Error:
-# failed to handle a hardware exception" even when the filter matches no kernel at all
-# (2026-12-06, H100, compute-sanitizer 2025.3.1), so tests with GEMMs run with every kernel
-# instrumented. KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches.
+# uninstrumented cuBLAS kernel (nvjet_sm90_*) draws "Internal Sanitizer Error: The Sanitizer
+# failed to handle a hardware exception." and an illegal-address error that fails the test, even
+# when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1), so
+# tests with GEMMs run with every kernel instrumented. KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches.
 # The tests' bounds on how long a diagnosis may take scale by KVACTOR_TEST_SLOWDOWN (set to 4
 # here). Known to fail under the tools whatever the code: tests whose ranks wait for each other
 # inside kernels (the tool runs one kernel at a time); tests that compare the device's free memory
