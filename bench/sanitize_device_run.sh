@@ -20,9 +20,9 @@
 # uninstrumented cuBLAS kernel (nvjet_sm90_*) draws "Internal Sanitizer Error: The Sanitizer
 # failed to handle a hardware exception." and an illegal-address error that fails the test, even
 # when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1), so
-# tests with GEMMs run with every kernel instrumented. KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches.
-# The tests' bounds on how long a diagnosis may take scale by KVACTOR_TEST_SLOWDOWN (set to 4
-# here). Known to fail under the tools whatever the code: tests whose ranks wait for each other
+# tests with GEMMs run with every kernel instrumented. KVACTOR_PDL=0 (read by kvactor) turns off
+# programmatic dependent launches. The tests' bounds on how long a diagnosis may take scale by
+# KVACTOR_TEST_SLOWDOWN (set to 4 here). Known to fail under the tools whatever the code: tests whose ranks wait for each other
 # inside kernels (the tool runs one kernel at a time); tests that compare the device's free memory
 # before and after, beside other processes (name them in KVACTOR_SANITIZE_ALONE), and under
 # initcheck even alone (the device's free memory falls by 96-128 MiB with each run in the process).
