@@ -22,10 +22,11 @@
 # when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1), so
 # tests with GEMMs run with every kernel instrumented. KVACTOR_PDL=0 (read by kvactor) turns off
 # programmatic dependent launches. The tests' bounds on how long a diagnosis may take scale by
-# KVACTOR_TEST_SLOWDOWN (set to 4 here). Known to fail under the tools whatever the code: tests whose ranks wait for each other
-# inside kernels (the tool runs one kernel at a time); tests that compare the device's free memory
-# before and after, beside other processes (name them in KVACTOR_SANITIZE_ALONE), and under
-# initcheck even alone (the device's free memory falls by 96-128 MiB with each run in the process).
+# KVACTOR_TEST_SLOWDOWN (set to 4 here). Known to fail under the tools whatever the code: tests
+# whose ranks wait for each other inside kernels (the tool runs one kernel at a time); tests that
+# compare the device's free memory before and after, beside other processes (name them in
+# KVACTOR_SANITIZE_ALONE), and under initcheck even alone (the device's free memory falls by
+# 96-128 MiB with each run in the process).
 # KVACTOR_SANITIZE_OPTIONS: more options for the tool, words split at spaces.
 # KVACTOR_SANITIZE_RESUME=1 (OUT_DIR outside the call's own folder, e.g. /tmp/sanitize, then
 # copy OUT_DIR/logs.tar back) skips the tests with a verdict from an earlier call on the same
