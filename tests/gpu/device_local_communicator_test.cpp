@@ -17,6 +17,7 @@
 
 #include "../deploy/cli_support.hpp"
 #include "../kernels/collective_support.hpp"
+#include "../support/sanitizer_slowdown.hpp"
 #include "gpu_support.hpp"
 #include "kernels/comm/rank_order_reduce.h"
 #include "kvactor/kernels/collective_ledger.h"
@@ -27,7 +28,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using gpu_test::device_array;
-using gpu_test::tool_slowdown;
+using ::kvactor::test::test_slowdown;
 using test::catch_collective;
 
 using group = std::vector<std::shared_ptr<communicator>>;
@@ -185,7 +186,7 @@ TEST(DeviceLocalCommunicator, ARankThatNeverEntersIsNamedWhenTheTimeoutPasses) {
     g[0]->all_reduce(buf.get(), 64);
     g[0]->synchronize();
   });
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s * tool_slowdown());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s * test_slowdown());
   EXPECT_EQ(c.kind, collective_failure::timeout) << c.what;
   EXPECT_NE(c.what.find("rank(s) 1 did not enter it"), std::string::npos) << c.what;
   EXPECT_EQ(g[0]->ledger().last(1).front().status, collective_status::timed_out);
@@ -380,7 +381,7 @@ TEST(DeviceLocalCommunicator, AGraphLaunchWhosePeerNeverComesTimesOutOnTheDevice
     g[0]->replayed(graph.collectives, stream);
     g[0]->synchronize();
   });
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s * tool_slowdown());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s * test_slowdown());
   EXPECT_EQ(c.kind, collective_failure::timeout) << c.what;
   EXPECT_NE(c.what.find("rank(s) 1 did not enter it"), std::string::npos) << c.what;
   EXPECT_EQ(g[0]->ledger().last(1).front().status, collective_status::timed_out);
@@ -432,7 +433,7 @@ TEST(GpuRanksSharingAGpu, AStalledRankIsNamedWithinTheTimeoutAndNoRequestIsLost)
   auto stalled = eager;
   stalled.insert(stalled.end(), {"--collective-timeout", "0.5", "--debug-stall", "1:10"});
   auto r = run_shared(stalled);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 60s * tool_slowdown());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 60s * test_slowdown());
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("rank(s) 1 did not enter it"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("0 finished, 12 failed"), std::string::npos) << r.out;
@@ -453,7 +454,7 @@ TEST(GpuRanksSharingAGpu, ARankStalledBeforeItsGraphsAreCapturedIsNamedWithinThe
   auto stalled = graphs;
   stalled.insert(stalled.end(), {"--collective-timeout", "0.5", "--debug-stall", "1:10"});
   auto r = run_shared(stalled);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 60s * tool_slowdown());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 60s * test_slowdown());
   EXPECT_NE(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("rank(s) 1 did not enter it"), std::string::npos) << r.err;
   EXPECT_GE(free_device_bytes() + (size_t{64} << 20), baseline)
@@ -540,7 +541,7 @@ TEST(GpuRanksSharingAGpu, AGraphOneRankCannotCaptureRunsEagerlyOnEveryRank) {
   const auto started = std::chrono::steady_clock::now();
   auto failed = run_with_graphs("one_graph_failed", faulty);
   ASSERT_EQ(failed.cli.code, 0) << failed.cli.err;
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 60s * tool_slowdown())
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 60s * test_slowdown())
       << "nobody waited for a timeout";
   EXPECT_NE(failed.cli.out.find("12 finished, 0 failed"), std::string::npos) << failed.cli.out;
   EXPECT_EQ(replays_of(failed), 0);

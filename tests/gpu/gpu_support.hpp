@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -39,15 +38,6 @@
   } while (0)
 
 namespace kvactor::kernels::gpu_test {
-
-/// How many times a tool around the process slows it down: KVACTOR_TEST_SLOWDOWN, which
-/// bench/sanitize_device_run.sh sets for compute-sanitizer (1 when unset). Tests multiply their
-/// bounds on how long a diagnosis may take by it, never the time-outs under test.
-inline int tool_slowdown() {
-  const char* v = std::getenv("KVACTOR_TEST_SLOWDOWN");
-  const int n = v != nullptr ? std::atoi(v) : 1;
-  return n >= 1 ? n : 1;
-}
 
 inline void cuda_or_throw(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));

@@ -12,6 +12,7 @@
 
 #include "../deploy/cli_support.hpp"
 #include "../kernels/collective_support.hpp"
+#include "../support/sanitizer_slowdown.hpp"
 #include "gpu_support.hpp"
 #include "kvactor/kernels/collective_ledger.h"
 #include "kvactor/kernels/nccl_communicator.h"
@@ -21,7 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using gpu_test::device_array;
-using gpu_test::tool_slowdown;
+using ::kvactor::test::test_slowdown;
 
 int visible_gpus() {
   int n = 0;
@@ -138,7 +139,7 @@ TEST(NcclCommunicator, InitializationThatAPeerNeverJoinsTimesOutInsteadOfHanging
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const auto start = std::chrono::steady_clock::now();
   auto c = catch_collective([] { join(nccl_unique_id(), 2, 0, 2s); });
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s * tool_slowdown());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s * test_slowdown());
   EXPECT_EQ(c.kind, collective_failure::timeout) << c.what;
   EXPECT_NE(c.what.find("NCCL initialization did not complete within 2 s (not every rank of 2 "
                         "joined)"),
@@ -198,7 +199,7 @@ TEST(NcclCommunicator, ACollectiveAPeerNeverEntersTimesOutWithTheLedger) {
       comm->all_reduce(buf.get(), 256, reduce_op::sum);
       comm->synchronize();
     });
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 20s * tool_slowdown());
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 20s * test_slowdown());
     EXPECT_TRUE(comm->aborted());
   }
   EXPECT_EQ(c.kind, collective_failure::timeout) << c.what;

@@ -4,6 +4,9 @@
 // (tests/sanitize.sh) checks the same behaviour without racing its own instrumentation. The
 // scripts and ctest's limits take the same factors from tests/sanitize.sh (KVACTOR_TEST_SLOWDOWN).
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace kvactor::test {
 
 #if defined(__has_feature)
@@ -29,6 +32,15 @@ constexpr int sanitizer_slowdown() {
 #else
   return 1;
 #endif
+}
+
+/// The slowdown to allow for at run time: this build's, or that of a tool around the process
+/// (KVACTOR_TEST_SLOWDOWN: tests/sanitize.sh sets it for its builds, bench/sanitize_device_run.sh
+/// for compute-sanitizer), whichever is larger. Bounds on how long a diagnosis may take scale by
+/// it, never the time-outs under test.
+inline int test_slowdown() {
+  const char* v = std::getenv("KVACTOR_TEST_SLOWDOWN");
+  return std::max(sanitizer_slowdown(), v != nullptr ? std::atoi(v) : 1);
 }
 
 } // namespace kvactor::test
