@@ -19,6 +19,9 @@ fail() {
   failures=$((failures + 1))
 }
 
+# A log line as the README writes it: its timestamp "[...]".
+untimed() { sed -E 's/^\[[0-9-]+ [0-9:.]+\] /[...] /'; }
+
 # Lines of $2 (a command's output) that start with any of the prefixes after it must each be a
 # whole line of the README; $1 names the sample.
 expect_lines() {
@@ -29,7 +32,7 @@ expect_lines() {
     while IFS= read -r line; do
       [[ $line == "$prefix"* ]] || continue
       found=1
-      line=$(sed -E 's/^\[[0-9-]+ [0-9:.]+\] /[...] /' <<<"$line")
+      line=$(untimed <<<"$line")
       grep -qxF -- "$line" "$readme" || fail "$sample prints a line the README does not show: $line"
     done <<<"$output"
     [ "$found" = 1 ] || fail "$sample printed no line starting with \"$prefix\": $output"
@@ -40,7 +43,7 @@ expect_lines() {
 # numbers (counts that vary with timing).
 expect_shape() {
   local sample=$1 line pattern
-  line=$(grep -m1 -F -- "$3" <<<"$2" | sed -E 's/^\[[0-9-]+ [0-9:.]+\] /[...] /')
+  line=$(grep -m1 -F -- "$3" <<<"$2" | untimed)
   [ -n "$line" ] || fail "$sample printed no line with \"$3\": $2"
   # ERE's special characters escaped (the $ too: hence single quotes), then numbers matched.
   # shellcheck disable=SC2016
