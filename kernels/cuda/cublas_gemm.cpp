@@ -3,6 +3,11 @@
 
 #include <nvtx3/nvToolsExtMemCudaRt.h>
 
+#include <cstdlib>
+#include <string>
+
+#include "decoder_ops.h"
+
 namespace kvactor::kernels::cuda_detail {
 
 namespace {
@@ -26,6 +31,14 @@ void mark_written(void* y, size_t bytes, cublasHandle_t handle) {
   nvtxMemCudaMarkInitialized(domain, stream, 0, &batch);
 }
 
+// The plain kernel on the handle's stream, where cuBLAS would have run.
+cuda_status plain_gemm(cublasHandle_t handle, element_type type, const void* w, const void* x,
+                       float* y, int32_t num_tokens, int32_t in, int32_t out) {
+  cudaStream_t stream = nullptr;
+  KVACTOR_CUBLAS_CALL(cublasGetStream(handle, &stream));
+  return launch_plain_gemm(type == element_type::bf16, w, x, y, num_tokens, in, out, stream);
+}
+
 } // namespace
 
 cuda_status cublas_call_failed(cublasStatus_t status, const char* call, const char* file,
@@ -43,9 +56,34 @@ cuda_status cublas_call_failed(cublasStatus_t status, const char* call, const ch
                              cublasGetStatusName(status));
 }
 
+cuda_status parse_projection_gemm(const char* value, projection_gemm* out) {
+  const std::string v = value == nullptr ? "" : value;
+  if (v.empty() || v == "cublas") {
+    *out = projection_gemm::cublas;
+  } else if (v == "plain") {
+    *out = projection_gemm::plain;
+  } else {
+    return cuda_status::failure(cudaErrorInvalidValue,
+                                "KVACTOR_GEMM=\"" + v
+                                    + "\": expected cublas (the default) or plain");
+  }
+  return {};
+}
+
+cuda_status selected_projection_gemm(projection_gemm* out) {
+  static projection_gemm choice = projection_gemm::cublas;
+  static const cuda_status status = parse_projection_gemm(std::getenv("KVACTOR_GEMM"), &choice);
+  *out = choice;
+  return status;
+}
+
 cuda_status gemm(cublasHandle_t handle, element_type type, const void* w, const void* x, float* y,
                  int32_t num_tokens, int32_t in, int32_t out) {
   if (num_tokens == 0) return {};
+  projection_gemm which = projection_gemm::cublas;
+  if (auto st = selected_projection_gemm(&which); !st) return st;
+  if (which == projection_gemm::plain)
+    return plain_gemm(handle, type, w, x, y, num_tokens, in, out);
   // Column-major view: y^T [out, T] = (w^T [in, out])^T . x^T [in, T].
   const cudaDataType_t t = type == element_type::bf16 ? CUDA_R_16BF : CUDA_R_16F;
   const float one = 1.0f, zero = 0.0f;

@@ -42,8 +42,21 @@ struct device_allocations {
   }
 };
 
-/// y[t, o] = sum_i x[t, i] * w[o, i] on the tensor cores: x, w of element type `type` (bf16 or
-/// f16), float accumulation and output.
+/// What the projections run on: cuBLAS's tensor-core GEMM (the default) or, with
+/// KVACTOR_GEMM=plain, kvactor's plain kernel (decoder_ops.h's launch_plain_gemm), for
+/// compute-sanitizer's racecheck: it faults when cuBLAS's Hopper GEMM runs uninstrumented, so runs
+/// that instrument only kvactor's kernels or only some launches must not run cuBLAS.
+enum class projection_gemm { cublas, plain };
+
+/// KVACTOR_GEMM's value (nullptr when unset) as a choice: unset, "" or "cublas" is cuBLAS, "plain"
+/// the plain kernel; anything else is an error naming the variable and the value.
+cuda_status parse_projection_gemm(const char* value, projection_gemm* out);
+
+/// This process's choice, KVACTOR_GEMM read once; its error when the value is none of the above.
+cuda_status selected_projection_gemm(projection_gemm* out);
+
+/// y[t, o] = sum_i x[t, i] * w[o, i] on the tensor cores (or the plain kernel, see above): x, w of
+/// element type `type` (bf16 or f16), float accumulation and output, on the handle's stream.
 ///   w // [out, in]    x // [num_tokens, in]    y // [num_tokens, out]
 cuda_status gemm(cublasHandle_t handle, element_type type, const void* w, const void* x, float* y,
                  int32_t num_tokens, int32_t in, int32_t out);

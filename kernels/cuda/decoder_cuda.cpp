@@ -193,6 +193,8 @@ decoder_cuda_created decoder_cuda::create(decoder_spec spec, const decoder_cuda_
     s->sample_rows =
         options.max_sample_rows > 0 ? options.max_sample_rows : std::min(options.max_tokens, 256);
     auto build = [&]() -> cuda_status {
+      cuda_detail::projection_gemm projections{};
+      if (auto st = cuda_detail::selected_projection_gemm(&projections); !st) return st;
       KVACTOR_CUBLAS_CALL(cublasCreate(&s->blas));
       if (cuda_status st = make_weights(*s, s->opt.tied_lm_head); !st) return st;
       if (cuda_status st = make_frequencies(*s); !st) return st;

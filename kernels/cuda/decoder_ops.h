@@ -84,6 +84,15 @@ constexpr int32_t skinny_max_tokens = 4;
 cuda_status launch_skinny_gemm(const void* w, const void* x, float* y, int32_t num_tokens,
                                int32_t in, int32_t out, cudaStream_t stream);
 
+/// y[t, o] = sum_i float(x[t, i]) * float(w[o, i]) at any shape, without cuBLAS and without shared
+/// memory (plain_gemm.cu): the projections of a run under compute-sanitizer's racecheck
+/// (KVACTOR_GEMM=plain, cublas_gemm.h). Slow; a warp per output element.
+/// REQUIRES: num_tokens >= 0; in, out >= 1.
+///   w // [out, in] bf16 (f16 if !bf16)    x // [num_tokens, in] as w    y // [num_tokens, out]
+///   float
+cuda_status launch_plain_gemm(bool bf16, const void* w, const void* x, float* y, int32_t num_tokens,
+                              int32_t in, int32_t out, cudaStream_t stream);
+
 /// The MLP's first half for a few tokens in one pass: out[t, i] = bf16(act(gate_i . x_t) *
 /// (up_i . x_t)) with gate_i = gate_up row i and up_i = row inter + i, the same bits as
 /// launch_skinny_gemm followed by launch_gated_activation. REQUIRES as launch_skinny_gemm.
