@@ -19,9 +19,13 @@
 # ("kvactor": ours, not cuBLAS's or NCCL's), for tests that run no cuBLAS GEMM: under racecheck an
 # uninstrumented cuBLAS kernel (nvjet_sm90_*) draws "Internal Sanitizer Error: The Sanitizer
 # failed to handle a hardware exception." and an illegal-address error that fails the test, even
-# when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1), so
-# tests with GEMMs run with every kernel instrumented. KVACTOR_PDL=0 (read by kvactor) turns off
-# programmatic dependent launches. The tests' bounds on how long a diagnosis may take scale by
+# when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1, with or
+# without --check-warpgroup-mma, --check-bulk-copy or --racecheck-memcpy-async), so tests with
+# GEMMs run either with every kernel instrumented or with KVACTOR_GEMM=plain (read by kvactor: its
+# own plain GEMM kernel instead of cuBLAS's). KVACTOR_SANITIZE_WINDOWS=N:K checks each test in
+# K + 1 processes, each instrumenting one window of its launches (see windows() below; racecheck
+# needs KVACTOR_GEMM=plain there too). KVACTOR_PDL=0 (read by kvactor) turns off programmatic
+# dependent launches. The tests' bounds on how long a diagnosis may take scale by
 # KVACTOR_TEST_SLOWDOWN (set to 4 here). Known to fail under the tools whatever the code: tests
 # whose ranks wait for each other inside kernels (the tool runs one kernel at a time); tests that
 # compare the device's free memory before and after, beside other processes (name them in
@@ -65,10 +69,13 @@ if [ -n "${KVACTOR_SANITIZE_KERNELS:-}" ]; then
 fi
 
 # Tool $1 over the GPU tests that GoogleTest filter $3 selects, within the time limit, into log
-# $2; its peak host memory into $2's .rss when PEAK_RSS is set. Returns the sanitizer's status.
+# $2, with the tool options that follow; its peak host memory into $2's .rss when PEAK_RSS is set.
+# Returns the sanitizer's status.
 run_tool() {
   local tool=$1 log=$2 tests=$3 extra=() measure=()
+  shift 3
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  extra+=("$@")
   [ -n "${KVACTOR_SANITIZE_KERNELS:-}" ] && extra+=("${kernel_filter[@]}")
   local options=()
   read -ra options <<<"${KVACTOR_SANITIZE_OPTIONS:-}"
@@ -102,11 +109,15 @@ list_tests() {
     awk '/^[^ ]/ { suite = $1 } /^  [^ ]/ { print suite $1 }'
 }
 
-# One tool over test $2 alone, into $out/$1/TEST.log, and one line saying how it went.
+# One tool over test $2 alone, into $out/$1/TEST.log, and one line saying how it went; with a
+# window number $3 (KVACTOR_SANITIZE_WINDOWS), over that window's launches only, into
+# TEST.wN.log, and the line is indented (the test's own line comes from window_verdict).
 sanitize_test() {
-  local tool=$1 test=$2 log t0=$SECONDS
-  log=$out/$tool/${test//\//_}.log
-  run_tool "$tool" "$log" "$test"
+  local tool=$1 test=$2 window=${3:-} log t0=$SECONDS
+  log=$out/$tool/${test//\//_}${window:+.w$window}.log
+  local window_options=()
+  read -ra window_options <<<"$(window_options "$window")"
+  run_tool "$tool" "$log" "$test" "${window_options[@]}"
   local rc=$? verdict
   if [ $rc -eq 124 ]; then
     verdict="stopped at the limit"
@@ -125,16 +136,61 @@ sanitize_test() {
   else # no test result and no report: the process died (a signal, the tool's own error)
     verdict="crashed (exit $rc): $(grep -E "^========= (Error|Internal)" "$log" | head -n 1)"
   fi
-  echo "$tool $test: $verdict ($((SECONDS - t0)) s)" | tee "${log%.log}.verdict"
+  local who="$tool $test"
+  [ -n "$window" ] && who="  $test, window $window ($(window_range "$window"))"
+  echo "$who: $verdict ($((SECONDS - t0)) s)" | tee "${log%.log}.verdict"
+}
+
+# KVACTOR_SANITIZE_WINDOWS=N:K splits each test's launches into K windows of N (launches that
+# match the kernel filter, counted by the tool) and a last window of every launch after them:
+# K + 1 processes per test, each instrumenting its window only, so that a test too slow for the
+# tool as a whole is checked in parallel pieces, every launch in one of them (tests whose ranks
+# launch from several threads may order their launches differently from one run to the next, so
+# a launch near a window's edge may fall outside both windows there). Launches outside the window
+# run uninstrumented: under racecheck, with cuBLAS's GEMM replaced (KVACTOR_GEMM=plain), which
+# faults uninstrumented. The windows of the test, one per line; nothing without the variable.
+windows() {
+  [ -n "${KVACTOR_SANITIZE_WINDOWS:-}" ] || return 0
+  seq 0 "${KVACTOR_SANITIZE_WINDOWS#*:}"
+}
+# The launches of window $1, e.g. "launches 200-299" or "launches 300-".
+window_range() {
+  local n=${KVACTOR_SANITIZE_WINDOWS%%:*} k=${KVACTOR_SANITIZE_WINDOWS#*:}
+  if (($1 < k)); then echo "launches $(($1 * n))-$((($1 + 1) * n - 1))"; else
+    echo "launches $((k * n))-"; fi
+}
+# The tool options of window $1 on one line (none for no window).
+window_options() {
+  [ -n "$1" ] || return 0
+  local n=${KVACTOR_SANITIZE_WINDOWS%%:*} k=${KVACTOR_SANITIZE_WINDOWS#*:}
+  if (($1 < k)); then echo "--launch-skip $(($1 * n)) --launch-count $n"; else
+    echo "--launch-skip $((k * n))"; fi
+}
+
+# Test $2's verdict under tool $1 from its windows' verdicts: clean when every window is, else the
+# first window that is not, named.
+window_verdict() {
+  local tool=$1 test=$2 base w line worst=""
+  base=$out/$tool/${test//\//_}
+  for w in $(windows); do
+    line=$(cat "$base.w$w.verdict" 2>/dev/null) || line=": not started (budget)"
+    line=${line#*: }
+    if [[ $line != clean* ]]; then
+      worst="${line% (*} in window $w ($(window_range "$w"))"
+      break
+    fi
+  done
+  echo "$tool $test: ${worst:-clean (every one of $(windows | wc -l) windows)}" |
+    tee "$base.verdict"
 }
 
 # The tests listed on stdin under tool $1, $2 at a time; none started past the budget, and with
 # KVACTOR_SANITIZE_RESUME=1 none with a verdict from an earlier run into the same OUT_DIR.
 run_tests() {
   local tool=$1 at_once=$2 test verdict
-  while read -r test; do
+  while read -r test window; do
     [ -n "$test" ] || continue
-    verdict=$out/$tool/${test//\//_}.verdict
+    verdict=$out/$tool/${test//\//_}${window:+.w$window}.verdict
     if [ "${KVACTOR_SANITIZE_RESUME:-0}" = 1 ] && [ -f "$verdict" ]; then
       echo "$(cat "$verdict") [earlier run]"
       continue
@@ -142,12 +198,21 @@ run_tests() {
     # A free slot first, then the budget: a test that waited for its slot may find it spent.
     while (($(jobs -rp | wc -l) >= at_once)); do wait -n; done
     if ((SECONDS - start > budget)); then
-      echo "$tool $test: not started (budget)"
+      [ -z "$window" ] && echo "$tool $test: not started (budget)"
       continue
     fi
-    sanitize_test "$tool" "$test" &
+    sanitize_test "$tool" "$test" "$window" &
   done
   wait
+}
+
+# Tests on stdin, each followed by its windows' numbers when there are windows.
+with_windows() {
+  local test w
+  while read -r test; do
+    [ -n "${KVACTOR_SANITIZE_WINDOWS:-}" ] || { echo "$test"; continue; }
+    for w in $(windows); do echo "$test $w"; done
+  done
 }
 
 # Every selected test under the tool: `shards` at a time, then those KVACTOR_SANITIZE_ALONE
@@ -158,15 +223,18 @@ sanitize_per_test() {
   all=$(list_tests "$filter")
   [ -n "${KVACTOR_SANITIZE_ALONE:-}" ] &&
     alone=$(grep -Fx -f <(list_tests "$KVACTOR_SANITIZE_ALONE") <<<"$all")
-  grep -Fxv -f <(printf '%s\n' "$alone") <<<"$all" | run_tests "$tool" "$shards"
-  [ -z "$alone" ] || run_tests "$tool" 1 <<<"$alone"
+  grep -Fxv -f <(printf '%s\n' "$alone") <<<"$all" | with_windows | run_tests "$tool" "$shards"
+  [ -z "$alone" ] || with_windows <<<"$alone" | run_tests "$tool" 1
+  if [ -n "${KVACTOR_SANITIZE_WINDOWS:-}" ]; then
+    while read -r test; do window_verdict "$tool" "$test"; done <<<"$all"
+  fi
 }
 
 # How many tests of a per-test run ended each way, e.g. "40 clean, 2 without a CUDA call".
 tally() {
   local parts=() n pattern label
   while IFS='|' read -r pattern label; do
-    n=$(grep -c -- "$pattern" "$1")
+    n=$(grep -v '^ ' "$1" | grep -c -- "$pattern")
     [ "$n" -gt 0 ] && parts+=("$n $label")
   done <<'KINDS'
 : clean (|clean

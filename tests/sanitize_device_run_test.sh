@@ -5,7 +5,8 @@
 # kernel filter and the extra options passed to the tool, never more than SHARDS tests at once,
 # the tests that must run alone run after every other test has ended and one at a time, a second
 # call with KVACTOR_SANITIZE_RESUME=1 runs nothing the first judged, a spent budget starts
-# nothing, and a tool that takes no kernel filter is refused before any test.
+# nothing, windows of launches (KVACTOR_SANITIZE_WINDOWS) each get their own process and make one
+# verdict, and a tool that takes no kernel filter is refused before any test.
 #   usage: tests/sanitize_device_run_test.sh SOURCE_DIR
 set -uo pipefail
 root=${1:?usage: sanitize_device_run_test.sh SOURCE_DIR}
@@ -26,6 +27,7 @@ cat >"$dir/repo/.devpack/run.sh" <<'EOF'
 shift # the binary's name
 case "$*" in
 *--gtest_list_tests*A.clean:A.slow*) printf 'A.\n  clean\n  slow\n'; exit 0 ;;
+*--gtest_list_tests*A.clean:A.races*) printf 'A.\n  clean\n  races\n'; exit 0 ;;
 *--gtest_list_tests*)
   printf 'A.\n  clean\n  host_only\n  skips\n  fails\n  races\n  crashes\n  slow\n'; exit 0 ;;
 esac
@@ -52,7 +54,8 @@ if [ "$1" = --help ]; then [ -n "${NO_FILTER:-}" ] || echo "  --kernel-name arg 
 echo "$*" >>"${TOOL_LOG:?}"
 while [ $# -gt 0 ]; do
   case $1 in
-  --tool | --print-limit | --error-exitcode | --kernel-name | --leak-check | --racecheck-report)
+  --tool | --print-limit | --error-exitcode | --kernel-name | --leak-check | --racecheck-report | \
+    --launch-skip | --launch-count)
     shift 2 ;;
   *) break ;; esac
 done
@@ -95,6 +98,23 @@ out=$(KVACTOR_SANITIZE_RESUME=1 bash bench/sanitize_device_run.sh "$dir/out" 'A.
 # A budget already spent starts nothing, and says so per test.
 out=$(KVACTOR_SANITIZE_BUDGET=-1 bash bench/sanitize_device_run.sh "$dir/out2" 'A.*')
 grep -q "racecheck: 7 not started" <<<"$out" || fail "a spent budget still started tests: $out"
+
+# Windows of launches: three processes per test (two windows of 100 launches and the rest), each
+# instrumenting its own; a test is clean when all are, else the window that is not is named.
+: >"$dir/tool.log"
+out=$(KVACTOR_SANITIZE_WINDOWS=100:2 bash bench/sanitize_device_run.sh "$dir/out4" \
+  'A.clean:A.races')
+for want in "racecheck A.clean: clean (every one of 3 windows)" \
+  "racecheck A.races: reports (exit 3): ========= ERROR SUMMARY: 2 errors in window 0 (launches \
+0-99)" \
+  "racecheck: 1 clean, 1 with reports"; do
+  grep -qF "$want" <<<"$out" || fail "no \"$want\" in: $out"
+done
+for want in "--launch-skip 0 --launch-count 100 --print-limit" \
+  "--launch-skip 100 --launch-count 100 --print-limit" "--launch-skip 200 --print-limit"; do
+  [ "$(grep -c -- "$want" "$dir/tool.log")" -eq 2 ] ||
+    fail "not one \"$want\" per test: $(cat "$dir/tool.log")"
+done
 
 # A tool without a kernel filter is refused before any test runs.
 : >"$dir/tool.log"
