@@ -22,7 +22,7 @@
 # when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1, with or
 # without --check-warpgroup-mma, --check-bulk-copy or --racecheck-memcpy-async), so tests with
 # GEMMs run either with every kernel instrumented or with KVACTOR_GEMM=plain (read by kvactor: its
-# own plain GEMM kernel instead of cuBLAS's). KVACTOR_SANITIZE_WINDOWS=N:K checks each test in
+# own plain GEMM kernel instead of cuBLAS's; written to avoid the fault, not yet run under it). KVACTOR_SANITIZE_WINDOWS=N:K checks each test in
 # K + 1 processes, each instrumenting one window of its launches (see windows() below; racecheck
 # needs KVACTOR_GEMM=plain there too). KVACTOR_PDL=0 (read by kvactor) turns off programmatic
 # dependent launches. The tests' bounds on how long a diagnosis may take scale by
@@ -66,6 +66,26 @@ if [ -n "${KVACTOR_SANITIZE_KERNELS:-}" ]; then
     exit 2
   }
   echo "sanitize: only kernels named *$KVACTOR_SANITIZE_KERNELS* (${kernel_filter[*]})"
+fi
+
+# Windows: N launches (N >= 1, the tool takes a count of 0 for "every launch"), K windows before
+# the last; per test only; not with initcheck, which would report reads of what the launches
+# outside a window wrote.
+if [ -n "${KVACTOR_SANITIZE_WINDOWS:-}" ]; then
+  [[ $KVACTOR_SANITIZE_WINDOWS =~ ^[1-9][0-9]*:[0-9]+$ ]] || {
+    echo "sanitize: KVACTOR_SANITIZE_WINDOWS=$KVACTOR_SANITIZE_WINDOWS: expected N:K (N >= 1" \
+      "launches a window, K windows before the last)" >&2
+    exit 2
+  }
+  [ "${KVACTOR_SANITIZE_PER_TEST:-0}" = 1 ] || {
+    echo "sanitize: KVACTOR_SANITIZE_WINDOWS needs KVACTOR_SANITIZE_PER_TEST=1" >&2
+    exit 2
+  }
+  [[ " ${KVACTOR_SANITIZE_TOOLS:-memcheck racecheck initcheck} " != *" initcheck "* ]] || {
+    echo "sanitize: no windows with initcheck: it would report reads of what uninstrumented" \
+      "launches wrote; leave initcheck out of KVACTOR_SANITIZE_TOOLS" >&2
+    exit 2
+  }
 fi
 
 # Tool $1 over the GPU tests that GoogleTest filter $3 selects, within the time limit, into log
@@ -167,21 +187,40 @@ window_options() {
     echo "--launch-skip $((k * n))"; fi
 }
 
-# Test $2's verdict under tool $1 from its windows' verdicts: clean when every window is, else the
-# first window that is not, named.
+# How bad window verdict $1 is: 0 for reports, then crashed, failed, stopped, not started,
+# skipped, no CUDA call; clean is not asked.
+severity() {
+  case $1 in
+  reports*) echo 0 ;; crashed*) echo 1 ;; "test failed"*) echo 2 ;; stopped*) echo 3 ;;
+  "not started"*) echo 4 ;; skipped*) echo 5 ;; *) echo 6 ;;
+  esac
+}
+
+# Test $2's verdict under tool $1 from its windows' verdicts: clean when every window is, else
+# the worst window's verdict, naming it, and the other windows that are not clean; kept in
+# TEST.verdict (which a resumed run trusts) only when every window has a verdict of its own.
 window_verdict() {
-  local tool=$1 test=$2 base w line worst=""
+  local tool=$1 test=$2 base w line judged=1 bad=() worst others=""
   base=$out/$tool/${test//\//_}
   for w in $(windows); do
-    line=$(cat "$base.w$w.verdict" 2>/dev/null) || line=": not started (budget)"
+    line="not started (budget)"
+    if [ -f "$base.w$w.verdict" ]; then line=$(cat "$base.w$w.verdict"); else judged=0; fi
     line=${line#*: }
-    if [[ $line != clean* ]]; then
-      worst="${line% (*} in window $w ($(window_range "$w"))"
-      break
-    fi
+    [[ $line == clean* ]] || bad+=("$(severity "$line")|$w|${line% (*}")
   done
-  echo "$tool $test: ${worst:-clean (every one of $(windows | wc -l) windows)}" |
-    tee "$base.verdict"
+  if [ ${#bad[@]} -eq 0 ]; then
+    line="clean (every one of $(windows | wc -l) windows)"
+  else
+    mapfile -t bad < <(printf '%s\n' "${bad[@]}" | sort -t'|' -k1,1n -k2,2n)
+    worst=${bad[0]#*|}
+    line="${worst#*|} in window ${worst%%|*} ($(window_range "${worst%%|*}"))"
+    for w in "${bad[@]:1}"; do
+      w=${w#*|}
+      others+="${others:+, }window ${w%%|*} (${w#*|})"
+    done
+    line+="${others:+; also not clean: $others}"
+  fi
+  echo "$tool $test: $line" | if ((judged)); then tee "$base.verdict"; else cat; fi
 }
 
 # The tests listed on stdin under tool $1, $2 at a time; none started past the budget, and with
@@ -210,6 +249,7 @@ run_tests() {
 with_windows() {
   local test w
   while read -r test; do
+    [ -n "$test" ] || continue
     [ -n "${KVACTOR_SANITIZE_WINDOWS:-}" ] || { echo "$test"; continue; }
     for w in $(windows); do echo "$test $w"; done
   done
@@ -226,7 +266,9 @@ sanitize_per_test() {
   grep -Fxv -f <(printf '%s\n' "$alone") <<<"$all" | with_windows | run_tests "$tool" "$shards"
   [ -z "$alone" ] || with_windows <<<"$alone" | run_tests "$tool" 1
   if [ -n "${KVACTOR_SANITIZE_WINDOWS:-}" ]; then
-    while read -r test; do window_verdict "$tool" "$test"; done <<<"$all"
+    while read -r test; do
+      [ -z "$test" ] || window_verdict "$tool" "$test"
+    done <<<"$all"
   fi
 }
 

@@ -27,13 +27,22 @@ cat >"$dir/repo/.devpack/run.sh" <<'EOF'
 shift # the binary's name
 case "$*" in
 *--gtest_list_tests*A.clean:A.slow*) printf 'A.\n  clean\n  slow\n'; exit 0 ;;
-*--gtest_list_tests*A.clean:A.races*) printf 'A.\n  clean\n  races\n'; exit 0 ;;
+*--gtest_list_tests*A.clean:A.races*) printf 'A.\n  clean\n  races\n  mixed\n'; exit 0 ;;
 *--gtest_list_tests*)
   printf 'A.\n  clean\n  host_only\n  skips\n  fails\n  races\n  crashes\n  slow\n'; exit 0 ;;
 esac
 name=${*##*=}
 echo "start $name" >>"${EVENTS:?}"
 [ "$name" = A.slow ] && exec sleep 30
+# Under windows (WINDOW_SKIP, from the tool): A.races races in window 1 only; A.mixed outlasts
+# the limit in window 0, races in window 2 and is clean in window 1.
+if [ -n "${WINDOW_SKIP:-}" ]; then
+  case $name:$WINDOW_SKIP in
+  A.races:100 | A.mixed:200) name=A.races ;;
+  A.mixed:0) exec sleep 30 ;;
+  *) name=A.clean ;;
+  esac
+fi
 sleep 0.3
 echo "end $name" >>"$EVENTS"
 case $name in
@@ -53,6 +62,7 @@ cat >"$dir/tool.sh" <<'EOF'
 if [ "$1" = --help ]; then [ -n "${NO_FILTER:-}" ] || echo "  --kernel-name arg   filter"; exit 0; fi
 echo "$*" >>"${TOOL_LOG:?}"
 while [ $# -gt 0 ]; do
+  [ "$1" = --launch-skip ] && export WINDOW_SKIP=$2
   case $1 in
   --tool | --print-limit | --error-exitcode | --kernel-name | --leak-check | --racecheck-report | \
     --launch-skip | --launch-count)
@@ -100,21 +110,43 @@ out=$(KVACTOR_SANITIZE_BUDGET=-1 bash bench/sanitize_device_run.sh "$dir/out2" '
 grep -q "racecheck: 7 not started" <<<"$out" || fail "a spent budget still started tests: $out"
 
 # Windows of launches: three processes per test (two windows of 100 launches and the rest), each
-# instrumenting its own; a test is clean when all are, else the window that is not is named.
+# instrumenting its own; a test is clean when all are, else the worst window is named (a race
+# before a window that outlasts the limit), and the others that are not clean are listed.
 : >"$dir/tool.log"
-out=$(KVACTOR_SANITIZE_WINDOWS=100:2 bash bench/sanitize_device_run.sh "$dir/out4" \
-  'A.clean:A.races')
+out=$(KVACTOR_SANITIZE_WINDOWS=100:2 KVACTOR_SANITIZE_LIMIT=2 bash bench/sanitize_device_run.sh \
+  "$dir/out4" 'A.clean:A.races')
 for want in "racecheck A.clean: clean (every one of 3 windows)" \
-  "racecheck A.races: reports (exit 3): ========= ERROR SUMMARY: 2 errors in window 0 (launches \
-0-99)" \
-  "racecheck: 1 clean, 1 with reports"; do
+  "racecheck A.races: reports (exit 3): ========= ERROR SUMMARY: 2 errors in window 1 (launches \
+100-199)" \
+  "racecheck A.mixed: reports (exit 3): ========= ERROR SUMMARY: 2 errors in window 2 (launches \
+200-); also not clean: window 0 (stopped at the limit)" \
+  "racecheck: 1 clean, 2 with reports"; do
   grep -qF "$want" <<<"$out" || fail "no \"$want\" in: $out"
 done
 for want in "--launch-skip 0 --launch-count 100 --print-limit" \
   "--launch-skip 100 --launch-count 100 --print-limit" "--launch-skip 200 --print-limit"; do
-  [ "$(grep -c -- "$want" "$dir/tool.log")" -eq 2 ] ||
+  [ "$(grep -c -- "$want" "$dir/tool.log")" -eq 3 ] ||
     fail "not one \"$want\" per test: $(cat "$dir/tool.log")"
 done
+
+# Windows that never started leave the test without a verdict: a resumed run checks it.
+KVACTOR_SANITIZE_WINDOWS=100:2 KVACTOR_SANITIZE_BUDGET=-1 KVACTOR_SANITIZE_RESUME=1 \
+  bash bench/sanitize_device_run.sh "$dir/out5" 'A.clean:A.races' >/dev/null
+: >"$dir/tool.log"
+out=$(KVACTOR_SANITIZE_RESUME=1 bash bench/sanitize_device_run.sh "$dir/out5" 'A.clean:A.races')
+[ "$(wc -l <"$dir/tool.log")" -eq 3 ] || fail "the resumed run did not check all three: $out"
+
+# Windows refuse a malformed size and initcheck, before any test.
+: >"$dir/tool.log"
+for bad in "KVACTOR_SANITIZE_WINDOWS=100|expected N:K" "KVACTOR_SANITIZE_WINDOWS=0:2|expected N:K" \
+  "KVACTOR_SANITIZE_TOOLS=initcheck|no windows with initcheck"; do
+  if out=$(env KVACTOR_SANITIZE_WINDOWS=100:2 "${bad%%|*}" bash bench/sanitize_device_run.sh \
+    "$dir/out6" 'A.*' 2>&1); then
+    fail "${bad%%|*} was accepted: $out"
+  fi
+  grep -qF "${bad#*|}" <<<"$out" || fail "${bad%%|*}: the refusal says: $out"
+done
+[ ! -s "$dir/tool.log" ] || fail "tests ran with refused windows: $(cat "$dir/tool.log")"
 
 # A tool without a kernel filter is refused before any test runs.
 : >"$dir/tool.log"
