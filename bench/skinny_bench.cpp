@@ -162,6 +162,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 32));
   app.add_option("--replays", replays, "timed replays per figure")->check(CLI::Range(3, 1000));
   CLI11_PARSE(app, argc, argv);
+  // Its baseline is cuBLAS: under KVACTOR_GEMM=plain that column would time the plain kernel.
+  kvactor::kernels::cuda_detail::projection_gemm gemm{};
+  if (!kvactor::kernels::cuda_detail::selected_projection_gemm(&gemm).ok()
+      || gemm != kvactor::kernels::cuda_detail::projection_gemm::cublas) {
+    std::fprintf(stderr, "kvactor_skinny_bench: unset KVACTOR_GEMM (its baseline is cuBLAS)\n");
+    return 2;
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("kvactor_skinny_bench: no CUDA device; nothing measured\n");

@@ -1,6 +1,7 @@
 // decoder_cuda: validation, the device layout of the weights, allocation; accessors.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <type_traits>
@@ -187,14 +188,17 @@ decoder_cuda_created decoder_cuda::create(decoder_spec spec, const decoder_cuda_
   try {
     out.status = check_spec(spec, options);
     if (!out.status) return out;
+    // KVACTOR_GEMM as it is now (the projections read it once per process): a typo is refused
+    // here, before any device work, rather than at the first step.
+    cuda_detail::projection_gemm projections{};
+    out.status = cuda_detail::parse_projection_gemm(std::getenv("KVACTOR_GEMM"), &projections);
+    if (!out.status) return out;
     auto s = std::make_unique<impl>();
     s->spec = std::move(spec);
     s->opt = options;
     s->sample_rows =
         options.max_sample_rows > 0 ? options.max_sample_rows : std::min(options.max_tokens, 256);
     auto build = [&]() -> cuda_status {
-      cuda_detail::projection_gemm projections{};
-      if (auto st = cuda_detail::selected_projection_gemm(&projections); !st) return st;
       KVACTOR_CUBLAS_CALL(cublasCreate(&s->blas));
       if (cuda_status st = make_weights(*s, s->opt.tied_lm_head); !st) return st;
       if (cuda_status st = make_frequencies(*s); !st) return st;

@@ -361,5 +361,24 @@ TEST(DecoderCudaChecks, RefusesHeadsThatDoNotGroupNamingThem) {
       << made.status.message();
 }
 
+// KVACTOR_GEMM is checked when a decoder is made, before any device work (no GPU needed): a
+// value other than cublas or plain is refused, naming the variable and the value.
+TEST(DecoderCudaChecks, RefusesAnUnknownKvactorGemmNamingIt) {
+  const char* was = std::getenv("KVACTOR_GEMM");
+  const std::string saved = was != nullptr ? was : "";
+  ::setenv("KVACTOR_GEMM", "cuBLAS", 1);
+  const auto made = create_with_heads(2, 1, 64);
+  if (was != nullptr)
+    ::setenv("KVACTOR_GEMM", saved.c_str(), 1);
+  else
+    ::unsetenv("KVACTOR_GEMM");
+  EXPECT_EQ(made.decoder, nullptr);
+  EXPECT_EQ(made.status.code(), cudaErrorInvalidValue);
+  EXPECT_NE(made.status.message().find("KVACTOR_GEMM=\"cuBLAS\": expected cublas (the default) "
+                                       "or plain"),
+            std::string::npos)
+      << made.status.message();
+}
+
 } // namespace
 } // namespace kvactor::kernels::gpu_test

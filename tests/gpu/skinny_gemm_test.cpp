@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -145,23 +146,30 @@ TEST(SkinnyGemm, ARowsBitsDoNotDependOnTheOtherRows) {
         << "token " << t;
 }
 
-// Any shape the decoder asks for: rows of 7 or 1000 elements (no multiple of 8), a whole
-// prompt of 300 tokens (more outputs than the grid's warps: the kernel strides), a lone token;
-// outputs poisoned first, so a skipped one shows as NaN.
+// Any shape the decoder asks for: rows of 7 or 999 elements (no multiple of 8), a whole prompt of
+// 300 tokens (more outputs than the grid's warps: the kernel strides), a lone token; outputs and
+// 64 floats past them poisoned first, so a skipped output shows as NaN and a write past the end
+// as a changed guard.
 TEST(PlainGemm, EveryOutputEqualsTheHostDotProductAtAnyShape) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   const std::vector<projection_case> cases{
-      {1, 8, 3}, {5, 7, 9}, {17, 1000, 65}, {300, 128, 384}, {2, 4096, 301}};
+      {1, 8, 3}, {5, 7, 9}, {17, 999, 65}, {300, 128, 384}, {2, 4096, 301}};
   for (const element_type type : {element_type::bf16, element_type::f16})
     for (const auto& c : cases) {
       const projection_inputs d(c.tokens, c.in, c.out, static_cast<uint32_t>(c.tokens + c.out),
                                 type);
-      device_array<float> y(static_cast<size_t>(c.tokens) * c.out);
+      const size_t n = static_cast<size_t>(c.tokens) * c.out, guard = 64;
+      device_array<float> y(n + guard);
       y.fill_bytes(0xff);
       ASSERT_CUDA_OK(launch_plain_gemm(type == element_type::bf16, d.w->get(), d.x->get(), y.get(),
                                        c.tokens, c.in, c.out, nullptr));
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      EXPECT_EQ(wrong_outputs(d, c, y.download()), 0)
+      auto got = y.download();
+      const std::vector<uint32_t> poison(guard, 0xffffffffu);
+      EXPECT_EQ(0, std::memcmp(got.data() + n, poison.data(), guard * sizeof(float)))
+          << "a write past the outputs: " << to_string(type) << " tokens " << c.tokens;
+      got.resize(n);
+      EXPECT_EQ(wrong_outputs(d, c, got), 0)
           << to_string(type) << " tokens " << c.tokens << " in " << c.in << " out " << c.out;
     }
 }
