@@ -5,6 +5,8 @@
 #   bash bench/detached.sh start DIR -- COMMAND [ARGS...]   # returns at once
 #   bash bench/detached.sh status DIR [OUT]                 # running or finished, the log's tail;
 #                                                           # once finished, DIR is copied to OUT
+#   bash bench/detached.sh wait SECONDS DIR [OUT]           # status once finished, or after
+#                                                           # SECONDS (a call's share of its 600 s)
 # DIR (outside the repository copy, e.g. /tmp/soak) receives pid, log and, when the command ends,
 # exit (its status). status exits 0 when finished, 3 while running, 4 when the process is gone
 # without having written its status (killed with the call that started it, or the machine is a
@@ -12,7 +14,7 @@
 set -uo pipefail
 
 usage() {
-  echo "usage: $0 start DIR -- COMMAND [ARGS...] | status DIR [OUT]" >&2
+  echo "usage: $0 start DIR -- COMMAND [ARGS...] | status DIR [OUT] | wait SECONDS DIR [OUT]" >&2
   exit 2
 }
 
@@ -59,6 +61,18 @@ status() {
   exit 4
 }
 
+# status DIR [OUT] once the command has finished or gone, or after $1 seconds, whichever is first.
+wait_then_status() {
+  local seconds=$1 dir=$2 t0=$SECONDS
+  [[ $seconds =~ ^[0-9]+$ ]] || usage
+  while ((SECONDS - t0 < seconds)) && [ ! -f "$dir/exit" ] && [ -f "$dir/pid" ] &&
+    kill -0 "$(cat "$dir/pid")" 2>/dev/null; do
+    sleep 1
+  done
+  shift
+  status "$@"
+}
+
 case ${1:-} in
 start)
   [ $# -ge 2 ] || usage
@@ -69,6 +83,11 @@ status)
   [ $# -ge 2 ] || usage
   shift
   status "$@"
+  ;;
+wait)
+  [ $# -ge 3 ] || usage
+  shift
+  wait_then_status "$@"
   ;;
 *) usage ;;
 esac

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/detached.sh, which the device runs use for work longer than one command: a finished
 # command's status, log and copy; a second start refused while the first runs; a process killed
-# without writing its status reported gone.
+# without writing its status reported gone; wait returning when the command ends, or after its
+# seconds while it runs.
 #   usage: tests/detached_test.sh SOURCE_DIR
 set -uo pipefail
 root=${1:?usage: detached_test.sh SOURCE_DIR}
@@ -39,4 +40,18 @@ rc=0
 out=$(bash "$detached" status "$dir/b") || rc=$?
 [ $rc -eq 4 ] || fail "a killed command's status exited $rc, not 4: $out"
 grep -q "^gone" <<<"$out" || fail "status says: $out"
+
+# wait: returns as soon as the command ends (well before its SECONDS), with its status; or after
+# SECONDS while it still runs.
+bash "$detached" start "$dir/c" -- bash -c 'sleep 1; echo done waiting' >/dev/null
+t0=$SECONDS
+out=$(bash "$detached" wait 60 "$dir/c" "$dir/copy_c") || fail "wait on a finished command: $out"
+((SECONDS - t0 < 30)) || fail "wait did not return when the command ended"
+grep -q "finished with status 0" <<<"$out" || fail "wait says: $out"
+grep -q "done waiting" "$dir/copy_c/log" || fail "wait did not copy the log to OUT"
+bash "$detached" start "$dir/b" -- sleep 60 >/dev/null
+rc=0
+bash "$detached" wait 2 "$dir/b" >/dev/null || rc=$?
+[ $rc -eq 3 ] || fail "wait on a command still running exited $rc, not 3"
+bash "$detached" wait soon "$dir/b" 2>/dev/null && fail "wait took a duration that is no number"
 echo "detached_test: ok"
