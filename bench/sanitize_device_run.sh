@@ -129,36 +129,59 @@ list_tests() {
     awk '/^[^ ]/ { suite = $1 } /^  [^ ]/ { print suite $1 }'
 }
 
-# One tool over test $2 alone, into $out/$1/TEST.log, and one line saying how it went; with a
-# window number $3 (KVACTOR_SANITIZE_WINDOWS), over that window's launches only, into
-# TEST.wN.log, and the line is indented (the test's own line comes from window_verdict).
+# One tool over test $2 alone, into $out/$1/TEST.log, and one line saying how it went, with the
+# peak host memory of its largest process; with a window number $3 (KVACTOR_SANITIZE_WINDOWS),
+# over that window's launches only, into TEST.wN.log, and the line is indented (the test's own
+# line comes from window_verdict).
 sanitize_test() {
-  local tool=$1 test=$2 window=${3:-} log t0=$SECONDS
+  local tool=$1 test=$2 window=${3:-} log t0=$SECONDS peak=""
   log=$out/$tool/${test//\//_}${window:+.w$window}.log
   local window_options=()
   read -ra window_options <<<"$(window_options "$window")"
-  run_tool "$tool" "$log" "$test" "${window_options[@]}"
+  [ -x /usr/bin/time ] && peak=1
+  PEAK_RSS=$peak run_tool "$tool" "$log" "$test" "${window_options[@]}"
   local rc=$? verdict
-  if [ $rc -eq 124 ]; then
-    verdict="stopped at the limit"
-  elif grep -q '^\[  FAILED' "$log"; then
-    verdict="test failed (the tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1 |
-      sed 's/^========= //'))"
-  elif grep -q '^\[  SKIPPED' "$log"; then
-    verdict="skipped by the test"
-  elif grep -q '^\[  PASSED' "$log" &&
-    grep -q "terminated before first instrumented API call" "$log"; then
-    verdict="no CUDA call (a host check: nothing for the tool)"
-  elif [ $rc -eq 0 ] && grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$log"; then
-    verdict=clean
-  elif [ $rc -eq 3 ]; then # --error-exitcode: the tool found something
-    verdict="reports (exit $rc): $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1)"
-  else # no test result and no report: the process died (a signal, the tool's own error)
-    verdict="crashed (exit $rc): $(grep -E "^========= (Error|Internal)" "$log" | head -n 1)"
-  fi
+  verdict=$(verdict_of "$rc" "$log")
   local who="$tool $test"
   [ -n "$window" ] && who="  $test, window $window ($(window_range "$window"))"
-  echo "$who: $verdict ($((SECONDS - t0)) s)" | tee "${log%.log}.verdict"
+  echo "$who: $verdict ($((SECONDS - t0)) s$(memory_note "${log%.log}.rss"))" |
+    tee "${log%.log}.verdict"
+}
+
+# How a test's run under the tool ended, from the tool's status $1 and its log $2.
+verdict_of() {
+  local rc=$1 log=$2
+  if [ "$rc" -eq 124 ]; then
+    echo "stopped at the limit"
+  elif grep -q '^\[  FAILED' "$log"; then
+    echo "test failed (the tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1 |
+      sed 's/^========= //'))"
+  elif grep -q '^\[  SKIPPED' "$log"; then
+    echo "skipped by the test"
+  elif grep -q '^\[  PASSED' "$log" &&
+    grep -q "terminated before first instrumented API call" "$log"; then
+    echo "no CUDA call (a host check: nothing for the tool)"
+  elif [ "$rc" -eq 0 ] && grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$log"; then
+    echo clean
+  elif [ "$rc" -eq 3 ]; then # --error-exitcode: the tool found something
+    echo "reports (exit $rc): $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1)"
+  else # no test result and no report: the process died (a signal, the tool's own error)
+    echo "crashed (exit $rc): $(grep -E "^========= (Error|Internal)" "$log" | head -n 1)$(oom_note)"
+  fi
+}
+
+# ", peak RSS N.N GiB" from /usr/bin/time's file $1, when there is one.
+memory_note() {
+  [ -s "$1" ] || return 0
+  awk '/^peak RSS [0-9]+ kB/ { printf ", peak RSS %.1f GiB", $3 / 1048576 }' "$1"
+}
+
+# For a process that died: the kernel's last OOM kill, when its log is readable here (the kills
+# of 2026-12-06 went unexplained for want of it).
+oom_note() {
+  local line
+  line=$(dmesg 2>/dev/null | grep -iE "out of memory|oom-kill|killed process" | tail -n 1)
+  [ -z "$line" ] || echo "; the kernel's log: ${line:0:160}"
 }
 
 # KVACTOR_SANITIZE_WINDOWS=N:K splits each test's launches into K windows of N (launches that

@@ -71,24 +71,35 @@ while [ $# -gt 0 ]; do
 done
 exec "$@"
 EOF
-chmod +x "$dir/tool.sh" "$dir/repo/.devpack/run.sh"
+# The kernel's log, as dmesg prints it after an OOM kill.
+mkdir -p "$dir/bin"
+printf '#!/bin/sh\necho "[ 9.1] Out of memory: Killed process 4242 (kvactor_gpu_te)"\n' \
+  >"$dir/bin/dmesg"
+chmod +x "$dir/tool.sh" "$dir/repo/.devpack/run.sh" "$dir/bin/dmesg"
 export KVACTOR_SANITIZER=$dir/tool.sh TOOL_LOG=$dir/tool.log EVENTS=$dir/events.log
 export KVACTOR_SANITIZE_PER_TEST=1 KVACTOR_SANITIZE_TOOLS=racecheck KVACTOR_SANITIZE_SHARDS=3
 cd "$dir/repo" || fail "no copy"
 events() { cat "$dir/events.log"; }
 
 # The first call: the slow test stops at the limit.
-out=$(KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_LIMIT=2 KVACTOR_SANITIZE_RESUME=1 \
+out=$(PATH="$dir/bin:$PATH" KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_LIMIT=2 \
+  KVACTOR_SANITIZE_RESUME=1 \
   KVACTOR_SANITIZE_OPTIONS="--racecheck-report hazard" KVACTOR_SANITIZE_ALONE='A.clean:A.slow' \
   bash bench/sanitize_device_run.sh "$dir/out" 'A.*')
 for want in "A.clean: clean" "A.host_only: no CUDA call" "A.skips: skipped by the test" \
   "A.fails: test failed (the tool: ERROR SUMMARY: 0 errors)" "A.races: reports (exit 3)" \
-  "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error" \
+  "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error: a hardware exception; the \
+kernel's log: [ 9.1] Out of memory: Killed process 4242 (kvactor_gpu_te)" \
   "A.slow: stopped at the limit" \
   "racecheck: 1 clean, 1 without a CUDA call, 1 skipped, 1 failed, 1 stopped at the limit, 1 with reports, 1 crashed"; do
   grep -qF "$want" <<<"$out" || fail "no \"$want\" in: $out"
 done
 grep -q -- "--kernel-name kns=kvactor" "$dir/tool.log" || fail "the tool never got the kernel filter"
+# Each test's peak host memory, where /usr/bin/time is there to measure it.
+if [ -x /usr/bin/time ]; then
+  [ "$(grep -cE ' s, peak RSS [0-9]+\.[0-9] GiB\)' <<<"$out")" -eq 7 ] ||
+    fail "not every verdict gives the peak RSS: $out"
+fi
 [ "$(grep -c -- "--racecheck-report hazard --print-limit" "$dir/tool.log")" -eq 7 ] ||
   fail "not every test's tool got KVACTOR_SANITIZE_OPTIONS: $(cat "$dir/tool.log")"
 [ "$(grep -c '^start' "$dir/events.log")" -eq 7 ] || fail "not every test ran: $(events)"
