@@ -88,8 +88,7 @@ cuda_status launch_skinny_gemm(const void* w, const void* x, float* y, int32_t n
 /// memory (plain_gemm.cu): the projections of a run under compute-sanitizer's racecheck
 /// (KVACTOR_GEMM=plain, cublas_gemm.h). Slow; a warp per output element.
 /// REQUIRES: num_tokens >= 0; in, out >= 1.
-///   w // [out, in] bf16 (f16 if !bf16)    x // [num_tokens, in] as w    y // [num_tokens, out]
-///   float
+///   w // [out, in] bf16 (or f16)    x // [num_tokens, in] as w    y // [num_tokens, out] float
 cuda_status launch_plain_gemm(bool bf16, const void* w, const void* x, float* y, int32_t num_tokens,
                               int32_t in, int32_t out, cudaStream_t stream);
 
