@@ -190,8 +190,9 @@ oom_note() {
 # tool as a whole is checked in parallel pieces, every launch in one of them (tests whose ranks
 # launch from several threads may order their launches differently from one run to the next, so
 # a launch near a window's edge may fall outside both windows there). Launches outside the window
-# run uninstrumented: under racecheck, with cuBLAS's GEMM replaced (KVACTOR_GEMM=plain), which
-# faults uninstrumented. The windows of the test, one per line; nothing without the variable.
+# run uninstrumented, so under racecheck set KVACTOR_GEMM=plain: cuBLAS's GEMM makes the tool
+# fault when it runs uninstrumented. The windows of a test, one per line; none without the
+# variable.
 windows() {
   [ -n "${KVACTOR_SANITIZE_WINDOWS:-}" ] || return 0
   seq 0 "${KVACTOR_SANITIZE_WINDOWS#*:}"
