@@ -9,6 +9,7 @@
 
 #include "decoder_cuda_impl.h"
 #include "decoder_ops.h"
+#include "pdl_scope.h"
 
 namespace kvactor::kernels {
 namespace {
@@ -164,6 +165,21 @@ cuda_status make_activations(decoder_cuda::impl& s) {
   return {};
 }
 
+// KVACTOR_GEMM and KVACTOR_PDL as they are now (the launches read them once per process): a typo
+// is refused when a decoder is made, before any device work, rather than taken for the default.
+cuda_status check_environment() {
+  cuda_detail::projection_gemm projections{};
+  if (auto st = cuda_detail::parse_projection_gemm(std::getenv("KVACTOR_GEMM"), &projections); !st)
+    return st;
+  cuda_detail::pdl_scope pdl{};
+  const char* value = std::getenv("KVACTOR_PDL");
+  if (!cuda_detail::parse_pdl_scope(value, &pdl))
+    return cuda_status::failure(cudaErrorInvalidValue,
+                                std::string("KVACTOR_PDL=\"") + value
+                                    + "\": expected 1 (the default), 0 or eager");
+  return {};
+}
+
 } // namespace
 
 attention_params decoder_cuda::impl::attention(size_t layer) const {
@@ -188,10 +204,7 @@ decoder_cuda_created decoder_cuda::create(decoder_spec spec, const decoder_cuda_
   try {
     out.status = check_spec(spec, options);
     if (!out.status) return out;
-    // KVACTOR_GEMM as it is now (the projections read it once per process): a typo is refused
-    // here, before any device work, rather than at the first step.
-    cuda_detail::projection_gemm projections{};
-    out.status = cuda_detail::parse_projection_gemm(std::getenv("KVACTOR_GEMM"), &projections);
+    out.status = check_environment();
     if (!out.status) return out;
     auto s = std::make_unique<impl>();
     s->spec = std::move(spec);

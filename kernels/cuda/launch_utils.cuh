@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "attention_args.h"
+#include "pdl_scope.h"
 
 namespace kvactor::kernels::cuda_detail {
 
@@ -46,16 +47,28 @@ cuda_status dispatch_head_size(const char* kernel, int32_t head_size, F&& f) {
   return detail::invalid_cuda_argument(kernel, ": head_size ", head_size, " is not instantiated");
 }
 
-/// Whether launches may be programmatic dependents. KVACTOR_PDL=0 makes every launch a plain one
-/// (a kernel starts once the previous one has ended, and its griddepcontrol instructions do
-/// nothing): for tools that cannot follow overlapping kernels, and to tell a fault of the overlap
-/// from one of a kernel. Read once per process.
-inline bool pdl_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("KVACTOR_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+/// This process's KVACTOR_PDL (pdl_scope.h), read once; a value it does not know counts as unset
+/// here (decoder_cuda::create refuses it).
+inline pdl_scope pdl_setting() {
+  static const pdl_scope scope = [] {
+    pdl_scope s = pdl_scope::everywhere;
+    parse_pdl_scope(std::getenv("KVACTOR_PDL"), &s);
+    return s;
   }();
-  return allowed;
+  return scope;
+}
+
+/// Whether a launch on `stream` may be a programmatic dependent under KVACTOR_PDL.
+inline bool pdl_allowed(cudaStream_t stream) {
+  switch (pdl_setting()) {
+  case pdl_scope::nowhere: return false;
+  case pdl_scope::eager: {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(stream, &capture) == cudaSuccess
+           && capture == cudaStreamCaptureStatusNone;
+  }
+  default: return true;
+  }
 }
 
 /// kernel<<<grid, threads, smem, stream>>>(args...), as a programmatic dependent launch when pdl
@@ -73,7 +86,7 @@ cudaError_t launch_ex(void (*kernel)(Params...), dim3 grid, unsigned threads, si
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl && pdl_allowed() ? 1 : 0;
+  cfg.numAttrs = pdl && pdl_allowed(stream) ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
 }
 

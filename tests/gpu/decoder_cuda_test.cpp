@@ -17,9 +17,12 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../../kernels/cuda/pdl_scope.h"
 #include "../model/decoder_runner.hpp"
 #include "decoder_fixtures.hpp"
 #include "gpu_support.hpp"
@@ -361,23 +364,54 @@ TEST(DecoderCudaChecks, RefusesHeadsThatDoNotGroupNamingThem) {
       << made.status.message();
 }
 
-// KVACTOR_GEMM is checked when a decoder is made, before any device work (no GPU needed): a
-// value other than cublas or plain is refused, naming the variable and the value.
-TEST(DecoderCudaChecks, RefusesAnUnknownKvactorGemmNamingIt) {
-  const char* was = std::getenv("KVACTOR_GEMM");
+// A decoder made while environment variable `name` is `value` (restored after).
+decoder_cuda_created create_with_variable(const char* name, const char* value) {
+  const char* was = std::getenv(name);
   const std::string saved = was != nullptr ? was : "";
-  ::setenv("KVACTOR_GEMM", "cuBLAS", 1);
-  const auto made = create_with_heads(2, 1, 64);
+  ::setenv(name, value, 1);
+  auto made = create_with_heads(2, 1, 64);
   if (was != nullptr)
-    ::setenv("KVACTOR_GEMM", saved.c_str(), 1);
+    ::setenv(name, saved.c_str(), 1);
   else
-    ::unsetenv("KVACTOR_GEMM");
+    ::unsetenv(name);
+  return made;
+}
+
+// No decoder, and an argument error whose message holds `text`.
+void expect_refused_naming(const decoder_cuda_created& made, const std::string& text) {
   EXPECT_EQ(made.decoder, nullptr);
   EXPECT_EQ(made.status.code(), cudaErrorInvalidValue);
-  EXPECT_NE(made.status.message().find("KVACTOR_GEMM=\"cuBLAS\": expected cublas (the default) "
-                                       "or plain"),
-            std::string::npos)
-      << made.status.message();
+  EXPECT_NE(made.status.message().find(text), std::string::npos) << made.status.message();
+}
+
+// KVACTOR_GEMM and KVACTOR_PDL are checked when a decoder is made, before any device work (no GPU
+// needed): a value they do not take is refused, naming the variable and the value.
+TEST(DecoderCudaChecks, RefusesAnUnknownKvactorGemmNamingIt) {
+  expect_refused_naming(create_with_variable("KVACTOR_GEMM", "cuBLAS"),
+                        "KVACTOR_GEMM=\"cuBLAS\": expected cublas (the default) or plain");
+}
+
+TEST(DecoderCudaChecks, RefusesAnUnknownKvactorPdlNamingIt) {
+  expect_refused_naming(create_with_variable("KVACTOR_PDL", "graphs"),
+                        "KVACTOR_PDL=\"graphs\": expected 1 (the default), 0 or eager");
+}
+
+TEST(PdlScope, KvactorPdlTakesOneZeroOrEagerAndNothingElse) {
+  using cuda_detail::pdl_scope;
+  const std::vector<std::pair<const char*, pdl_scope>> accepted{{nullptr, pdl_scope::everywhere},
+                                                                {"", pdl_scope::everywhere},
+                                                                {"1", pdl_scope::everywhere},
+                                                                {"0", pdl_scope::nowhere},
+                                                                {"eager", pdl_scope::eager}};
+  for (const auto& [value, want] : accepted) {
+    auto got = want == pdl_scope::nowhere ? pdl_scope::eager : pdl_scope::nowhere;
+    EXPECT_TRUE(cuda_detail::parse_pdl_scope(value, &got)) << (value ? value : "(unset)");
+    EXPECT_EQ(got, want) << (value ? value : "(unset)");
+  }
+  for (const char* value : {"true", "Eager", "00", "2"}) {
+    pdl_scope got{};
+    EXPECT_FALSE(cuda_detail::parse_pdl_scope(value, &got)) << '"' << value << '"';
+  }
 }
 
 } // namespace
