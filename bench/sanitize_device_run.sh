@@ -22,16 +22,19 @@
 # when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1, with or
 # without --check-warpgroup-mma, --check-bulk-copy or --racecheck-memcpy-async), so tests with
 # GEMMs run either with every kernel instrumented or with KVACTOR_GEMM=plain (read by kvactor: its
-# own plain GEMM kernel instead of cuBLAS's; written to avoid the fault, not yet run under it). KVACTOR_SANITIZE_WINDOWS=N:K checks each test in
-# K + 1 processes, each instrumenting one window of its launches (see windows() below; racecheck
-# needs KVACTOR_GEMM=plain there too). KVACTOR_PDL=0 (read by kvactor) turns off programmatic
-# dependent launches. The tests' bounds on how long a diagnosis may take scale by
-# KVACTOR_TEST_SLOWDOWN (set to 4 here). Known to fail under the tools whatever the code: tests
-# whose ranks wait for each other inside kernels (the tool runs one kernel at a time); tests that
-# compare the device's free memory before and after, beside other processes (name them in
-# KVACTOR_SANITIZE_ALONE), and under initcheck even alone (the device's free memory falls by
-# 96-128 MiB with each run in the process).
-# KVACTOR_SANITIZE_OPTIONS: more options for the tool, words split at spaces.
+# own plain GEMM kernel instead of cuBLAS's; written to avoid the fault, not yet run under it).
+# KVACTOR_SANITIZE_WINDOWS=N:K checks each test in K + 1 processes, each instrumenting one window
+# of its launches (see windows() below; racecheck needs KVACTOR_GEMM=plain there too).
+# KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches. The tests' bounds
+# on how long a diagnosis may take scale by KVACTOR_TEST_SLOWDOWN (set to 4 here). Known to fail
+# under the tools whatever the code: tests whose ranks wait for each other inside kernels (the
+# tool runs one kernel at a time); tests that compare the device's free memory before and after,
+# beside other processes (name them in KVACTOR_SANITIZE_ALONE), and under initcheck even alone
+# (the device's free memory falls by 96-128 MiB with each run in the process).
+# KVACTOR_SANITIZE_OPTIONS: more options for the tool, words split at spaces. Per test, each
+# verdict gives the peak host memory of the test's largest process (GNU time,
+# KVACTOR_SANITIZE_TIME, /usr/bin/time by default) and, for a process that died, an OOM kill the
+# kernel logged meanwhile (when dmesg is readable).
 # KVACTOR_SANITIZE_RESUME=1 (OUT_DIR outside the call's own folder, e.g. /tmp/sanitize, then
 # copy OUT_DIR/logs.tar back) skips the tests with a verdict from an earlier call on the same
 # machine, so that several calls cover a suite one is too short for. KVACTOR_SANITIZE_ALONE=FILTER:
@@ -47,6 +50,8 @@ shards=${KVACTOR_SANITIZE_SHARDS:-1}
 # No test starts after `budget` seconds; by default one started last still ends within a device
 # command's 600 s, with time left to pack the logs.
 budget=${KVACTOR_SANITIZE_BUDGET:-$((570 - ${KVACTOR_SANITIZE_LIMIT:-170}))}
+# GNU time measures each process's peak host memory; without it nothing is measured.
+time_binary=${KVACTOR_SANITIZE_TIME:-/usr/bin/time}
 start=$SECONDS
 
 # The option that limits the tool to some kernels: --kernel-name in current releases, --filter in
@@ -100,7 +105,8 @@ run_tool() {
   local options=()
   read -ra options <<<"${KVACTOR_SANITIZE_OPTIONS:-}"
   extra+=("${options[@]}")
-  [ -n "${PEAK_RSS:-}" ] && measure=(/usr/bin/time -f "peak RSS %M kB" -o "${log%.log}.rss")
+  [ -n "${PEAK_RSS:-}" ] && [ -x "$time_binary" ] &&
+    measure=("$time_binary" -f "peak RSS %M kB" -o "${log%.log}.rss")
   KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} "${measure[@]}" \
     timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
     --print-limit 20 --error-exitcode 3 \
@@ -134,21 +140,22 @@ list_tests() {
 # over that window's launches only, into TEST.wN.log, and the line is indented (the test's own
 # line comes from window_verdict).
 sanitize_test() {
-  local tool=$1 test=$2 window=${3:-} log t0=$SECONDS peak=""
+  local tool=$1 test=$2 window=${3:-} log t0=$SECONDS ooms
   log=$out/$tool/${test//\//_}${window:+.w$window}.log
   local window_options=()
   read -ra window_options <<<"$(window_options "$window")"
-  [ -x /usr/bin/time ] && peak=1
-  PEAK_RSS=$peak run_tool "$tool" "$log" "$test" "${window_options[@]}"
+  ooms=$(oom_lines | wc -l)
+  PEAK_RSS=1 run_tool "$tool" "$log" "$test" "${window_options[@]}"
   local rc=$? verdict
-  verdict=$(verdict_of "$rc" "$log")
+  verdict=$(verdict_of "$rc" "$log" "$ooms")
   local who="$tool $test"
   [ -n "$window" ] && who="  $test, window $window ($(window_range "$window"))"
   echo "$who: $verdict ($((SECONDS - t0)) s$(memory_note "${log%.log}.rss"))" |
     tee "${log%.log}.verdict"
 }
 
-# How a test's run under the tool ended, from the tool's status $1 and its log $2.
+# How a test's run under the tool ended, from the tool's status $1 and its log $2; $3 is how many
+# OOM kills the kernel's log held before the test.
 verdict_of() {
   local rc=$1 log=$2
   if [ "$rc" -eq 124 ]; then
@@ -161,12 +168,14 @@ verdict_of() {
   elif grep -q '^\[  PASSED' "$log" &&
     grep -q "terminated before first instrumented API call" "$log"; then
     echo "no CUDA call (a host check: nothing for the tool)"
-  elif [ "$rc" -eq 0 ] && grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$log"; then
+  elif [ "$rc" -eq 0 ] &&
+    grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$log"; then
     echo clean
   elif [ "$rc" -eq 3 ]; then # --error-exitcode: the tool found something
     echo "reports (exit $rc): $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1)"
   else # no test result and no report: the process died (a signal, the tool's own error)
-    echo "crashed (exit $rc): $(grep -E "^========= (Error|Internal)" "$log" | head -n 1)$(oom_note)"
+    echo "crashed (exit $rc): $(grep -E "^========= (Error|Internal)" "$log" |
+      head -n 1)$(oom_note "$3")"
   fi
 }
 
@@ -176,12 +185,18 @@ memory_note() {
   awk '/^peak RSS [0-9]+ kB/ { printf ", peak RSS %.1f GiB", $3 / 1048576 }' "$1"
 }
 
-# For a process that died: the kernel's last OOM kill, when its log is readable here (the kills
-# of 2026-12-06 went unexplained for want of it).
+# The kernel log's OOM kills, one per line (none when the log cannot be read here).
+oom_lines() {
+  dmesg 2>/dev/null | grep -iE "out of memory|oom-kill|killed process"
+}
+
+# For a process that died: the last OOM kill logged since the kernel's log held $1 of them (the
+# kills of 2026-12-06 went unexplained for want of it). Tests run side by side, so the kill may
+# be another's: the note says what the log says, nothing more.
 oom_note() {
   local line
-  line=$(dmesg 2>/dev/null | grep -iE "out of memory|oom-kill|killed process" | tail -n 1)
-  [ -z "$line" ] || echo "; the kernel's log: ${line:0:160}"
+  line=$(oom_lines | tail -n +"$(($1 + 1))" | tail -n 1)
+  [ -z "$line" ] || echo "; an OOM kill during the test (its own or another's): ${line:0:160}"
 }
 
 # KVACTOR_SANITIZE_WINDOWS=N:K splits each test's launches into K windows of N (launches that

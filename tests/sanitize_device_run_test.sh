@@ -6,7 +6,8 @@
 # the tests that must run alone run after every other test has ended and one at a time, a second
 # call with KVACTOR_SANITIZE_RESUME=1 runs nothing the first judged, a spent budget starts
 # nothing, windows of launches (KVACTOR_SANITIZE_WINDOWS) each get their own process and make one
-# verdict, and a tool that takes no kernel filter is refused before any test.
+# verdict, each verdict gives the peak host memory and a crash the OOM kill logged during it (not
+# one from before), and a tool that takes no kernel filter is refused before any test.
 #   usage: tests/sanitize_device_run_test.sh SOURCE_DIR
 set -uo pipefail
 root=${1:?usage: sanitize_device_run_test.sh SOURCE_DIR}
@@ -28,6 +29,7 @@ shift # the binary's name
 case "$*" in
 *--gtest_list_tests*A.clean:A.slow*) printf 'A.\n  clean\n  slow\n'; exit 0 ;;
 *--gtest_list_tests*A.clean:A.races*) printf 'A.\n  clean\n  races\n  mixed\n'; exit 0 ;;
+*--gtest_list_tests*=A.crashes) printf 'A.\n  crashes\n'; exit 0 ;;
 *--gtest_list_tests*)
   printf 'A.\n  clean\n  host_only\n  skips\n  fails\n  races\n  crashes\n  slow\n'; exit 0 ;;
 esac
@@ -53,7 +55,10 @@ A.host_only) echo "[  PASSED  ] 1 test."
 A.skips) echo "[  SKIPPED ] A.skips"; echo "========= ERROR SUMMARY: 0 errors" ;;
 A.fails) echo "[  FAILED  ] A.fails"; echo "========= ERROR SUMMARY: 0 errors"; exit 1 ;;
 A.races) echo "[  PASSED  ] 1 test."; echo "========= ERROR SUMMARY: 2 errors"; exit 3 ;;
-A.crashes) echo "========= Internal Sanitizer Error: a hardware exception"; exit 139 ;;
+A.crashes) # killed, and the kernel logs it unless NO_OOM is set
+  [ -n "${NO_OOM:-}" ] ||
+    echo "[ 9.1] Out of memory: Killed process 4242 (kvactor_gpu_te)" >>"${KMSG:?}"
+  echo "========= Internal Sanitizer Error: a hardware exception"; exit 139 ;;
 esac
 EOF
 # compute-sanitizer: takes --kernel-name unless NO_FILTER is set; records its arguments.
@@ -71,11 +76,25 @@ while [ $# -gt 0 ]; do
 done
 exec "$@"
 EOF
-# The kernel's log, as dmesg prints it after an OOM kill.
+# The kernel's log (dmesg), holding an OOM kill from before the tests; and GNU time, which
+# reports 3 GiB for every process.
 mkdir -p "$dir/bin"
-printf '#!/bin/sh\necho "[ 9.1] Out of memory: Killed process 4242 (kvactor_gpu_te)"\n' \
-  >"$dir/bin/dmesg"
-chmod +x "$dir/tool.sh" "$dir/repo/.devpack/run.sh" "$dir/bin/dmesg"
+export KMSG=$dir/kmsg
+echo "[ 1.0] Out of memory: Killed process 1111 (an earlier one)" >"$KMSG"
+# shellcheck disable=SC2016 # expanded by the stub
+printf '#!/bin/sh\ncat "$KMSG"\n' >"$dir/bin/dmesg"
+cat >"$dir/bin/gnutime" <<'EOF'
+#!/usr/bin/env bash
+[ "$1" = -f ] && [ "$3" = -o ] || exit 64
+file=$4
+shift 4
+"$@"
+rc=$?
+echo "peak RSS 3145728 kB" >"$file"
+exit $rc
+EOF
+chmod +x "$dir/tool.sh" "$dir/repo/.devpack/run.sh" "$dir/bin/dmesg" "$dir/bin/gnutime"
+export KVACTOR_SANITIZE_TIME=$dir/bin/gnutime
 export KVACTOR_SANITIZER=$dir/tool.sh TOOL_LOG=$dir/tool.log EVENTS=$dir/events.log
 export KVACTOR_SANITIZE_PER_TEST=1 KVACTOR_SANITIZE_TOOLS=racecheck KVACTOR_SANITIZE_SHARDS=3
 cd "$dir/repo" || fail "no copy"
@@ -88,18 +107,19 @@ out=$(PATH="$dir/bin:$PATH" KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_LI
   bash bench/sanitize_device_run.sh "$dir/out" 'A.*')
 for want in "A.clean: clean" "A.host_only: no CUDA call" "A.skips: skipped by the test" \
   "A.fails: test failed (the tool: ERROR SUMMARY: 0 errors)" "A.races: reports (exit 3)" \
-  "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error: a hardware exception; the \
-kernel's log: [ 9.1] Out of memory: Killed process 4242 (kvactor_gpu_te)" \
+  "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error: a hardware exception; an \
+OOM kill during the test (its own or another's): [ 9.1] Out of memory: Killed process 4242" \
   "A.slow: stopped at the limit" \
   "racecheck: 1 clean, 1 without a CUDA call, 1 skipped, 1 failed, 1 stopped at the limit, 1 with reports, 1 crashed"; do
   grep -qF "$want" <<<"$out" || fail "no \"$want\" in: $out"
 done
 grep -q -- "--kernel-name kns=kvactor" "$dir/tool.log" || fail "the tool never got the kernel filter"
-# Each test's peak host memory, where /usr/bin/time is there to measure it.
-if [ -x /usr/bin/time ]; then
-  [ "$(grep -cE ' s, peak RSS [0-9]+\.[0-9] GiB\)' <<<"$out")" -eq 7 ] ||
-    fail "not every verdict gives the peak RSS: $out"
-fi
+# Each test's peak host memory; the OOM kill in the crashed test's verdict only, and not the one
+# logged before the tests.
+[ "$(grep -cE ' s, peak RSS 3\.0 GiB\)' <<<"$out")" -eq 7 ] ||
+  fail "not every verdict gives the peak RSS: $out"
+[ "$(grep -c "OOM kill" <<<"$out")" -eq 1 ] || fail "OOM notes on other verdicts: $out"
+! grep -q "an earlier one" <<<"$out" || fail "an OOM kill from before the test was reported: $out"
 [ "$(grep -c -- "--racecheck-report hazard --print-limit" "$dir/tool.log")" -eq 7 ] ||
   fail "not every test's tool got KVACTOR_SANITIZE_OPTIONS: $(cat "$dir/tool.log")"
 [ "$(grep -c '^start' "$dir/events.log")" -eq 7 ] || fail "not every test ran: $(events)"
@@ -115,6 +135,11 @@ awk '/^end/ { ended++ } /^start A.clean/ && ended < 5 { exit 1 }
 out=$(KVACTOR_SANITIZE_RESUME=1 bash bench/sanitize_device_run.sh "$dir/out" 'A.*')
 [ "$(grep -c "\[earlier run\]" <<<"$out")" -eq 7 ] || fail "the second call did not resume: $out"
 [ ! -s "$dir/tool.log" ] || fail "the second call ran tests again: $(cat "$dir/tool.log")"
+
+# A process that dies with no OOM kill logged meanwhile gets no OOM note.
+out=$(PATH="$dir/bin:$PATH" NO_OOM=1 bash bench/sanitize_device_run.sh "$dir/out7" 'A.crashes')
+grep -qF "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error: a hardware exception (" \
+  <<<"$out" || fail "a crash without an OOM kill got a note: $out"
 
 # A budget already spent starts nothing, and says so per test.
 out=$(KVACTOR_SANITIZE_BUDGET=-1 bash bench/sanitize_device_run.sh "$dir/out2" 'A.*')
