@@ -64,7 +64,7 @@ status() {
 # status DIR [OUT] once the command has finished or gone, or after $1 seconds, whichever is first.
 wait_then_status() {
   local seconds=$1 dir=$2 t0=$SECONDS
-  [[ $seconds =~ ^[0-9]+$ ]] || usage
+  [[ $seconds =~ ^(0|[1-9][0-9]*)$ ]] || usage
   while ((SECONDS - t0 < seconds)) && [ ! -f "$dir/exit" ] && [ -f "$dir/pid" ] &&
     kill -0 "$(cat "$dir/pid")" 2>/dev/null; do
     sleep 1

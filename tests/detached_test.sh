@@ -12,7 +12,10 @@ detached="$root/bench/detached.sh"
 dir=$(mktemp -d)
 # The started commands run in sessions of their own: whatever is left of them goes with the test.
 cleanup() {
-  [ -f "$dir/b/pid" ] && pkill -9 -s "$(cat "$dir/b/pid")" 2>/dev/null
+  local d
+  for d in b d; do
+    [ -f "$dir/$d/pid" ] && pkill -9 -s "$(cat "$dir/$d/pid")" 2>/dev/null
+  done
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -49,9 +52,11 @@ out=$(bash "$detached" wait 60 "$dir/c" "$dir/copy_c") || fail "wait on a finish
 ((SECONDS - t0 < 30)) || fail "wait did not return when the command ended"
 grep -q "finished with status 0" <<<"$out" || fail "wait says: $out"
 grep -q "done waiting" "$dir/copy_c/log" || fail "wait did not copy the log to OUT"
-bash "$detached" start "$dir/b" -- sleep 60 >/dev/null
+bash "$detached" start "$dir/d" -- sleep 60 >/dev/null
 rc=0
-bash "$detached" wait 2 "$dir/b" >/dev/null || rc=$?
+bash "$detached" wait 2 "$dir/d" >/dev/null || rc=$?
 [ $rc -eq 3 ] || fail "wait on a command still running exited $rc, not 3"
-bash "$detached" wait soon "$dir/b" 2>/dev/null && fail "wait took a duration that is no number"
+for bad in soon 08; do
+  bash "$detached" wait "$bad" "$dir/d" 2>/dev/null && fail "wait took $bad seconds"
+done
 echo "detached_test: ok"
