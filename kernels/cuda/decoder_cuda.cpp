@@ -171,6 +171,8 @@ cuda_status check_environment() {
   cuda_detail::projection_gemm projections{};
   if (auto st = cuda_detail::parse_projection_gemm(std::getenv("KVACTOR_GEMM"), &projections); !st)
     return st;
+  // And the value the projections took when they first read it, if it has changed since.
+  if (auto st = cuda_detail::selected_projection_gemm(&projections); !st) return st;
   cuda_detail::pdl_scope pdl{};
   const char* value = std::getenv("KVACTOR_PDL");
   if (!cuda_detail::parse_pdl_scope(value, &pdl))
