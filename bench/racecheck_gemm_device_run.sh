@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One detached chain for the next device calls (bench/RESULTS.md, 2026-12-06 fifth stop): the GPU
+# suite, the decoder ops on the plain GEMM, FULL graphs with and without PDL (KVACTOR_PDL unset
+# and eager, issue 16), and racecheck over the GPU tests that run GEMMs and were too slow for it
+# with every kernel instrumented (issue 20 part 1), now with KVACTOR_GEMM=plain and kvactor's
+# kernels only.
+#   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
+#             build/bin/kvactor_graph_bench
+#   device: bash bench/detached.sh start /tmp/chain -- \
+#             bash bench/racecheck_gemm_device_run.sh /tmp/chain   (carry: [".devpack.tar.xz"])
+#           bash bench/detached.sh wait 540 /tmp/chain "$OUT/chain"; cat /tmp/chain/summary.txt
+#             (that call and each next one, issued at once: the machine is released when idle)
+# DIR receives summary.txt (each result as it comes, each test's verdict included) and, at the
+# end, logs.tar (the steps' logs and the sanitizer's), which `wait` brings back once finished.
+# RACECHECK_FILTER overrides the tests, RACECHECK_WINDOWS (N:K) splits each into windows of
+# launches, RACECHECK_SHARDS (4) and RACECHECK_LIMIT (540 s) as in sanitize_device_run.sh.
+# shellcheck source=bench/device_prelude.sh
+source "$(dirname "$0")/device_prelude.sh" "$@"
+summary=$dest/summary.txt
+step() { echo "== $(date +%T) $*" | tee -a "$summary"; }
+# The 18 tests racecheck has not yet checked, and the two whose verdicts were the tool's tracking
+# error and hazards inside cuBLAS's GEMM.
+default_filter='DenseFamilies/DecoderCudaFixtures.LongPrompts*:GpuRank.CapturesGraphs*'
+default_filter+=':GpuRank.LazyCapture*:GpuRank.NoGraphMemory*:GpuRankNccl.OneGpuRankOverNccl*'
+default_filter+=':GpuRanksSharingAGpu.AGraphOneRankCannotCapture*'
+default_filter+=':GpuRanksSharingAGpu.TwoAndFourRanks*'
+default_filter+=':GpuRanksSharingAGpu.TensorParallelRanksReplay*'
+default_filter+=':GpuRanksSharingAGpu.AStalledRank*:TpSharedGpuLlama8b.*'
+default_filter+=':DenseFamilies/TpSharedGpuFixtures.*/llama_gqa:DecoderOpsCuda.QkvPreparationAfter*'
+
+step "the GPU suite (the plain GEMM's tests among them), then the decoder ops on the plain GEMM"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$summary"
+bash .devpack/run.sh kvactor_gpu_tests >"$out/gpu_suite.log" 2>&1
+KVACTOR_GEMM=plain bash .devpack/run.sh kvactor_gpu_tests --gtest_filter='DecoderOpsCuda.*' \
+  >"$out/decoder_ops_plain.log" 2>&1
+grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/gpu_suite.log" "$out/decoder_ops_plain.log" |
+  tee -a "$summary"
+
+step "FULL graphs with PDL (unset) and without (eager), two rounds alternating"
+for round in 1 2; do
+  order=("" eager)
+  [ "$round" = 2 ] && order=(eager "")
+  for pdl in "${order[@]}"; do
+    log=$out/graph_pdl_${pdl:-unset}_$round.log
+    KVACTOR_PDL=$pdl timeout 120 bash .devpack/run.sh kvactor_graph_bench --quick >"$log" 2>&1
+    echo "round $round, KVACTOR_PDL=${pdl:-unset}: exit $?" >>"$summary"
+    grep -E "^ +[0-9]+ " "$log" >>"$summary"
+  done
+done
+
+step "racecheck, KVACTOR_GEMM=plain, kvactor's kernels only"
+KVACTOR_GEMM=plain KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_PER_TEST=1 \
+  KVACTOR_SANITIZE_TOOLS=racecheck KVACTOR_SANITIZE_SHARDS=${RACECHECK_SHARDS:-4} \
+  KVACTOR_SANITIZE_LIMIT=${RACECHECK_LIMIT:-540} KVACTOR_SANITIZE_BUDGET=100000 \
+  KVACTOR_SANITIZE_RESUME=1 KVACTOR_SANITIZE_ALONE='GpuRanksSharingAGpu.A*Stalled*' \
+  KVACTOR_SANITIZE_WINDOWS=${RACECHECK_WINDOWS:-} \
+  bash bench/sanitize_device_run.sh /tmp/racecheck_gemm "${RACECHECK_FILTER:-$default_filter}" \
+  2>&1 | tee "$out/racecheck.txt" | grep --line-buffered -E "^racecheck|^  " >>"$summary"
+cp /tmp/racecheck_gemm/logs.tar "$out/racecheck_logs.tar" 2>/dev/null
+step "done"
