@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's sample outputs are what the commands print: each deterministic sample is run again
 # and its lines must stand in README.md word for word (timings, which vary, are not compared, and
-# the chaos line's counts only in shape; a log line's timestamp is written "[...]" there). Run from the source tree so that the samples'
-# relative model paths resolve, on the CPU (the samples say "on cpu").
+# the chaos line's counts only in shape; a log line's timestamp is written "[...]" there). Run
+# from the source tree so that the samples' relative model paths resolve, on the CPU (the samples
+# say "on cpu").
 #   usage: tests/readme_samples_test.sh SOURCE_DIR KVACTOR_BINARY
 set -uo pipefail
 root=${1:?usage: readme_samples_test.sh SOURCE_DIR KVACTOR_BINARY}

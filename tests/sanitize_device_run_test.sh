@@ -81,7 +81,7 @@ EOF
 mkdir -p "$dir/bin"
 export KMSG=$dir/kmsg
 echo "[ 1.0] Out of memory: Killed process 1111 (an earlier one)" >"$KMSG"
-# shellcheck disable=SC2016 # expanded by the stub
+# shellcheck disable=SC2016 # $KMSG is for the stand-in dmesg to read when it runs
 printf '#!/bin/sh\ncat "$KMSG"\n' >"$dir/bin/dmesg"
 cat >"$dir/bin/gnutime" <<'EOF'
 #!/usr/bin/env bash
