@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One detached chain for the next device calls (bench/RESULTS.md, 2026-12-06 fifth stop): the GPU
-# suite, the decoder ops on the plain GEMM, FULL graphs with and without PDL (KVACTOR_PDL unset
-# and eager, issue 16), and racecheck over the GPU tests that run GEMMs and were too slow for it
-# with every kernel instrumented (issue 20 part 1), now with KVACTOR_GEMM=plain and kvactor's
-# kernels only.
+# suite, the decoder ops on the plain GEMM, racecheck over the GPU tests that run GEMMs and were
+# too slow for it with every kernel instrumented (issue 20 part 1), now with KVACTOR_GEMM=plain and
+# kvactor's kernels only, then FULL graphs with and without PDL (KVACTOR_PDL unset and eager) last,
+# as they matter least.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_graph_bench
 #   device: bash bench/detached.sh start /tmp/chain -- \
@@ -36,6 +36,15 @@ KVACTOR_GEMM=plain bash .devpack/run.sh kvactor_gpu_tests --gtest_filter='Decode
 grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/gpu_suite.log" "$out/decoder_ops_plain.log" |
   tee -a "$summary"
 
+step "racecheck, KVACTOR_GEMM=plain, kvactor's kernels only"
+KVACTOR_GEMM=plain KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_PER_TEST=1 \
+  KVACTOR_SANITIZE_TOOLS=racecheck KVACTOR_SANITIZE_SHARDS=${RACECHECK_SHARDS:-4} \
+  KVACTOR_SANITIZE_LIMIT=${RACECHECK_LIMIT:-540} KVACTOR_SANITIZE_BUDGET=100000 \
+  KVACTOR_SANITIZE_RESUME=1 KVACTOR_SANITIZE_ALONE='GpuRanksSharingAGpu.A*Stalled*' \
+  KVACTOR_SANITIZE_WINDOWS=${RACECHECK_WINDOWS:-} \
+  bash bench/sanitize_device_run.sh /tmp/racecheck_gemm "${RACECHECK_FILTER:-$default_filter}" \
+  2>&1 | tee "$out/racecheck.txt" | grep --line-buffered -E "^racecheck|^  " >>"$summary"
+cp /tmp/racecheck_gemm/logs.tar "$out/racecheck_logs.tar" 2>/dev/null
 step "FULL graphs with PDL (unset) and without (eager), two rounds alternating"
 for round in 1 2; do
   order=("" eager)
@@ -48,13 +57,4 @@ for round in 1 2; do
   done
 done
 
-step "racecheck, KVACTOR_GEMM=plain, kvactor's kernels only"
-KVACTOR_GEMM=plain KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_PER_TEST=1 \
-  KVACTOR_SANITIZE_TOOLS=racecheck KVACTOR_SANITIZE_SHARDS=${RACECHECK_SHARDS:-4} \
-  KVACTOR_SANITIZE_LIMIT=${RACECHECK_LIMIT:-540} KVACTOR_SANITIZE_BUDGET=100000 \
-  KVACTOR_SANITIZE_RESUME=1 KVACTOR_SANITIZE_ALONE='GpuRanksSharingAGpu.A*Stalled*' \
-  KVACTOR_SANITIZE_WINDOWS=${RACECHECK_WINDOWS:-} \
-  bash bench/sanitize_device_run.sh /tmp/racecheck_gemm "${RACECHECK_FILTER:-$default_filter}" \
-  2>&1 | tee "$out/racecheck.txt" | grep --line-buffered -E "^racecheck|^  " >>"$summary"
-cp /tmp/racecheck_gemm/logs.tar "$out/racecheck_logs.tar" 2>/dev/null
 step "done"
