@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One detached chain for the next device calls (bench/RESULTS.md, 2026-12-06 fifth stop): the GPU
-# suite, the decoder ops on the plain GEMM, racecheck over the GPU tests that run GEMMs and were
-# too slow for it with every kernel instrumented (issue 20 part 1), now with KVACTOR_GEMM=plain and
-# kvactor's kernels only, then FULL graphs with and without PDL (KVACTOR_PDL unset and eager) last,
-# as they matter least.
+# One detached chain for the next device calls (bench/RESULTS.md, 2026-12-06 fifth stop), in the
+# order of what matters most when device time is short: the plain GEMM's tests and the decoder ops
+# on it; racecheck with KVACTOR_GEMM=plain and kvactor's kernels only over the GPU tests that run
+# GEMMs and were too slow for it with every kernel instrumented (issue 20 part 1), the long-prompt
+# fixtures last; the whole GPU suite; FULL graphs with KVACTOR_PDL unset and eager.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_graph_bench
 #   device: bash bench/detached.sh start /tmp/chain -- \
@@ -28,23 +28,38 @@ default_filter+=':GpuRanksSharingAGpu.TensorParallelRanksReplay*'
 default_filter+=':GpuRanksSharingAGpu.AStalledRank*:TpSharedGpuLlama8b.*'
 default_filter+=':DenseFamilies/TpSharedGpuFixtures.*/llama_gqa:DecoderOpsCuda.QkvPreparationAfter*'
 
-step "the GPU suite (the plain GEMM's tests among them), then the decoder ops on the plain GEMM"
+# One racecheck run over FILTER (sanitize_device_run.sh resumes: a test with a verdict is skipped).
+racecheck_plain() {
+  KVACTOR_GEMM=plain KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_PER_TEST=1 \
+    KVACTOR_SANITIZE_TOOLS=racecheck KVACTOR_SANITIZE_SHARDS=${RACECHECK_SHARDS:-4} \
+    KVACTOR_SANITIZE_LIMIT=${RACECHECK_LIMIT:-540} KVACTOR_SANITIZE_BUDGET=100000 \
+    KVACTOR_SANITIZE_RESUME=1 KVACTOR_SANITIZE_ALONE='GpuRanksSharingAGpu.A*Stalled*' \
+    KVACTOR_SANITIZE_WINDOWS=${RACECHECK_WINDOWS:-} \
+    bash bench/sanitize_device_run.sh /tmp/racecheck_gemm "$1" \
+    2>&1 | tee -a "$out/racecheck.txt" | grep --line-buffered -E "^racecheck|^  " >>"$summary"
+}
+
+step "the plain GEMM's tests, and the decoder ops on the plain GEMM"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$summary"
-bash .devpack/run.sh kvactor_gpu_tests >"$out/gpu_suite.log" 2>&1
+bash .devpack/run.sh kvactor_gpu_tests --gtest_filter='PlainGemm.*:PlainKernelChecks.*' \
+  >"$out/plain_gemm.log" 2>&1
 KVACTOR_GEMM=plain bash .devpack/run.sh kvactor_gpu_tests --gtest_filter='DecoderOpsCuda.*' \
   >"$out/decoder_ops_plain.log" 2>&1
-grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/gpu_suite.log" "$out/decoder_ops_plain.log" |
+grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/plain_gemm.log" "$out/decoder_ops_plain.log" |
   tee -a "$summary"
 
+# The long-prompt fixtures last: device time is short and they are the slowest.
 step "racecheck, KVACTOR_GEMM=plain, kvactor's kernels only"
-KVACTOR_GEMM=plain KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_PER_TEST=1 \
-  KVACTOR_SANITIZE_TOOLS=racecheck KVACTOR_SANITIZE_SHARDS=${RACECHECK_SHARDS:-4} \
-  KVACTOR_SANITIZE_LIMIT=${RACECHECK_LIMIT:-540} KVACTOR_SANITIZE_BUDGET=100000 \
-  KVACTOR_SANITIZE_RESUME=1 KVACTOR_SANITIZE_ALONE='GpuRanksSharingAGpu.A*Stalled*' \
-  KVACTOR_SANITIZE_WINDOWS=${RACECHECK_WINDOWS:-} \
-  bash bench/sanitize_device_run.sh /tmp/racecheck_gemm "${RACECHECK_FILTER:-$default_filter}" \
-  2>&1 | tee "$out/racecheck.txt" | grep --line-buffered -E "^racecheck|^  " >>"$summary"
+filter=${RACECHECK_FILTER:-$default_filter}
+long='DenseFamilies/DecoderCudaFixtures.LongPrompts*:'
+[ -z "${RACECHECK_FILTER:-}" ] && racecheck_plain "${filter//"$long"/}"
+racecheck_plain "$filter"
 cp /tmp/racecheck_gemm/logs.tar "$out/racecheck_logs.tar" 2>/dev/null
+
+step "the whole GPU suite"
+bash .devpack/run.sh kvactor_gpu_tests >"$out/gpu_suite.log" 2>&1
+grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/gpu_suite.log" | tee -a "$summary"
+
 step "FULL graphs with PDL (unset) and without (eager), two rounds alternating"
 for round in 1 2; do
   order=("" eager)
