@@ -22,7 +22,8 @@
 # when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1, with or
 # without --check-warpgroup-mma, --check-bulk-copy or --racecheck-memcpy-async), so tests with
 # GEMMs run either with every kernel instrumented or with KVACTOR_GEMM=plain (read by kvactor: its
-# own plain GEMM kernel instead of cuBLAS's; written to avoid the fault, not yet run under it).
+# own plain GEMM kernel instead of cuBLAS's; with it, 8 GEMM tests ran under racecheck without
+# the fault, 2026-12-06, H100).
 # KVACTOR_SANITIZE_WINDOWS=N:K checks each test in K + 1 processes, each instrumenting one window
 # of its launches (see windows() below; racecheck needs KVACTOR_GEMM=plain there too).
 # KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches. The tests' bounds
