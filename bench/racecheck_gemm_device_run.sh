@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# One detached chain for the next device calls (bench/RESULTS.md, 2026-12-06 fifth stop), in the
+# One detached chain for the next device calls (bench/RESULTS.md, 2026-12-06 sixth stop), in the
 # order of what matters most when device time is short: the plain GEMM's tests and the decoder ops
-# on it; racecheck with KVACTOR_GEMM=plain and kvactor's kernels only over the GPU tests that run
-# GEMMs and were too slow for it with every kernel instrumented (issue 20 part 1), the long-prompt
-# fixtures last; the whole GPU suite; FULL graphs with KVACTOR_PDL unset and eager.
+# on it; racecheck with KVACTOR_GEMM=plain and kvactor's kernels only over the GPU tests it has not
+# yet checked (issue 20 part 1), the long-prompt fixtures last; the whole GPU suite; FULL graphs
+# with KVACTOR_PDL unset and eager.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_graph_bench
 #   device: bash bench/detached.sh start /tmp/chain -- \
 #             bash bench/racecheck_gemm_device_run.sh /tmp/chain   (carry: [".devpack.tar.xz"])
 #           bash bench/detached.sh wait 540 /tmp/chain "$OUT/chain"; cat /tmp/chain/summary.txt
+#           tar cf "$OUT/partial.tar" -C /tmp/chain logs   (what came so far, if still running)
 #             (that call and each next one, issued at once: the machine is released when idle)
-# DIR receives summary.txt (each result as it comes, each test's verdict included) and, at the
-# end, logs.tar (the steps' logs and the sanitizer's), which `wait` brings back once finished.
-# RACECHECK_FILTER overrides the tests, RACECHECK_WINDOWS (N:K) splits each into windows of
-# launches, RACECHECK_SHARDS (4) and RACECHECK_LIMIT (540 s) as in sanitize_device_run.sh.
+# DIR receives summary.txt (each result as it comes, each test's verdict included) and logs/
+# (the steps' logs, and racecheck_logs.tar, the sanitizer's, renewed after each racecheck run),
+# tarred into logs.tar at the end, which `wait` brings back once finished.
+# RACECHECK_FILTER replaces the tests (and skips the KVACTOR_PDL=0 rerun of llama_gqa),
+# RACECHECK_WINDOWS (N:K) splits each into windows of launches, RACECHECK_SHARDS (4) and
+# RACECHECK_LIMIT (540 s; 900 s for the three short tests) as in sanitize_device_run.sh. A test
+# with a verdict in /tmp/racecheck_gemm is not run again, whatever the verdict (a limit reached
+# included): run into another folder to retry one with a larger limit.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 summary=$dest/summary.txt
 step() { echo "== $(date +%T) $*" | tee -a "$summary"; }
-# The 12 tests racecheck has not yet checked (2026-12-06 sixth stop: 7 of the 18 before them
-# clean with KVACTOR_GEMM=plain, the call's time spent before these), the 8-rank test first.
+# The 12 tests racecheck has not yet checked (2026-12-06 sixth stop: 6 of the 18 before them, and
+# the pair test whose hazards were cuBLAS's, clean with KVACTOR_GEMM=plain; the time ran out here).
 short_filter='TpSharedGpuLlama8b.*:GpuRanksSharingAGpu.AGraphOneRankCannotCapture*'
 short_filter+=':GpuRanksSharingAGpu.AStalledRank*'
 long_filter='DenseFamilies/DecoderCudaFixtures.LongPrompts*'
@@ -32,11 +37,24 @@ gqa='DenseFamilies/TpSharedGpuFixtures.EveryTpSizeGivesOneRanksLogitsOnEveryRank
 racecheck_plain() {
   KVACTOR_GEMM=plain KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_PER_TEST=1 \
     KVACTOR_SANITIZE_TOOLS=racecheck KVACTOR_SANITIZE_SHARDS=${RACECHECK_SHARDS:-4} \
-    KVACTOR_SANITIZE_LIMIT=${RACECHECK_LIMIT:-540} KVACTOR_SANITIZE_BUDGET=100000 \
+    KVACTOR_SANITIZE_LIMIT=${2:-${RACECHECK_LIMIT:-540}} KVACTOR_SANITIZE_BUDGET=100000 \
     KVACTOR_SANITIZE_RESUME=1 KVACTOR_SANITIZE_ALONE='GpuRanksSharingAGpu.A*Stalled*' \
     KVACTOR_SANITIZE_WINDOWS=${RACECHECK_WINDOWS:-} \
     bash bench/sanitize_device_run.sh /tmp/racecheck_gemm "$1" \
     2>&1 | tee -a "$out/racecheck.txt" | grep --line-buffered -E "^racecheck|^  " >>"$summary"
+  cp /tmp/racecheck_gemm/logs.tar "$out/racecheck_logs.tar" 2>/dev/null
+}
+
+# llama_gqa under racecheck with KVACTOR_PDL=0, its log and verdict lines in the summary.
+gqa_without_pdl() {
+  local sanitizer=${KVACTOR_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+  KVACTOR_PDL=0 KVACTOR_GEMM=plain KVACTOR_TEST_SLOWDOWN=4 timeout 400 "$sanitizer" \
+    --tool racecheck --kernel-name kns=kvactor --print-limit 20 --error-exitcode 3 \
+    bash .devpack/run.sh kvactor_gpu_tests --gtest_filter="$gqa" >"$out/gqa_pdl0.log" 2>&1
+  local rc=$?
+  { echo "racecheck llama_gqa with KVACTOR_PDL=0: exit $rc"
+    grep -E "Internal Sanitizer|RACECHECK SUMMARY|^\[  (PASSED|FAILED) |^\[       OK " \
+      "$out/gqa_pdl0.log"; } >>"$summary"
 }
 
 step "the plain GEMM's tests, and the decoder ops on the plain GEMM"
@@ -48,24 +66,20 @@ KVACTOR_GEMM=plain bash .devpack/run.sh kvactor_gpu_tests --gtest_filter='Decode
 grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/plain_gemm.log" "$out/decoder_ops_plain.log" |
   tee -a "$summary"
 
-# The long-prompt fixtures last: device time is short and they are the slowest.
+# The long-prompt fixtures last: device time is short and they are the slowest. llama_gqa's
+# rerun (106 s last time) runs beside the two short tests that took over 270 s, so it should end
+# before the stalled-rank test runs alone after them.
 step "racecheck, KVACTOR_GEMM=plain, kvactor's kernels only"
 if [ -n "${RACECHECK_FILTER:-}" ]; then
   racecheck_plain "$RACECHECK_FILTER"
 else
-  racecheck_plain "$short_filter"
-  step "racecheck over the TP 8 fixture with KVACTOR_PDL=0"
-  sanitizer=${KVACTOR_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
-  KVACTOR_PDL=0 KVACTOR_GEMM=plain timeout 400 "$sanitizer" --tool racecheck \
-    --kernel-name kns=kvactor --print-limit 20 --error-exitcode 3 \
-    bash .devpack/run.sh kvactor_gpu_tests --gtest_filter="$gqa" >"$out/gqa_pdl0.log" 2>&1
-  echo "exit $?" >>"$summary"
-  grep -E "Internal Sanitizer|RACECHECK SUMMARY|^\[  (PASSED|FAILED) " "$out/gqa_pdl0.log" |
-    tee -a "$summary"
+  gqa_without_pdl &
+  gqa_pid=$!
+  racecheck_plain "$short_filter" "${RACECHECK_LIMIT:-900}"
+  wait "$gqa_pid"
   step "racecheck over the long-prompt fixtures"
   racecheck_plain "$long_filter"
 fi
-cp /tmp/racecheck_gemm/logs.tar "$out/racecheck_logs.tar" 2>/dev/null
 
 step "the whole GPU suite"
 bash .devpack/run.sh kvactor_gpu_tests >"$out/gpu_suite.log" 2>&1
