@@ -174,12 +174,7 @@ cuda_status check_environment() {
   // And the value the projections took when they first read it, if it has changed since.
   if (auto st = cuda_detail::selected_projection_gemm(&projections); !st) return st;
   cuda_detail::pdl_scope pdl{};
-  const char* value = std::getenv("KVACTOR_PDL");
-  if (!cuda_detail::parse_pdl_scope(value, &pdl))
-    return cuda_status::failure(cudaErrorInvalidValue,
-                                std::string("KVACTOR_PDL=\"") + value
-                                    + "\": expected 1 (the default), 0 or eager");
-  return {};
+  return cuda_detail::parse_pdl_scope(std::getenv("KVACTOR_PDL"), &pdl);
 }
 
 } // namespace

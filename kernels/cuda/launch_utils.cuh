@@ -52,7 +52,7 @@ cuda_status dispatch_head_size(const char* kernel, int32_t head_size, F&& f) {
 inline pdl_scope pdl_setting() {
   static const pdl_scope scope = [] {
     pdl_scope s = pdl_scope::everywhere;
-    parse_pdl_scope(std::getenv("KVACTOR_PDL"), &s);
+    (void)parse_pdl_scope(std::getenv("KVACTOR_PDL"), &s); // refused values leave the default
     return s;
   }();
   return scope;

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstring>
+#include <string>
+
+#include "kvactor/kernels/cuda/cuda_check.h"
 
 namespace kvactor::kernels::cuda_detail {
 
@@ -15,19 +18,21 @@ namespace kvactor::kernels::cuda_detail {
 /// sizes on an H100, bench/RESULTS.md).
 enum class pdl_scope { everywhere, nowhere, eager };
 
-/// KVACTOR_PDL's value (nullptr when unset) as a scope; false for any other value than the above.
-inline bool parse_pdl_scope(const char* value, pdl_scope* out) {
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "1") == 0) {
-    *out = pdl_scope::everywhere;
-  } else if (std::strcmp(value, "0") == 0) {
+/// KVACTOR_PDL's value (nullptr when unset) as a scope; any other value than the above is refused
+/// with a message naming the variable and the value (*out then holds the default).
+inline cuda_status parse_pdl_scope(const char* value, pdl_scope* out) {
+  *out = pdl_scope::everywhere;
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "1") == 0) return {};
+  if (std::strcmp(value, "0") == 0) {
     *out = pdl_scope::nowhere;
   } else if (std::strcmp(value, "eager") == 0) {
     *out = pdl_scope::eager;
   } else {
-    *out = pdl_scope::everywhere;
-    return false;
+    return cuda_status::failure(cudaErrorInvalidValue,
+                                std::string("KVACTOR_PDL=\"") + value
+                                    + "\": expected 1 (the default), 0 or eager");
   }
-  return true;
+  return {};
 }
 
 } // namespace kvactor::kernels::cuda_detail

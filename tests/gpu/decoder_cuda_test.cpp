@@ -396,7 +396,7 @@ TEST(DecoderCudaChecks, RefusesAnUnknownKvactorPdlNamingIt) {
                         "KVACTOR_PDL=\"graphs\": expected 1 (the default), 0 or eager");
 }
 
-TEST(PdlScope, KvactorPdlTakesOneZeroOrEagerAndNothingElse) {
+TEST(PdlScope, KvactorPdlTakesOneZeroOrEagerAndNamesAnyOtherValue) {
   using cuda_detail::pdl_scope;
   const std::vector<std::pair<const char*, pdl_scope>> accepted{{nullptr, pdl_scope::everywhere},
                                                                 {"", pdl_scope::everywhere},
@@ -405,12 +405,16 @@ TEST(PdlScope, KvactorPdlTakesOneZeroOrEagerAndNothingElse) {
                                                                 {"eager", pdl_scope::eager}};
   for (const auto& [value, want] : accepted) {
     auto got = want == pdl_scope::nowhere ? pdl_scope::eager : pdl_scope::nowhere;
-    EXPECT_TRUE(cuda_detail::parse_pdl_scope(value, &got)) << (value ? value : "(unset)");
+    EXPECT_TRUE(cuda_detail::parse_pdl_scope(value, &got).ok()) << (value ? value : "(unset)");
     EXPECT_EQ(got, want) << (value ? value : "(unset)");
   }
   for (const char* value : {"true", "Eager", "00", "2"}) {
-    pdl_scope got{};
-    EXPECT_FALSE(cuda_detail::parse_pdl_scope(value, &got)) << '"' << value << '"';
+    pdl_scope got = pdl_scope::nowhere;
+    const cuda_status st = cuda_detail::parse_pdl_scope(value, &got);
+    EXPECT_FALSE(st.ok()) << '"' << value << '"';
+    EXPECT_EQ(st.message(),
+              std::string("KVACTOR_PDL=\"") + value + "\": expected 1 (the default), 0 or eager");
+    EXPECT_EQ(got, pdl_scope::everywhere) << "a refused value leaves the default";
   }
 }
 
