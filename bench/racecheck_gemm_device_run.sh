@@ -11,9 +11,10 @@
 #           bash bench/detached.sh wait 540 /tmp/chain "$OUT/chain"; cat /tmp/chain/summary.txt
 #           tar cf "$OUT/partial.tar" -C /tmp/chain logs   (what came so far, if still running)
 #             (that call and each next one, issued at once: the machine is released when idle)
-# DIR receives summary.txt (each result as it comes, each test's verdict included) and logs/
-# (the steps' logs, and racecheck_logs.tar, the sanitizer's, renewed after each racecheck run),
-# tarred into logs.tar at the end, which `wait` brings back once finished.
+# DIR receives summary.txt (each result as it comes, each test's verdict included, tagged with
+# the sanitizer's folder: racecheck_gemm, or racecheck_gqa_pdl0 for llama_gqa with KVACTOR_PDL=0)
+# and logs/ (the steps' logs, and NAME_logs.tar, the sanitizer's, renewed after each racecheck
+# run), tarred into logs.tar at the end, which `wait` brings back once finished.
 # RACECHECK_FILTER replaces the tests (and skips the KVACTOR_PDL=0 rerun of llama_gqa),
 # RACECHECK_WINDOWS (N:K) splits each into windows of launches, RACECHECK_SHARDS (4) and
 # RACECHECK_LIMIT (540 s; 900 s for the three short tests) as in sanitize_device_run.sh. A test
@@ -33,28 +34,20 @@ long_filter='DenseFamilies/DecoderCudaFixtures.LongPrompts*'
 # with KVACTOR_PDL=0, to tell whether the programmatic launches are what the tool loses.
 gqa='DenseFamilies/TpSharedGpuFixtures.EveryTpSizeGivesOneRanksLogitsOnEveryRank/llama_gqa'
 
-# One racecheck run over FILTER (sanitize_device_run.sh resumes: a test with a verdict is skipped).
+# racecheck_plain DIR FILTER [LIMIT]: one racecheck run into DIR (sanitize_device_run.sh resumes:
+# a test with a verdict there is skipped), its verdicts in the summary, tagged with DIR's name, and
+# the sanitizer's logs in logs/NAME_logs.tar.
 racecheck_plain() {
+  local name
+  name=$(basename "$1")
   KVACTOR_GEMM=plain KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_PER_TEST=1 \
     KVACTOR_SANITIZE_TOOLS=racecheck KVACTOR_SANITIZE_SHARDS=${RACECHECK_SHARDS:-4} \
-    KVACTOR_SANITIZE_LIMIT=${2:-${RACECHECK_LIMIT:-540}} KVACTOR_SANITIZE_BUDGET=100000 \
+    KVACTOR_SANITIZE_LIMIT=${3:-${RACECHECK_LIMIT:-540}} KVACTOR_SANITIZE_BUDGET=100000 \
     KVACTOR_SANITIZE_RESUME=1 KVACTOR_SANITIZE_ALONE='GpuRanksSharingAGpu.A*Stalled*' \
     KVACTOR_SANITIZE_WINDOWS=${RACECHECK_WINDOWS:-} \
-    bash bench/sanitize_device_run.sh /tmp/racecheck_gemm "$1" \
-    2>&1 | tee -a "$out/racecheck.txt" | grep --line-buffered -E "^racecheck|^  " >>"$summary"
-  cp /tmp/racecheck_gemm/logs.tar "$out/racecheck_logs.tar" 2>/dev/null
-}
-
-# llama_gqa under racecheck with KVACTOR_PDL=0, its log and verdict lines in the summary.
-gqa_without_pdl() {
-  local sanitizer=${KVACTOR_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
-  KVACTOR_PDL=0 KVACTOR_GEMM=plain KVACTOR_TEST_SLOWDOWN=4 timeout 400 "$sanitizer" \
-    --tool racecheck --kernel-name kns=kvactor --print-limit 20 --error-exitcode 3 \
-    bash .devpack/run.sh kvactor_gpu_tests --gtest_filter="$gqa" >"$out/gqa_pdl0.log" 2>&1
-  local rc=$?
-  { echo "racecheck llama_gqa with KVACTOR_PDL=0: exit $rc"
-    grep -E "Internal Sanitizer|RACECHECK SUMMARY|^\[  (PASSED|FAILED) |^\[       OK " \
-      "$out/gqa_pdl0.log"; } >>"$summary"
+    bash bench/sanitize_device_run.sh "$1" "$2" 2>&1 | tee -a "$out/$name.txt" |
+    grep --line-buffered -E "^racecheck|^  " | sed -u "s/^/[$name] /" >>"$summary"
+  cp "$1/logs.tar" "$out/${name}_logs.tar" 2>/dev/null
 }
 
 step "the plain GEMM's tests, and the decoder ops on the plain GEMM"
@@ -71,14 +64,14 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/plain_gemm.log" "$out/decoder_ops_
 # before the stalled-rank test runs alone after them.
 step "racecheck, KVACTOR_GEMM=plain, kvactor's kernels only"
 if [ -n "${RACECHECK_FILTER:-}" ]; then
-  racecheck_plain "$RACECHECK_FILTER"
+  racecheck_plain /tmp/racecheck_gemm "$RACECHECK_FILTER"
 else
-  gqa_without_pdl &
+  KVACTOR_PDL=0 racecheck_plain /tmp/racecheck_gqa_pdl0 "$gqa" 400 &
   gqa_pid=$!
-  racecheck_plain "$short_filter" "${RACECHECK_LIMIT:-900}"
+  racecheck_plain /tmp/racecheck_gemm "$short_filter" "${RACECHECK_LIMIT:-900}"
   wait "$gqa_pid"
   step "racecheck over the long-prompt fixtures"
-  racecheck_plain "$long_filter"
+  racecheck_plain /tmp/racecheck_gemm "$long_filter"
 fi
 
 step "the whole GPU suite"
