@@ -38,7 +38,8 @@
 # kernel logged meanwhile (when dmesg is readable).
 # KVACTOR_SANITIZE_RESUME=1 (OUT_DIR outside the call's own folder, e.g. /tmp/sanitize, then
 # copy OUT_DIR/logs.tar back) skips the tests with a verdict from an earlier call on the same
-# machine, so that several calls cover a suite one is too short for. KVACTOR_SANITIZE_ALONE=FILTER:
+# machine, so that several calls cover a suite one is too short for; a test stopped at a limit
+# smaller than this run's runs again. KVACTOR_SANITIZE_ALONE=FILTER:
 # the tests it selects run after the others, one at a time.
 [ "${KVACTOR_SANITIZE_RESUME:-0}" = 1 ] && export KVACTOR_DEVICE_KEEP_LOGS=1
 # shellcheck source=bench/device_prelude.sh
@@ -160,7 +161,7 @@ sanitize_test() {
 verdict_of() {
   local rc=$1 log=$2
   if [ "$rc" -eq 124 ]; then
-    echo "stopped at the limit"
+    echo "stopped at the limit of ${KVACTOR_SANITIZE_LIMIT:-170} s"
   elif grep -q '^\[  FAILED' "$log"; then
     echo "test failed (the tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1 |
       sed 's/^========= //'))"
@@ -263,6 +264,14 @@ window_verdict() {
   echo "$tool $test: $line" | if ((judged)); then tee "$base.verdict"; else cat; fi
 }
 
+# Whether verdict file $1 says its run was stopped at a limit below this run's: a resumed run
+# with a larger limit checks that test again rather than trusting the stop.
+limit_grew() {
+  local was
+  was=$(sed -n 's/.*stopped at the limit of \([0-9]*\) s.*/\1/p' "$1")
+  [ -n "$was" ] && ((was < ${KVACTOR_SANITIZE_LIMIT:-170}))
+}
+
 # The tests listed on stdin under tool $1, $2 at a time; none started past the budget, and with
 # KVACTOR_SANITIZE_RESUME=1 none with a verdict from an earlier run into the same OUT_DIR.
 run_tests() {
@@ -270,7 +279,7 @@ run_tests() {
   while read -r test window; do
     [ -n "$test" ] || continue
     verdict=$out/$tool/${test//\//_}${window:+.w$window}.verdict
-    if [ "${KVACTOR_SANITIZE_RESUME:-0}" = 1 ] && [ -f "$verdict" ]; then
+    if [ "${KVACTOR_SANITIZE_RESUME:-0}" = 1 ] && [ -f "$verdict" ] && ! limit_grew "$verdict"; then
       echo "$(cat "$verdict") [earlier run]"
       continue
     fi

@@ -109,7 +109,7 @@ for want in "A.clean: clean" "A.host_only: no CUDA call" "A.skips: skipped by th
   "A.fails: test failed (the tool: ERROR SUMMARY: 0 errors)" "A.races: reports (exit 3)" \
   "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error: a hardware exception; an \
 OOM kill during the test (its own or another's): [ 9.1] Out of memory: Killed process 4242" \
-  "A.slow: stopped at the limit" \
+  "A.slow: stopped at the limit of 2 s" \
   "racecheck: 1 clean, 1 without a CUDA call, 1 skipped, 1 failed, 1 stopped at the limit, 1 with reports, 1 crashed"; do
   grep -qF "$want" <<<"$out" || fail "no \"$want\" in: $out"
 done
@@ -130,11 +130,20 @@ awk '/^end/ { ended++ } /^start A.clean/ && ended < 5 { exit 1 }
      /^start A.slow/ && ended < 6 { exit 1 }' "$dir/events.log" ||
   fail "the tests to run alone did not run last, one at a time: $(events)"
 
-# The second call resumes: every test has its verdict, so the tool runs none again.
+# The second call resumes with the same limit: every test has its verdict, so the tool runs none
+# again.
 : >"$dir/tool.log"
-out=$(KVACTOR_SANITIZE_RESUME=1 bash bench/sanitize_device_run.sh "$dir/out" 'A.*')
+out=$(KVACTOR_SANITIZE_LIMIT=2 KVACTOR_SANITIZE_RESUME=1 bash bench/sanitize_device_run.sh \
+  "$dir/out" 'A.*')
 [ "$(grep -c "\[earlier run\]" <<<"$out")" -eq 7 ] || fail "the second call did not resume: $out"
 [ ! -s "$dir/tool.log" ] || fail "the second call ran tests again: $(cat "$dir/tool.log")"
+# A third with a larger limit runs again the one test stopped at the smaller, and only that one.
+out=$(KVACTOR_SANITIZE_LIMIT=3 KVACTOR_SANITIZE_RESUME=1 bash bench/sanitize_device_run.sh \
+  "$dir/out" 'A.*')
+[ "$(grep -c "\[earlier run\]" <<<"$out")" -eq 6 ] || fail "the third call did not resume: $out"
+grep -qF "A.slow: stopped at the limit of 3 s" <<<"$out" ||
+  fail "the test stopped at 2 s was not run again with 3 s: $out"
+[ "$(wc -l <"$dir/tool.log")" -eq 1 ] || fail "the third call ran more: $(cat "$dir/tool.log")"
 
 # A process that dies with no OOM kill logged meanwhile gets no OOM note.
 out=$(PATH="$dir/bin:$PATH" NO_OOM=1 bash bench/sanitize_device_run.sh "$dir/out7" 'A.crashes')
@@ -155,7 +164,7 @@ for want in "racecheck A.clean: clean (every one of 3 windows)" \
   "racecheck A.races: reports (exit 3): ========= ERROR SUMMARY: 2 errors in window 1 (launches \
 100-199)" \
   "racecheck A.mixed: reports (exit 3): ========= ERROR SUMMARY: 2 errors in window 2 (launches \
-200-); also not clean: window 0 (stopped at the limit)" \
+200-); also not clean: window 0 (stopped at the limit of 2 s)" \
   "racecheck: 1 clean, 2 with reports"; do
   grep -qF "$want" <<<"$out" || fail "no \"$want\" in: $out"
 done
