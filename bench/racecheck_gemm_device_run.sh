@@ -2,8 +2,8 @@
 # One detached chain for the next device calls (bench/RESULTS.md, 2026-12-06 sixth stop), in the
 # order of what matters most when device time is short: the plain GEMM's tests and the decoder ops
 # on it; racecheck with KVACTOR_GEMM=plain and kvactor's kernels only over the GPU tests it has not
-# yet checked (issue 20 part 1), the long-prompt fixtures last; the whole GPU suite; FULL graphs
-# with KVACTOR_PDL unset and eager.
+# yet checked (issue 20 part 1), the long-prompt fixtures among them; the whole GPU suite; FULL
+# graphs with KVACTOR_PDL unset and eager.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_graph_bench
 #   device: bash bench/detached.sh start /tmp/chain -- \
@@ -16,10 +16,10 @@
 # and logs/ (the steps' logs, and NAME_logs.tar, the sanitizer's, renewed after each racecheck
 # run), tarred into logs.tar at the end, which `wait` brings back once finished.
 # RACECHECK_FILTER replaces the tests (and skips the KVACTOR_PDL=0 rerun of llama_gqa),
-# RACECHECK_WINDOWS (N:K) splits each into windows of launches, RACECHECK_SHARDS (4) and
-# RACECHECK_LIMIT (540 s; 900 s for the three short tests) as in sanitize_device_run.sh. A test
-# with a verdict in /tmp/racecheck_gemm is not run again, whatever the verdict (a limit reached
-# included): run into another folder to retry one with a larger limit.
+# RACECHECK_WINDOWS (N:K) splits each into windows of launches, RACECHECK_SHARDS (6 for the 12
+# tests, 4 for a filter) and RACECHECK_LIMIT (900 s for the 12, 540 s for a filter) as in
+# sanitize_device_run.sh. A test with a verdict in /tmp/racecheck_gemm is not run again, unless
+# it was stopped at a limit smaller than this run's.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 summary=$dest/summary.txt
@@ -59,19 +59,18 @@ KVACTOR_GEMM=plain bash .devpack/run.sh kvactor_gpu_tests --gtest_filter='Decode
 grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/plain_gemm.log" "$out/decoder_ops_plain.log" |
   tee -a "$summary"
 
-# The long-prompt fixtures last: device time is short and they are the slowest. llama_gqa's
-# rerun (106 s last time) runs beside the two short tests that took over 270 s, so it should end
-# before the stalled-rank test runs alone after them.
+# The short tests and the long-prompt fixtures in one run, 6 at a time (12.8 GiB of host memory
+# at most per test last time, of 128), so that no slot idles while a slow test finishes; the
+# stalled-rank test alone after them. llama_gqa's rerun (106 s last time) runs beside them.
 step "racecheck, KVACTOR_GEMM=plain, kvactor's kernels only"
 if [ -n "${RACECHECK_FILTER:-}" ]; then
   racecheck_plain /tmp/racecheck_gemm "$RACECHECK_FILTER"
 else
   KVACTOR_PDL=0 racecheck_plain /tmp/racecheck_gqa_pdl0 "$gqa" 400 &
   gqa_pid=$!
-  racecheck_plain /tmp/racecheck_gemm "$short_filter" "${RACECHECK_LIMIT:-900}"
+  RACECHECK_SHARDS=${RACECHECK_SHARDS:-6} racecheck_plain /tmp/racecheck_gemm \
+    "$short_filter:$long_filter" "${RACECHECK_LIMIT:-900}"
   wait "$gqa_pid"
-  step "racecheck over the long-prompt fixtures"
-  racecheck_plain /tmp/racecheck_gemm "$long_filter"
 fi
 
 step "the whole GPU suite"
