@@ -392,6 +392,14 @@ TEST(DeviceLocalCommunicator, AGraphLaunchWhosePeerNeverComesTimesOutOnTheDevice
 
 // ---- kvactor run with ranks sharing the GPU -------------------------------------------------
 
+// A `--collective-timeout` of `seconds` times the slowdown of a tool around the process: under
+// racecheck a collective's kernels outlast the plain value although no rank stalls (2026-12-06:
+// 0.5 s and 10 s expired on healthy ranks), and these tests check what a timeout does, not its
+// length.
+std::string timeout_seconds(double seconds) {
+  return std::to_string(seconds * test_slowdown());
+}
+
 ::kvactor::test::cli_result run_shared(const std::vector<std::string>& extra) {
   std::vector<std::string> args{
       "run",           "--device",          "cuda",  "--seed", "11", "--requests", "12",
@@ -431,7 +439,8 @@ TEST(GpuRanksSharingAGpu, AStalledRankIsNamedWithinTheTimeoutAndNoRequestIsLost)
   const size_t baseline = free_device_bytes();
   const auto started = std::chrono::steady_clock::now();
   auto stalled = eager;
-  stalled.insert(stalled.end(), {"--collective-timeout", "0.5", "--debug-stall", "1:10"});
+  stalled.insert(stalled.end(),
+                 {"--collective-timeout", timeout_seconds(0.5), "--debug-stall", "1:10"});
   auto r = run_shared(stalled);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 60s * test_slowdown());
   EXPECT_EQ(r.code, 1) << r.out << r.err;
@@ -452,7 +461,8 @@ TEST(GpuRanksSharingAGpu, ARankStalledBeforeItsGraphsAreCapturedIsNamedWithinThe
   const size_t baseline = free_device_bytes();
   const auto started = std::chrono::steady_clock::now();
   auto stalled = graphs;
-  stalled.insert(stalled.end(), {"--collective-timeout", "0.5", "--debug-stall", "1:10"});
+  stalled.insert(stalled.end(),
+                 {"--collective-timeout", timeout_seconds(0.5), "--debug-stall", "1:10"});
   auto r = run_shared(stalled);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 60s * test_slowdown());
   EXPECT_NE(r.code, 0) << r.out << r.err;
@@ -537,7 +547,8 @@ TEST(GpuRanksSharingAGpu, AGraphOneRankCannotCaptureRunsEagerlyOnEveryRank) {
   EXPECT_NE(fine.cli.out.find("12 finished, 0 failed"), std::string::npos) << fine.cli.out;
   EXPECT_GT(replays_of(fine), 0);
   auto faulty = one_graph;
-  faulty.insert(faulty.end(), {"--debug-fail-capture", "1:1", "--collective-timeout", "10"});
+  faulty.insert(faulty.end(),
+                {"--debug-fail-capture", "1:1", "--collective-timeout", timeout_seconds(10)});
   const auto started = std::chrono::steady_clock::now();
   auto failed = run_with_graphs("one_graph_failed", faulty);
   ASSERT_EQ(failed.cli.code, 0) << failed.cli.err;

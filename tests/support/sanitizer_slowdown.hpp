@@ -37,7 +37,8 @@ constexpr int sanitizer_slowdown() {
 /// The slowdown to allow for at run time: this build's, or that of a tool around the process
 /// (KVACTOR_TEST_SLOWDOWN: tests/sanitize.sh sets it for its builds, bench/sanitize_device_run.sh
 /// for compute-sanitizer), whichever is larger. Bounds on how long a diagnosis may take scale by
-/// it, never the time-outs under test.
+/// it, and so do the time-outs a test sets where it checks what a time-out does rather than its
+/// length (a collective that healthy ranks outlast under the tool would fire it by mistake).
 inline int test_slowdown() {
   const char* v = std::getenv("KVACTOR_TEST_SLOWDOWN");
   return std::max(sanitizer_slowdown(), v != nullptr ? std::atoi(v) : 1);
