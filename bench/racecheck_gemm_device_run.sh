@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One detached chain for the next device calls (bench/RESULTS.md, 2026-12-06 seventh stop), in
 # the order of what matters most when device time is short: the tests changed for running under
-# a tool, without it; racecheck with KVACTOR_GEMM=plain and kvactor's kernels only over the three
-# GPU tests it has not yet checked to the end (issue 20 part 1); the whole GPU suite; FULL graphs
-# with KVACTOR_PDL unset and eager.
+# a tool, without it; racecheck with KVACTOR_GEMM=plain and kvactor's kernels only over the six
+# tests added since the suite was counted and the three it has not yet checked to the end (issue
+# 20 part 1); the whole GPU suite; FULL graphs with KVACTOR_PDL unset and eager.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_graph_bench
 #   device: bash bench/detached.sh start /tmp/chain -- \
@@ -28,6 +28,10 @@ step() { echo "== $(date +%T) $*" | tee -a "$summary"; }
 # stalled-rank and failed-capture tests, 0 hazards, failed their own collective timeouts under the
 # tool (these now scale with KVACTOR_TEST_SLOWDOWN); the Llama-8B-shape TP test had not finished
 # TP 2 after 900 s (under a tool it now runs one prompt and two tokens).
+# And the six tests added since the suite's 284 were counted: the plain GEMM's GPU test and five
+# host checks.
+added='PlainGemm.*:PlainKernelChecks.*:ProjectionGemmChoice.*:PdlScope.*'
+added+=':DecoderCudaChecks.RefusesAnUnknownKvactor*'
 stalled='GpuRanksSharingAGpu.AStalledRank*'
 slow_filter='TpSharedGpuLlama8b.*:GpuRanksSharingAGpu.AGraphOneRankCannotCapture*'
 export KVACTOR_TEST_SLOWDOWN=${KVACTOR_TEST_SLOWDOWN:-40}
@@ -54,12 +58,13 @@ KVACTOR_TEST_SLOWDOWN=1 bash .devpack/run.sh kvactor_gpu_tests \
   --gtest_filter='GpuRanksSharingAGpu.*:TpSharedGpuLlama8b.*' >"$out/changed_tests.log" 2>&1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/changed_tests.log" | tee -a "$summary"
 
-# The stalled-rank test first and alone (it compares the device's free memory before and after),
-# then the two slow ones side by side.
+# The six added tests (seconds), the stalled-rank test alone (it compares the device's free
+# memory before and after), then the two slow ones side by side.
 step "racecheck, KVACTOR_GEMM=plain, kvactor's kernels only"
 if [ -n "${RACECHECK_FILTER:-}" ]; then
   racecheck_plain /tmp/racecheck_gemm "$RACECHECK_FILTER"
 else
+  racecheck_plain /tmp/racecheck_gemm "$added"
   racecheck_plain /tmp/racecheck_gemm "$stalled"
   racecheck_plain /tmp/racecheck_gemm "$slow_filter"
 fi
