@@ -22,8 +22,9 @@
 # when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1, with or
 # without --check-warpgroup-mma, --check-bulk-copy or --racecheck-memcpy-async), so tests with
 # GEMMs run either with every kernel instrumented or with KVACTOR_GEMM=plain (read by kvactor: its
-# own plain GEMM kernel instead of cuBLAS's; with it, 8 GEMM tests ran under racecheck without
-# the fault, 2026-12-06, H100: 7 clean, 1 with the tool's own "failure to track a kernel launch").
+# own plain GEMM kernel instead of cuBLAS's; with it, 20 GEMM tests ran under racecheck without
+# the fault, 2026-12-06, H100: 16 clean, 2 failing their own timeouts with 0 hazards, 1 with the
+# tool's own "failure to track a kernel launch", 1 stopped at the time limit).
 # KVACTOR_SANITIZE_WINDOWS=N:K checks each test in K + 1 processes, each instrumenting one window
 # of its launches (see windows() below; racecheck needs KVACTOR_GEMM=plain there too).
 # KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches. The tests' bounds
