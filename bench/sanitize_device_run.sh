@@ -28,7 +28,10 @@
 # KVACTOR_SANITIZE_WINDOWS=N:K checks each test in K + 1 processes, each instrumenting one window
 # of its launches (see windows() below; racecheck needs KVACTOR_GEMM=plain there too).
 # KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches. The tests' bounds
-# on how long a diagnosis may take scale by KVACTOR_TEST_SLOWDOWN (set to 4 here). Known to fail
+# on how long a diagnosis may take and the collective timeouts they set scale by
+# KVACTOR_TEST_SLOWDOWN (4 unless set; racecheck needs 40 or more for the shared-GPU tests that
+# time collectives out, bench/racecheck_gemm_device_run.sh), and above 1 the slowest tests do
+# less work (tests/support/sanitizer_slowdown.hpp). Known to fail
 # under the tools whatever the code: tests whose ranks wait for each other inside kernels (the
 # tool runs one kernel at a time); tests that compare the device's free memory before and after,
 # beside other processes (name them in KVACTOR_SANITIZE_ALONE), and under initcheck even alone
@@ -47,8 +50,13 @@
 source "$(dirname "$0")/device_prelude.sh" "$@"
 filter=${2:-"KvWriteCuda*:PagedAttentionCuda*:AllSupported/*:EveryKernel/*:PrefillKernelChoice*:MetadataCuda*:DeviceLocal*:GpuRank.*:DenseFamilies/DecoderCudaFixtures.PromptLogits*"}
 sanitizer=${KVACTOR_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
-# The tests' bounds on how long a diagnosis may take, scaled for the tool (gpu_support.hpp).
+# The tests' bounds and timeouts, scaled for the tool (tests/support/sanitizer_slowdown.hpp).
 export KVACTOR_TEST_SLOWDOWN=${KVACTOR_TEST_SLOWDOWN:-4}
+# A whole number of seconds: a resumed run compares it with the limit a stopped test had.
+if ! [[ ${KVACTOR_SANITIZE_LIMIT:-170} =~ ^[0-9]+$ ]]; then
+  echo "KVACTOR_SANITIZE_LIMIT=${KVACTOR_SANITIZE_LIMIT}: not a whole number of seconds" >&2
+  exit 2
+fi
 shards=${KVACTOR_SANITIZE_SHARDS:-1}
 # No test starts after `budget` seconds; by default one started last still ends within a device
 # command's 600 s, with time left to pack the logs.
@@ -151,9 +159,11 @@ sanitize_test() {
   PEAK_RSS=1 run_tool "$tool" "$log" "$test" "${window_options[@]}"
   local rc=$? verdict
   verdict=$(verdict_of "$rc" "$log" "$ooms")
-  local who="$tool $test"
+  local who="$tool $test" memory=
   [ -n "$window" ] && who="  $test, window $window ($(window_range "$window"))"
-  echo "$who: $verdict ($((SECONDS - t0)) s$(memory_note "${log%.log}.rss"))" |
+  # A process stopped at the limit leaves the test unreaped: GNU time never sees its memory.
+  [ "$rc" -eq 124 ] || memory=$(memory_note "${log%.log}.rss")
+  echo "$who: $verdict ($((SECONDS - t0)) s$memory)" |
     tee "${log%.log}.verdict"
 }
 
@@ -269,7 +279,7 @@ window_verdict() {
 # with a larger limit checks that test again rather than trusting the stop.
 limit_grew() {
   local was
-  was=$(sed -n 's/.*stopped at the limit of \([0-9]*\) s.*/\1/p' "$1")
+  was=$(sed -n 's/^[^:]*: stopped at the limit of \([0-9]*\) s.*/\1/p' "$1")
   [ -n "$was" ] && ((was < ${KVACTOR_SANITIZE_LIMIT:-170}))
 }
 

@@ -4,10 +4,12 @@
 # skipped, failed with the tool clean, reports, crashed, stopped at the limit), the tally, the
 # kernel filter and the extra options passed to the tool, never more than SHARDS tests at once,
 # the tests that must run alone run after every other test has ended and one at a time, a second
-# call with KVACTOR_SANITIZE_RESUME=1 runs nothing the first judged, a spent budget starts
-# nothing, windows of launches (KVACTOR_SANITIZE_WINDOWS) each get their own process and make one
-# verdict, each verdict gives the peak host memory and a crash the OOM kill logged during it (not
-# one from before), and a tool that takes no kernel filter is refused before any test.
+# call with KVACTOR_SANITIZE_RESUME=1 runs nothing the first judged, and a third with a larger
+# limit only the test stopped at the smaller one, a spent budget starts nothing, windows of
+# launches (KVACTOR_SANITIZE_WINDOWS) each get their own process and make one verdict, each
+# verdict but a stopped one gives the peak host memory and a crash the OOM kill logged during it
+# (not one from before), a limit that is not whole seconds and a tool that takes no kernel filter
+# are refused before any test.
 #   usage: tests/sanitize_device_run_test.sh SOURCE_DIR
 set -uo pipefail
 root=${1:?usage: sanitize_device_run_test.sh SOURCE_DIR}
@@ -116,8 +118,11 @@ done
 grep -q -- "--kernel-name kns=kvactor" "$dir/tool.log" || fail "the tool never got the kernel filter"
 # Each test's peak host memory; the OOM kill in the crashed test's verdict only, and not the one
 # logged before the tests.
-[ "$(grep -cE ' s, peak RSS 3\.0 GiB\)' <<<"$out")" -eq 7 ] ||
+[ "$(grep -cE ' s, peak RSS 3\.0 GiB\)' <<<"$out")" -eq 6 ] ||
   fail "not every verdict gives the peak RSS: $out"
+# but the one stopped at the limit: its test process was never reaped, so nothing measured it.
+grep -E "A\.slow: stopped at the limit of 2 s \([0-9]+ s\)" <<<"$out" >/dev/null ||
+  fail "the stopped test's verdict gives a memory figure: $out"
 [ "$(grep -c "OOM kill" <<<"$out")" -eq 1 ] || fail "OOM notes on other verdicts: $out"
 ! grep -q "an earlier one" <<<"$out" || fail "an OOM kill from before the test was reported: $out"
 [ "$(grep -c -- "--racecheck-report hazard --print-limit" "$dir/tool.log")" -eq 7 ] ||
@@ -192,6 +197,15 @@ for bad in "KVACTOR_SANITIZE_WINDOWS=100|expected N:K" "KVACTOR_SANITIZE_WINDOWS
   grep -qF "${bad#*|}" <<<"$out" || fail "${bad%%|*}: the refusal says: $out"
 done
 [ ! -s "$dir/tool.log" ] || fail "tests ran with refused windows: $(cat "$dir/tool.log")"
+
+# A limit that is not whole seconds is refused before any test (a resumed run compares limits).
+: >"$dir/tool.log"
+if out=$(KVACTOR_SANITIZE_LIMIT=1.5 bash bench/sanitize_device_run.sh "$dir/out8" 'A.*' 2>&1); then
+  fail "a limit of 1.5 was accepted: $out"
+fi
+grep -qF "KVACTOR_SANITIZE_LIMIT=1.5: not a whole number of seconds" <<<"$out" ||
+  fail "the refusal says: $out"
+[ ! -s "$dir/tool.log" ] || fail "tests ran with a refused limit: $(cat "$dir/tool.log")"
 
 # A tool without a kernel filter is refused before any test runs.
 : >"$dir/tool.log"

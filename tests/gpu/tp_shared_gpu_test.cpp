@@ -7,6 +7,7 @@
 // TP 1. A TP size the model's heads do not split is skipped by name.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -154,9 +155,15 @@ TEST(TpSharedGpuLlama8b, TpTwoFourAndEightOnOneGpuGiveTpOnesLogits) {
     }
     return ranks;
   };
-  // Under a tool (KVACTOR_TEST_SLOWDOWN), one prompt and two greedy tokens: every kernel still
-  // runs at the 8B shapes and every TP size, in a time racecheck can finish (four prompts and
-  // eight tokens had not finished TP 2 after 900 s).
+  // Under a tool or a sanitizer build (test_slowdown() > 1), one prompt and two greedy tokens:
+  // every kernel still runs at the 8B shapes and every TP size, in less time (under racecheck,
+  // four prompts and eight tokens did not finish in 900 s). Each stage's time goes to stderr,
+  // unbuffered, so that a run stopped at a limit shows where it was (buffered stdout is lost).
+  const auto t0 = std::chrono::steady_clock::now();
+  auto progress = [&](const char* what, int32_t tp) {
+    std::fprintf(stderr, "llama-3.1-8b shape: %s TP %d at %.0f s\n", what, tp,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
   const bool under_tool = ::kvactor::test::test_slowdown() > 1;
   const int32_t n = under_tool ? 2 : 8;
   std::vector<std::vector<int32_t>> prompts(under_tool ? 1 : 4);
@@ -166,13 +173,16 @@ TEST(TpSharedGpuLlama8b, TpTwoFourAndEightOnOneGpuGiveTpOnesLogits) {
   std::vector<rank_output> tp1;
   {
     const auto one = load(1);
+    progress("loaded", 1);
     for (const auto& prompt : prompts) {
       tp1.push_back(run_group(one, prompt, n).front());
       ASSERT_CUDA_OK(tp1.back().status);
     }
   }
+  progress("ran", 1);
   for (int32_t tp : {2, 4, 8}) {
     const auto ranks = load(tp);
+    progress("loaded", tp);
     double worst = 0;
     size_t same_first = 0;
     for (size_t p = 0; p < prompts.size(); ++p) {
