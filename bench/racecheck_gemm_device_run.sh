@@ -18,9 +18,8 @@
 # RACECHECK_FILTER replaces the tests, RACECHECK_WINDOWS (N:K) splits each into windows of
 # launches, RACECHECK_SHARDS (2) and RACECHECK_LIMIT (1500 s) as in sanitize_device_run.sh, and
 # KVACTOR_TEST_SLOWDOWN (40; 200 for the stalled-rank test) scales the tests' collective timeouts
-# and bounds, and makes the two slow tests do less work. A test with a
-# verdict in /tmp/racecheck_gemm is not run again, unless it was stopped at a limit smaller than
-# this run's.
+# and bounds, and makes the two slow tests do less work. A test with a verdict in
+# /tmp/racecheck_gemm is not run again, unless it was stopped at a limit smaller than this run's.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 summary=$dest/summary.txt

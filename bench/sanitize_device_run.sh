@@ -31,11 +31,11 @@
 # on how long a diagnosis may take and the collective timeouts they set scale by
 # KVACTOR_TEST_SLOWDOWN (4 unless set; racecheck needs 40 or more for the shared-GPU tests that
 # time collectives out, bench/racecheck_gemm_device_run.sh), and above 1 the slowest tests do
-# less work (tests/support/sanitizer_slowdown.hpp). Known to fail
-# under the tools whatever the code: tests whose ranks wait for each other inside kernels (the
-# tool runs one kernel at a time); tests that compare the device's free memory before and after,
-# beside other processes (name them in KVACTOR_SANITIZE_ALONE), and under initcheck even alone
-# (the device's free memory falls by 96-128 MiB with each run in the process).
+# less work (tests/support/sanitizer_slowdown.hpp). Known to fail under the tools whatever the
+# code: tests whose ranks wait for each other inside kernels (the tool runs one kernel at a
+# time); tests that compare the device's free memory before and after, beside other processes
+# (name them in KVACTOR_SANITIZE_ALONE), and under initcheck even alone (the device's free
+# memory falls by 96-128 MiB with each run in the process).
 # KVACTOR_SANITIZE_OPTIONS: more options for the tool, words split at spaces. Per test, each
 # verdict gives the peak host memory of the test's largest process (GNU time,
 # KVACTOR_SANITIZE_TIME, /usr/bin/time by default) and, for a process that died, an OOM kill the
@@ -43,8 +43,8 @@
 # KVACTOR_SANITIZE_RESUME=1 (OUT_DIR outside the call's own folder, e.g. /tmp/sanitize, then
 # copy OUT_DIR/logs.tar back) skips the tests with a verdict from an earlier call on the same
 # machine, so that several calls cover a suite one is too short for; a test stopped at a limit
-# smaller than this run's runs again. KVACTOR_SANITIZE_ALONE=FILTER:
-# the tests it selects run after the others, one at a time.
+# smaller than this run's runs again. KVACTOR_SANITIZE_ALONE=FILTER: the tests it selects run
+# after the others, one at a time.
 [ "${KVACTOR_SANITIZE_RESUME:-0}" = 1 ] && export KVACTOR_DEVICE_KEEP_LOGS=1
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"

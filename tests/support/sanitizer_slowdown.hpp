@@ -39,6 +39,7 @@ constexpr int sanitizer_slowdown() {
 /// for compute-sanitizer), whichever is larger. Bounds on how long a diagnosis may take scale by
 /// it, and so do the time-outs a test sets where it checks what a time-out does rather than its
 /// length (a collective that healthy ranks outlast under the tool would fire it by mistake).
+/// Above 1, the slowest GPU tests do less of the same work (fewer prompts, tokens or requests).
 inline int test_slowdown() {
   const char* v = std::getenv("KVACTOR_TEST_SLOWDOWN");
   return std::max(sanitizer_slowdown(), v != nullptr ? std::atoi(v) : 1);
