@@ -3,23 +3,25 @@
 # the order of what matters most when device time is short: the tests changed for running under
 # a tool, without it; racecheck with KVACTOR_GEMM=plain and kvactor's kernels only over the six
 # tests added since the suite was counted and the stalled-rank test (issue 20 part 1); FULL
-# graphs with KVACTOR_PDL unset and eager; racecheck over the two slow tests; the whole suite.
+# graphs with KVACTOR_PDL unset and eager; racecheck over the two slow tests, and llama_gqa's TP
+# test with every module loaded eagerly; the whole suite.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_graph_bench
 #   device: bash bench/detached.sh start /tmp/chain -- \
 #             bash bench/racecheck_gemm_device_run.sh /tmp/chain   (carry: [".devpack.tar.xz"])
 #           bash bench/detached.sh wait 540 /tmp/chain "$OUT/chain"; cat /tmp/chain/summary.txt
-#           tar czf "$OUT/partial.tgz" -C /tmp racecheck_gemm chain  (what came so far)
+#           tar czf "$OUT/partial.tgz" -C /tmp racecheck_gemm racecheck_gqa_eager chain  (so far)
 #             (that call and each next one, issued at once: the machine is released when idle)
 # DIR receives summary.txt (each result as it comes, each test's verdict included, tagged with
-# the sanitizer's folder, racecheck_gemm) and logs/ (the steps' logs, and NAME_logs.tar, the
-# sanitizer's, renewed after each racecheck run), tarred into logs.tar at the end, which `wait`
-# brings back once finished.
-# RACECHECK_FILTER replaces the tests, RACECHECK_WINDOWS (N:K) splits each into windows of
-# launches, RACECHECK_SHARDS (2) and RACECHECK_LIMIT (1500 s) as in sanitize_device_run.sh, and
-# KVACTOR_TEST_SLOWDOWN (40; 200 for the stalled-rank test) scales the tests' collective timeouts
-# and bounds, and makes the two slow tests do less work. A test with a verdict in
-# /tmp/racecheck_gemm is not run again, unless it was stopped at a limit smaller than this run's.
+# the sanitizer's folder, racecheck_gemm or racecheck_gqa_eager) and logs/ (the steps' logs, and
+# NAME_logs.tar, the sanitizer's, renewed after each racecheck run), tarred into logs.tar at the
+# end, which `wait` brings back once finished.
+# RACECHECK_FILTER replaces the tests (llama_gqa's run too), RACECHECK_WINDOWS (N:K) splits each
+# into windows of launches, RACECHECK_SHARDS (2) and RACECHECK_LIMIT (1500 s) as in
+# sanitize_device_run.sh, and KVACTOR_TEST_SLOWDOWN (40; 200 for the stalled-rank test) scales
+# the tests' collective timeouts and bounds, and makes the two slow tests do less work. A test
+# with a verdict in /tmp/racecheck_gemm is not run again, unless it was stopped at a limit smaller
+# than this run's.
 # shellcheck source=bench/device_prelude.sh
 source "$(dirname "$0")/device_prelude.sh" "$@"
 summary=$dest/summary.txt
@@ -35,6 +37,11 @@ added='PlainGemm.*:PlainKernelChecks.*:ProjectionGemmChoice.*:PdlScope.*'
 added+=':DecoderCudaChecks.RefusesAnUnknownKvactor*'
 stalled='GpuRanksSharingAGpu.AStalledRank*'
 slow_filter='TpSharedGpuLlama8b.*:GpuRanksSharingAGpu.AGraphOneRankCannotCapture*'
+# The one test whose verdict is the tool's "failure to track a kernel launch" (no hazard, four
+# runs, with and without PDL): beside the slow pair, with every module loaded at start-up instead
+# of at a kernel's first launch, to tell whether the tool loses a launch that loads its module
+# while other threads launch.
+gqa='DenseFamilies/TpSharedGpuFixtures.EveryTpSizeGivesOneRanksLogitsOnEveryRank/llama_gqa'
 export KVACTOR_TEST_SLOWDOWN=${KVACTOR_TEST_SLOWDOWN:-40}
 
 # racecheck_plain DIR FILTER: one racecheck run into DIR (sanitize_device_run.sh resumes:
@@ -84,8 +91,10 @@ for round in 1 2; do
 done
 
 if [ -z "${RACECHECK_FILTER:-}" ]; then
-  step "racecheck over the two slow tests"
+  step "racecheck over the two slow tests, and llama_gqa's TP test with CUDA_MODULE_LOADING=EAGER"
+  CUDA_MODULE_LOADING=EAGER racecheck_plain /tmp/racecheck_gqa_eager "$gqa" &
   racecheck_plain /tmp/racecheck_gemm "$slow_filter"
+  wait
 fi
 
 step "the whole GPU suite"
