@@ -544,7 +544,7 @@ TEST(GpuRanksSharingAGpu, AGraphOneRankCannotCaptureRunsEagerlyOnEveryRank) {
       "--tensor-parallel-size",    "2",  "--gpu-ids", "0,0", "--cudagraph-mode", "piecewise",
       "--cudagraph-capture-sizes", "512"};
   // Under a tool, 4 requests instead of 12: under racecheck the run of 12 took 10 minutes.
-  const int requests = test_slowdown() > 1 ? 4 : 12;
+  const int requests = ::kvactor::test::slowed_run() ? 4 : 12;
   const std::string served = std::to_string(requests) + " finished, 0 failed";
   auto fine = run_with_graphs("one_graph", one_graph, requests);
   ASSERT_EQ(fine.cli.code, 0) << fine.cli.err;

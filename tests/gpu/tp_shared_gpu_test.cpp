@@ -155,7 +155,7 @@ TEST(TpSharedGpuLlama8b, TpTwoFourAndEightOnOneGpuGiveTpOnesLogits) {
     }
     return ranks;
   };
-  // Under a tool or a sanitizer build (test_slowdown() > 1), one prompt and two greedy tokens:
+  // Under a tool or a sanitizer build (slowed_run()), one prompt and two greedy tokens:
   // every kernel still runs at the 8B shapes and every TP size, in less time (under racecheck,
   // four prompts and eight tokens did not finish in 900 s). Each stage's time goes to stderr,
   // unbuffered, so that a run stopped at a limit shows where it was (buffered stdout is lost).
@@ -164,9 +164,9 @@ TEST(TpSharedGpuLlama8b, TpTwoFourAndEightOnOneGpuGiveTpOnesLogits) {
     std::fprintf(stderr, "llama-3.1-8b shape: %s TP %d at %.0f s\n", what, tp,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   };
-  const bool under_tool = ::kvactor::test::test_slowdown() > 1;
-  const int32_t n = under_tool ? 2 : 8;
-  std::vector<std::vector<int32_t>> prompts(under_tool ? 1 : 4);
+  const bool slowed = ::kvactor::test::slowed_run();
+  const int32_t n = slowed ? 2 : 8;
+  std::vector<std::vector<int32_t>> prompts(slowed ? 1 : 4);
   for (size_t p = 0; p < prompts.size(); ++p)
     for (int32_t i = 0; i < 60 + 20 * static_cast<int32_t>(p); ++i)
       prompts[p].push_back((i * 7919 + 13 + static_cast<int32_t>(p) * 104729) % 128000);

@@ -45,4 +45,10 @@ inline int test_slowdown() {
   return std::max(sanitizer_slowdown(), v != nullptr ? std::atoi(v) : 1);
 }
 
+/// Whether this run is slowed (a sanitizer build, or a tool around the process): the slowest
+/// tests then do less of the same work.
+inline bool slowed_run() {
+  return test_slowdown() > 1;
+}
+
 } // namespace kvactor::test
