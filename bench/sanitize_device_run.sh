@@ -13,8 +13,9 @@
 # reports its peak host memory (it can exhaust the machine). KVACTOR_SANITIZE_PER_TEST=1 runs
 # each test as a process of its own instead (SHARDS at a time, LIMIT seconds each, none started
 # after KVACTOR_SANITIZE_BUDGET seconds, by default 570 - LIMIT) and prints one line per test:
-# clean, with reports, failed, crashed, or stopped at the limit; for suites too slow to finish
-# as a whole, it says which tests are checked and which are too slow for the tool.
+# clean, with reports, with the tool's own error only (no report on the program), failed,
+# crashed, or stopped at the limit; for suites too slow to finish as a whole, it says which tests
+# are checked and which are too slow for the tool.
 # KVACTOR_SANITIZE_KERNELS=SUBSTRING instruments only the kernels whose names contain it
 # ("kvactor": ours, not cuBLAS's or NCCL's), for tests that run no cuBLAS GEMM: under racecheck an
 # uninstrumented cuBLAS kernel (nvjet_sm90_*) draws "Internal Sanitizer Error: The Sanitizer
@@ -22,9 +23,9 @@
 # when the filter matches no kernel at all (2026-12-06, H100, compute-sanitizer 2025.3.1, with or
 # without --check-warpgroup-mma, --check-bulk-copy or --racecheck-memcpy-async), so tests with
 # GEMMs run either with every kernel instrumented or with KVACTOR_GEMM=plain (read by kvactor: its
-# own plain GEMM kernel instead of cuBLAS's; with it, 20 GEMM tests ran under racecheck without
-# the fault, 2026-12-06, H100: 16 clean, 2 failing their own timeouts with 0 hazards, 1 with the
-# tool's own "failure to track a kernel launch", 1 stopped at the time limit).
+# own plain GEMM kernel instead of cuBLAS's; with it, the 20 GEMM tests ran under racecheck
+# without the fault, 2026-12-06, H100: 18 clean, 2 with the tool's own "failure to track a kernel
+# launch" and no report, both running eight ranks' threads on the one GPU).
 # KVACTOR_SANITIZE_WINDOWS=N:K checks each test in K + 1 processes, each instrumenting one window
 # of its launches (see windows() below; racecheck needs KVACTOR_GEMM=plain there too).
 # KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches. The tests' bounds
@@ -184,12 +185,25 @@ verdict_of() {
   elif [ "$rc" -eq 0 ] &&
     grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$log"; then
     echo clean
+  elif [ "$rc" -eq 3 ] && grep -q '^\[  PASSED' "$log" && only_the_tools_errors "$log"; then
+    echo "the tool's own error, no report on the program (exit $rc):" \
+      "$(grep -m 1 "^========= Internal" "$log" | sed 's/^========= //')"
   elif [ "$rc" -eq 3 ]; then # --error-exitcode: the tool found something
     echo "reports (exit $rc): $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | head -n 1)"
   else # no test result and no report: the process died (a signal, the tool's own error)
     echo "crashed (exit $rc): $(grep -E "^========= (Error|Internal)" "$log" |
       head -n 1)$(oom_note "$3")"
   fi
+}
+
+# Whether every error the tool counted in log $1 is its own ("Internal Sanitizer Error: Detected
+# a failure to track a kernel launch", which racecheck counts as a hazard), none a report on the
+# program: such a run found nothing, though the tool says its later records may be incomplete.
+only_the_tools_errors() {
+  local counted own
+  counted=$(sed -n 's/^========= [A-Z]* SUMMARY: \([0-9]*\) .*/\1/p' "$1" | head -n 1)
+  own=$(grep -c "^========= Internal Sanitizer Error" "$1")
+  [ -n "$counted" ] && ((own > 0 && counted == own))
 }
 
 # ", peak RSS N.N GiB" from /usr/bin/time's file $1, when there is one.
@@ -239,12 +253,12 @@ window_options() {
     echo "--launch-skip $((k * n))"; fi
 }
 
-# How bad window verdict $1 is: 0 for reports, then crashed, failed, stopped, not started,
-# skipped, no CUDA call; clean is not asked.
+# How bad window verdict $1 is: 0 for reports, then the tool's own error, crashed, failed,
+# stopped, not started, skipped, no CUDA call; clean is not asked.
 severity() {
   case $1 in
-  reports*) echo 0 ;; crashed*) echo 1 ;; "test failed"*) echo 2 ;; stopped*) echo 3 ;;
-  "not started"*) echo 4 ;; skipped*) echo 5 ;; *) echo 6 ;;
+  reports*) echo 0 ;; "the tool's own"*) echo 1 ;; crashed*) echo 2 ;; "test failed"*) echo 3 ;;
+  stopped*) echo 4 ;; "not started"*) echo 5 ;; skipped*) echo 6 ;; *) echo 7 ;;
   esac
 }
 
@@ -345,6 +359,7 @@ tally() {
 : test failed|failed
 : stopped at|stopped at the limit
 : reports|with reports
+: the tool's own error|with the tool's own error only
 : crashed|crashed
 : not started|not started
 KINDS

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # bench/sanitize_device_run.sh's per-test mode, with a stand-in for compute-sanitizer and for the
 # GPU test binary (the real ones need a GPU): a verdict per kind of ending (clean, no CUDA call,
-# skipped, failed with the tool clean, reports, crashed, stopped at the limit), the tally, the
-# kernel filter and the extra options passed to the tool, never more than SHARDS tests at once,
-# the tests that must run alone run after every other test has ended and one at a time, a second
-# call with KVACTOR_SANITIZE_RESUME=1 runs nothing the first judged, and a third with a larger
-# limit only the test stopped at the smaller one, a spent budget starts nothing, windows of
-# launches (KVACTOR_SANITIZE_WINDOWS) each get their own process and make one verdict, each
-# verdict but a stopped one gives the peak host memory and a crash the OOM kill logged during it
-# (not one from before), a limit that is not whole seconds and a tool that takes no kernel filter
+# skipped, failed with the tool clean, reports, the tool's own error only, crashed, stopped at the
+# limit), the tally, the kernel filter and the extra options passed to the tool, never more than
+# SHARDS tests at once, the tests that must run alone run after every other test has ended and one
+# at a time, a second call with KVACTOR_SANITIZE_RESUME=1 runs nothing the first judged, and a third
+# with a larger limit only the test stopped at the smaller one, a spent budget starts nothing,
+# windows of launches (KVACTOR_SANITIZE_WINDOWS) each get their own process and make one verdict,
+# each verdict but a stopped one gives the peak host memory and a crash the OOM kill logged during
+# it (not one from before), a limit that is not whole seconds and a tool that takes no kernel filter
 # are refused before any test.
 #   usage: tests/sanitize_device_run_test.sh SOURCE_DIR
 set -uo pipefail
@@ -32,6 +32,7 @@ case "$*" in
 *--gtest_list_tests*A.clean:A.slow*) printf 'A.\n  clean\n  slow\n'; exit 0 ;;
 *--gtest_list_tests*A.clean:A.races*) printf 'A.\n  clean\n  races\n  mixed\n'; exit 0 ;;
 *--gtest_list_tests*=A.crashes) printf 'A.\n  crashes\n'; exit 0 ;;
+*--gtest_list_tests*=A.untracked:A.both) printf 'A.\n  untracked\n  both\n'; exit 0 ;;
 *--gtest_list_tests*)
   printf 'A.\n  clean\n  host_only\n  skips\n  fails\n  races\n  crashes\n  slow\n'; exit 0 ;;
 esac
@@ -57,6 +58,14 @@ A.host_only) echo "[  PASSED  ] 1 test."
 A.skips) echo "[  SKIPPED ] A.skips"; echo "========= ERROR SUMMARY: 0 errors" ;;
 A.fails) echo "[  FAILED  ] A.fails"; echo "========= ERROR SUMMARY: 0 errors"; exit 1 ;;
 A.races) echo "[  PASSED  ] 1 test."; echo "========= ERROR SUMMARY: 2 errors"; exit 3 ;;
+A.untracked | A.both) # the tool loses a launch; A.both also races
+  echo "========= Internal Sanitizer Error: Detected a failure to track a kernel launch."
+  [ $name = A.both ] && echo "========= Error: Race reported between Write access at f+0x10"
+  echo "[  PASSED  ] 1 test."
+  errors=1
+  [ $name = A.both ] && errors=2
+  echo "========= RACECHECK SUMMARY: $errors hazards displayed ($errors errors, 0 warnings)"
+  exit 3 ;;
 A.crashes) # killed, and the kernel logs it unless NO_OOM is set
   [ -n "${NO_OOM:-}" ] ||
     echo "[ 9.1] Out of memory: Killed process 4242 (kvactor_gpu_te)" >>"${KMSG:?}"
@@ -154,6 +163,16 @@ grep -qF "A.slow: stopped at the limit of 3 s" <<<"$out" ||
 out=$(PATH="$dir/bin:$PATH" NO_OOM=1 bash bench/sanitize_device_run.sh "$dir/out7" 'A.crashes')
 grep -qF "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error: a hardware exception (" \
   <<<"$out" || fail "a crash without an OOM kill got a note: $out"
+
+# A run whose only error is the tool's own (it lost track of a launch) is told apart from one
+# that also reports on the program.
+out=$(bash bench/sanitize_device_run.sh "$dir/out9" 'A.untracked:A.both')
+for want in "A.untracked: the tool's own error, no report on the program (exit 3): Internal \
+Sanitizer Error: Detected a failure to track a kernel launch." \
+  "A.both: reports (exit 3): ========= RACECHECK SUMMARY: 2 hazards" \
+  "racecheck: 1 with reports, 1 with the tool's own error only"; do
+  grep -qF "$want" <<<"$out" || fail "no \"$want\" in: $out"
+done
 
 # A budget already spent starts nothing, and says so per test.
 out=$(KVACTOR_SANITIZE_BUDGET=-1 bash bench/sanitize_device_run.sh "$dir/out2" 'A.*')
