@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# One detached chain for the next device calls (bench/RESULTS.md, 2026-12-06 seventh stop), in
-# the order of what matters most when device time is short: the tests changed for running under
-# a tool, without it; racecheck with KVACTOR_GEMM=plain and kvactor's kernels only over the six
-# tests added since the suite was counted and the stalled-rank test (issue 20 part 1); FULL
-# graphs with KVACTOR_PDL unset and eager; racecheck over the two slow tests, and llama_gqa's TP
-# test with every module loaded eagerly; the whole suite.
+# The detached chain that finished racecheck over the GPU suite (bench/RESULTS.md, 2026-12-06 eighth
+# stop; written at the seventh), in the order of what mattered most when device time was short: the
+# tests changed for running under a tool, without it; racecheck with KVACTOR_GEMM=plain and
+# kvactor's kernels only over the six tests added since the suite was counted and the stalled-rank
+# test (issue 20 part 1); FULL graphs with KVACTOR_PDL unset and eager; racecheck over the two slow
+# tests, and llama_gqa's TP test with every module loaded eagerly; the whole suite.
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_graph_bench
 #   device: bash bench/detached.sh start /tmp/chain -- \
@@ -26,7 +26,8 @@
 source "$(dirname "$0")/device_prelude.sh" "$@"
 summary=$dest/summary.txt
 step() { echo "== $(date +%T) $*" | tee -a "$summary"; }
-# The three tests racecheck has not yet checked to the end (2026-12-06 seventh stop): the
+# The three tests racecheck had not yet checked to the end at the seventh stop (all three ran to
+# their end at the eighth: two clean, the Llama-8B shape with the tool's own error only): the
 # stalled-rank and failed-capture tests, 0 hazards, failed their own collective timeouts under the
 # tool (these now scale with KVACTOR_TEST_SLOWDOWN, and the failed-capture test serves 4 requests
 # under a tool, not 12); the Llama-8B-shape TP test did not finish in 900 s (under a tool it now

@@ -32,11 +32,12 @@
 # on how long a diagnosis may take and the collective timeouts they set scale by
 # KVACTOR_TEST_SLOWDOWN (4 unless set; racecheck needs 40 or more for the shared-GPU tests that
 # time collectives out, bench/racecheck_gemm_device_run.sh), and above 1 the slowest tests do
-# less work (tests/support/sanitizer_slowdown.hpp). Known to fail under the tools whatever the
-# code: tests whose ranks wait for each other inside kernels (the tool runs one kernel at a
-# time); tests that compare the device's free memory before and after, beside other processes
-# (name them in KVACTOR_SANITIZE_ALONE), and under initcheck even alone (the device's free
-# memory falls by 96-128 MiB with each run in the process).
+# less work (tests/support/sanitizer_slowdown.hpp). Known to fail under the tools whatever the code:
+# a test whose ranks wait for each other inside a captured all-reduce's kernels (under the tools
+# their waits stop meeting, and the device-side timeout names them); tests that compare the device's
+# free memory before and after, beside other processes (name them in KVACTOR_SANITIZE_ALONE), and
+# under initcheck even alone (the device's free memory falls by 96-128 MiB with each run in the
+# process).
 # KVACTOR_SANITIZE_OPTIONS: more options for the tool, words split at spaces. Per test, each
 # verdict gives the peak host memory of the test's largest process (GNU time,
 # KVACTOR_SANITIZE_TIME, /usr/bin/time by default) and, for a process that died, an OOM kill the
