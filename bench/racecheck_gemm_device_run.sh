@@ -38,8 +38,9 @@ added='PlainGemm.*:PlainKernelChecks.*:ProjectionGemmChoice.*:PdlScope.*'
 added+=':DecoderCudaChecks.RefusesAnUnknownKvactor*'
 stalled='GpuRanksSharingAGpu.AStalledRank*'
 slow_filter='TpSharedGpuLlama8b.*:GpuRanksSharingAGpu.AGraphOneRankCannotCapture*'
-# The one test whose verdict is the tool's "failure to track a kernel launch" (no hazard, four
-# runs, with and without PDL): beside the slow pair, with every module loaded at start-up instead
+# The one test whose verdict was the tool's "failure to track a kernel launch" when this chain was
+# written (no hazard, four runs, with and without PDL; at the eighth stop a fifth, and the
+# Llama-8B shape too): beside the slow pair, with every module loaded at start-up instead
 # of at a kernel's first launch, to tell whether the tool loses a launch that loads its module
 # while other threads launch.
 gqa='DenseFamilies/TpSharedGpuFixtures.EveryTpSizeGivesOneRanksLogitsOnEveryRank/llama_gqa'

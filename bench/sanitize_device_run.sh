@@ -25,7 +25,7 @@
 # GEMMs run either with every kernel instrumented or with KVACTOR_GEMM=plain (read by kvactor: its
 # own plain GEMM kernel instead of cuBLAS's; with it, the 20 GEMM tests ran under racecheck
 # without the fault, 2026-12-06, H100: 18 clean, 2 with the tool's own "failure to track a kernel
-# launch" and no report, both running eight ranks' threads on the one GPU).
+# launch" and no report, both running eight decoder ranks on the one GPU).
 # KVACTOR_SANITIZE_WINDOWS=N:K checks each test in K + 1 processes, each instrumenting one window
 # of its launches (see windows() below; racecheck needs KVACTOR_GEMM=plain there too).
 # KVACTOR_PDL=0 (read by kvactor) turns off programmatic dependent launches. The tests' bounds
@@ -33,11 +33,9 @@
 # KVACTOR_TEST_SLOWDOWN (4 unless set; racecheck needs 40 or more for the shared-GPU tests that
 # time collectives out, bench/racecheck_gemm_device_run.sh), and above 1 the slowest tests do
 # less work (tests/support/sanitizer_slowdown.hpp). Known to fail under the tools whatever the code:
-# a test whose ranks wait for each other inside a captured all-reduce's kernels (under the tools
-# their waits stop meeting, and the device-side timeout names them); tests that compare the device's
-# free memory before and after, beside other processes (name them in KVACTOR_SANITIZE_ALONE), and
-# under initcheck even alone (the device's free memory falls by 96-128 MiB with each run in the
-# process).
+# tests that compare the device's free memory before and after, beside other processes (name them in
+# KVACTOR_SANITIZE_ALONE), and under initcheck even alone (the device's free memory falls by 96-128
+# MiB with each run in the process).
 # KVACTOR_SANITIZE_OPTIONS: more options for the tool, words split at spaces. Per test, each
 # verdict gives the peak host memory of the test's largest process (GNU time,
 # KVACTOR_SANITIZE_TIME, /usr/bin/time by default) and, for a process that died, an OOM kill the
@@ -197,14 +195,17 @@ verdict_of() {
   fi
 }
 
-# Whether every error the tool counted in log $1 is its own ("Internal Sanitizer Error: Detected
-# a failure to track a kernel launch", which racecheck counts as a hazard), none a report on the
-# program: such a run found nothing, though the tool says its later records may be incomplete.
+# Whether every error the tool counted in log $1 is its own loss of a kernel launch ("Internal
+# Sanitizer Error: Detected a failure to track a kernel launch", which racecheck counts as a
+# hazard), with no report on the program beside it (a race, an invalid access, a leak, an API
+# error): such a run found nothing, though the tool says its later records may be incomplete.
 only_the_tools_errors() {
   local counted own
-  counted=$(sed -n 's/^========= [A-Z]* SUMMARY: \([0-9]*\) .*/\1/p' "$1" | head -n 1)
-  own=$(grep -c "^========= Internal Sanitizer Error" "$1")
-  [ -n "$counted" ] && ((own > 0 && counted == own))
+  counted=$(sed -nE 's/^========= (ERROR|RACECHECK) SUMMARY: ([0-9]+) .*/\2/p' "$1" | head -n 1)
+  own=$(grep -c "^========= Internal Sanitizer Error: Detected a failure to track a kernel launch" \
+    "$1")
+  ! grep -qE "^========= (Error|Warning|Invalid|Uninitialized|Race|Leaked|Program hit|Barrier)" \
+    "$1" && [ -n "$counted" ] && ((own > 0 && counted == own))
 }
 
 # ", peak RSS N.N GiB" from /usr/bin/time's file $1, when there is one.
@@ -254,12 +255,12 @@ window_options() {
     echo "--launch-skip $((k * n))"; fi
 }
 
-# How bad window verdict $1 is: 0 for reports, then the tool's own error, crashed, failed,
-# stopped, not started, skipped, no CUDA call; clean is not asked.
+# How bad window verdict $1 is: 0 for reports, then crashed, failed, stopped, the tool's own
+# error, not started, skipped, no CUDA call; clean is not asked.
 severity() {
   case $1 in
-  reports*) echo 0 ;; "the tool's own"*) echo 1 ;; crashed*) echo 2 ;; "test failed"*) echo 3 ;;
-  stopped*) echo 4 ;; "not started"*) echo 5 ;; skipped*) echo 6 ;; *) echo 7 ;;
+  reports*) echo 0 ;; crashed*) echo 1 ;; "test failed"*) echo 2 ;; stopped*) echo 3 ;;
+  "the tool's own"*) echo 4 ;; "not started"*) echo 5 ;; skipped*) echo 6 ;; *) echo 7 ;;
   esac
 }
 

@@ -32,7 +32,8 @@ case "$*" in
 *--gtest_list_tests*A.clean:A.slow*) printf 'A.\n  clean\n  slow\n'; exit 0 ;;
 *--gtest_list_tests*A.clean:A.races*) printf 'A.\n  clean\n  races\n  mixed\n'; exit 0 ;;
 *--gtest_list_tests*=A.crashes) printf 'A.\n  crashes\n'; exit 0 ;;
-*--gtest_list_tests*=A.untracked:A.both) printf 'A.\n  untracked\n  both\n'; exit 0 ;;
+*--gtest_list_tests*=A.untracked:A.both:A.leaks) printf 'A.\n  untracked\n  both\n  leaks\n'
+  exit 0 ;;
 *--gtest_list_tests*)
   printf 'A.\n  clean\n  host_only\n  skips\n  fails\n  races\n  crashes\n  slow\n'; exit 0 ;;
 esac
@@ -65,6 +66,13 @@ A.untracked | A.both) # the tool loses a launch; A.both also races
   errors=1
   [ $name = A.both ] && errors=2
   echo "========= RACECHECK SUMMARY: $errors hazards displayed ($errors errors, 0 warnings)"
+  exit 3 ;;
+A.leaks) # memcheck: the tool loses a launch, and the program writes out of bounds and leaks
+  echo "========= Internal Sanitizer Error: Detected a failure to track a kernel launch."
+  echo "========= Invalid __global__ write of size 4 bytes"
+  echo "[  PASSED  ] 1 test."
+  echo "========= LEAK SUMMARY: 1 bytes leaked in 1 allocations"
+  echo "========= ERROR SUMMARY: 2 errors"
   exit 3 ;;
 A.crashes) # killed, and the kernel logs it unless NO_OOM is set
   [ -n "${NO_OOM:-}" ] ||
@@ -165,12 +173,13 @@ grep -qF "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error: a h
   <<<"$out" || fail "a crash without an OOM kill got a note: $out"
 
 # A run whose only error is the tool's own (it lost track of a launch) is told apart from one
-# that also reports on the program.
-out=$(bash bench/sanitize_device_run.sh "$dir/out9" 'A.untracked:A.both')
+# that also reports on the program, a race, or an invalid write beside a leak summary.
+out=$(bash bench/sanitize_device_run.sh "$dir/out9" 'A.untracked:A.both:A.leaks')
 for want in "A.untracked: the tool's own error, no report on the program (exit 3): Internal \
 Sanitizer Error: Detected a failure to track a kernel launch." \
   "A.both: reports (exit 3): ========= RACECHECK SUMMARY: 2 hazards" \
-  "racecheck: 1 with reports, 1 with the tool's own error only"; do
+  "A.leaks: reports (exit 3): ========= ERROR SUMMARY: 2 errors" \
+  "racecheck: 2 with reports, 1 with the tool's own error only"; do
   grep -qF "$want" <<<"$out" || fail "no \"$want\" in: $out"
 done
 

@@ -33,6 +33,13 @@ using test::catch_collective;
 
 using group = std::vector<std::shared_ptr<communicator>>;
 
+// The groups' timeout where a test checks what the collectives compute, not how long a wait may
+// last: scaled like every bound, since under compute-sanitizer a wait between the ranks' threads
+// outlasted a fixed 30 s with nothing wrong.
+std::chrono::milliseconds group_timeout() {
+  return std::chrono::milliseconds(30s) * test_slowdown();
+}
+
 // Runs body(rank) on one thread per rank (the device current on each) and joins them; a
 // collective error a body did not expect fails the test (not the process).
 void on_every_rank(const group& g, const std::function<void(int)>& body) {
@@ -90,7 +97,7 @@ TEST(DeviceLocalCommunicator, BadArgumentsAreRejectedBeforeAnyCudaCall) {
 
 template <class T>
 void check_all_reduce(int world, reduce_op op, size_t n) {
-  auto g = make_device_local_group(world, 0, 30s);
+  auto g = make_device_local_group(world, 0, group_timeout());
   std::vector<std::vector<T>> inputs;
   std::vector<const void*> views;
   for (int r = 0; r < world; ++r)
@@ -134,7 +141,7 @@ TEST(DeviceLocalCommunicator, AllGatherAndBroadcastReachEveryRank) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
   constexpr int world = 4;
   constexpr size_t n = 1000;
-  auto g = make_device_local_group(world, 0, 30s);
+  auto g = make_device_local_group(world, 0, group_timeout());
   std::vector<std::vector<float>> gathered(world), broadcast(world);
   on_every_rank(g, [&](int r) {
     device_array<float> send(std::vector<float>(n, static_cast<float>(r + 1)));
@@ -158,7 +165,7 @@ TEST(DeviceLocalCommunicator, AllGatherAndBroadcastReachEveryRank) {
 
 TEST(DeviceLocalCommunicator, RanksThatEnterDifferentCollectivesBothFailNamingThem) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
-  auto g = make_device_local_group(2, 0, 30s);
+  auto g = make_device_local_group(2, 0, group_timeout());
   std::vector<test::caught> caught(2);
   on_every_rank(g, [&](int r) {
     device_array<float> buf(r == 0 ? 8 : 16);
@@ -218,7 +225,7 @@ TEST(DeviceLocalCommunicator, AnAbortWakesAPeerWaitingToMeet) {
 
 TEST(DeviceLocalCommunicator, AgreeGatherAndBarrierMeetOnTheHost) {
   KVACTOR_REQUIRE_CUDA_DEVICE();
-  auto g = make_device_local_group(3, 0, 30s);
+  auto g = make_device_local_group(3, 0, group_timeout());
   std::vector<int64_t> agreed(3);
   std::vector<std::vector<int64_t>> gathered(3);
   on_every_rank(g, [&](int r) {
@@ -263,7 +270,7 @@ TEST(DeviceLocalCommunicator, ACapturedAllReduceSumsEachLaunchsInputsLikeAnEager
   constexpr int world = 3;
   constexpr int launches = 4;
   constexpr size_t n = 5000; // 2 KiB slots: 512 floats a round, 10 rounds
-  auto g = make_device_local_group(world, 0, 30s, 2048);
+  auto g = make_device_local_group(world, 0, group_timeout(), 2048);
   auto input = [](int r, int launch) {
     return random_values<float>(n, 1000u + 10u * static_cast<unsigned>(launch) + r);
   };
@@ -324,7 +331,7 @@ TEST(DeviceLocalCommunicator, CapturedGatherAndBroadcastRunInRoundsSmallerThanTh
   KVACTOR_REQUIRE_CUDA_DEVICE();
   constexpr int world = 3;
   constexpr size_t n = 700; // 1 KiB slots: 256 floats a round, 3 rounds
-  auto g = make_device_local_group(world, 0, 30s, 1024);
+  auto g = make_device_local_group(world, 0, group_timeout(), 1024);
   std::vector<std::vector<float>> gathered(world), broadcast(world);
   on_every_rank(g, [&](int r) {
     auto& c = *g[static_cast<size_t>(r)];
