@@ -1,5 +1,7 @@
 #include "deploy/transport/frame_guard.hpp"
 
+#include "deploy/transport/basp_payload.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -166,6 +168,9 @@ status basp_frame_guard::feed(const std::byte* data, size_t n) {
   while (n > 0) {
     if (payload_left_ > 0) {
       const auto skip = static_cast<size_t>(std::min<uint64_t>(payload_left_, n));
+      take_payload(data, skip);
+      if (payload_wanted_ > 0 && payload_.size() == payload_wanted_)
+        if (auto judged = judge_payload(); !judged) return judged;
       payload_left_ -= skip;
       data += skip;
       n -= skip;
@@ -185,15 +190,39 @@ status basp_frame_guard::feed(const std::byte* data, size_t n) {
 status basp_frame_guard::take_header() {
   header_fill_ = 0;
   const auto h = decode_basp_header(header_);
-  if (auto checked = check_basp_header(h, side_, handshaken_, limits_); !checked) {
-    refused_ = true;
-    refusal_ = checked.err();
-    return checked;
-  }
+  if (auto checked = check_basp_header(h, side_, handshaken_, limits_); !checked)
+    return refuse(checked.err());
   if (is_handshake(h)) handshaken_ = true;
   payload_left_ = h.payload_len;
+  const bool judged = basp_payload_is_checked(static_cast<basp_operation>(h.operation));
+  payload_wanted_ =
+      judged ? static_cast<size_t>(std::min<uint64_t>(h.payload_len, basp_payload_check_bytes)) : 0;
+  payload_header_ = h;
+  payload_.clear();
   ++frames_;
   return ok();
+}
+
+void basp_frame_guard::take_payload(const std::byte* data, size_t n) {
+  if (payload_.size() >= payload_wanted_) return;
+  const auto keep = std::min(n, payload_wanted_ - payload_.size());
+  payload_.insert(payload_.end(), data, data + keep);
+}
+
+status basp_frame_guard::judge_payload() {
+  const bool whole = payload_header_.payload_len <= basp_payload_check_bytes;
+  auto judged = check_basp_payload(static_cast<basp_operation>(payload_header_.operation),
+                                   payload_.data(), payload_.size(), whole);
+  payload_wanted_ = 0;
+  payload_.clear();
+  if (!judged) return refuse(judged.err());
+  return ok();
+}
+
+status basp_frame_guard::refuse(error why) {
+  refused_ = true;
+  refusal_ = std::move(why);
+  return refusal_;
 }
 
 } // namespace kvactor

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "messages/errc.hpp"
 
@@ -60,8 +61,10 @@ class basp_frame_guard {
 public:
   basp_frame_guard(connection_side side, frame_limits limits) : side_(side), limits_(limits) {}
 
-  /// Takes the next `n` bytes the peer sent. The first refused header makes this and every later
-  /// call return the error; bytes are never buffered beyond one header.
+  /// Takes the next `n` bytes the peer sent. The first refused header or payload makes this and
+  /// every later call return the error. Bytes are kept only for one header and the first
+  /// basp_payload_check_bytes of a message's payload, which is judged (basp_payload.hpp) before
+  /// the call that brings its last byte returns, so CAF never decodes a refused payload.
   status feed(const std::byte* data, size_t n);
 
   /// The peer's handshake header has been accepted.
@@ -73,12 +76,19 @@ public:
 
 private:
   status take_header();
+  void take_payload(const std::byte* data, size_t n);
+  status judge_payload();
+  status refuse(error why);
 
   connection_side side_;
   frame_limits limits_;
   std::array<std::byte, basp_header::size> header_{};
   size_t header_fill_ = 0;
   uint64_t payload_left_ = 0;
+  // The part of the current payload kept to judge it, and how much of it to keep (0: not judged).
+  std::vector<std::byte> payload_;
+  size_t payload_wanted_ = 0;
+  basp_header payload_header_;
   uint64_t frames_ = 0;
   bool handshaken_ = false;
   bool refused_ = false;

@@ -12,6 +12,12 @@
                                the same against a node's step channel (its frames:
                                deploy/transport/step_frame.hpp): garbage without the cookie,
                                malformed step frames behind a valid proof.
+  hostile_peer.py PORT typed COOKIE_FILE
+                               a peer that holds the cookie and completes CAF's BASP handshake:
+                               a well-formed message to the listener's published actor keeps
+                               its connection open; then, on a new connection, a message holding
+                               a caf::config_value with a variant index CAF 0.17 throws on (the
+                               process terminated, unguarded) must be cut by the listener.
   hostile_peer.py PORT flood N keeps N connections open (half of them with half a header),
                                reconnecting each one the listener cuts, until killed; prints
                                "flooding" once the first N are open.
@@ -84,6 +90,73 @@ def prove_cookie(sock, cookie):
         proof += sock.recv(32 - len(proof))
 
 
+def read_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        got = sock.recv(n - len(data))
+        if not got:
+            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
+        data += got
+    return data
+
+
+def varbyte(data, at):
+    value, shift = 0, 0
+    while True:
+        b = data[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, at
+
+
+def published_actor(server_handshake):
+    """The actor id in CAF 0.17's server handshake: after the node id and the app identifiers."""
+    at = 8 + 24  # a default node id: its kind (an atom), process id and host id
+    count, at = varbyte(server_handshake, at)
+    for _ in range(count):
+        length, at = varbyte(server_handshake, at)
+        at += length
+    return struct.unpack(">Q", server_handshake[at:at + 8])[0]
+
+
+def basp_peer(port, cookie):
+    """A connection that proved the cookie and answered the listener's BASP handshake."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    prove_cookie(sock, cookie)
+    head = read_exactly(sock, 32)
+    aid = published_actor(read_exactly(sock, struct.unpack(">I", head[4:8])[0]))
+    node = struct.pack(">Q", 0x00003E9AAB9BAC79) + struct.pack(">I", os.getpid()) + os.urandom(20)
+    sock.sendall(header(1, len(node)) + node)
+    return sock, aid
+
+
+def message(names, body):
+    """A direct message's payload: no forwarding stack, type number 0, the type names, the body."""
+    return b"\0" + struct.pack(">HB", 0, len(names)) + names + body
+
+
+def typed(port, cookie):
+    sock, aid = basp_peer(port, cookie)
+    benign = message(b"@<>+@str", b"\x05hello")
+    sock.sendall(header(2, len(benign), dst=aid) + benign)
+    if closed_by_listener(sock, 2.0):
+        print("hostile_peer: the listener cut a well-formed message: the attack below would prove "
+              "nothing")
+        return 1
+    sock.close()
+    sock, aid = basp_peer(port, cookie)
+    attack = message(b"@<>+@config_value", b"\x20")
+    sock.sendall(header(2, len(attack), dst=aid) + attack)
+    if not closed_by_listener(sock):
+        print("hostile_peer: the listener kept a connection open after a malformed config_value")
+        return 1
+    print(f"hostile_peer: a well-formed message to actor {aid} kept its connection; a malformed "
+          "config_value was cut")
+    return 0
+
+
 def burst(port, cookie=None, crafted=CRAFTED, shortest=32):
     rng = random.Random(5)
     attacks = list(crafted.items())
@@ -142,6 +215,8 @@ def flood(port, n):
 
 if __name__ == "__main__":
     port, mode = int(sys.argv[1]), sys.argv[2]
+    if mode == "typed":
+        sys.exit(typed(port, open(sys.argv[3], "rb").read().strip()))
     if mode in ("burst", "stepburst"):
         secret = open(sys.argv[3], "rb").read().strip() if len(sys.argv) > 3 else None
         if mode == "burst":

@@ -3,7 +3,9 @@
 # and a run's --inject-port take every crafted frame (the ones that crash CAF 0.17 unguarded, and
 # malformed step frames), garbage and oversized frames, from a
 # stranger (refused at the cookie greeting) and from a peer that holds the cookie (refused by the
-# frame guard), half-open connections and a standing flood of connections, and still serve the
+# frame guard), a malformed caf::config_value from a peer past the BASP handshake (refused by the
+# guard's payload check; unguarded, CAF 0.17 terminates on it), half-open connections and a
+# standing flood of connections, and still serve the
 # legitimate driver and injector; an injected message above the run's --max-message-bytes is
 # refused with a clear error.
 # Usage: hostile_peers.sh KVACTOR_BINARY WORKDIR. Exits 77 (skipped) without python3.
@@ -42,6 +44,8 @@ node_port=$(port_in "$dir/node.out")
 python3 "$peer" "$node_port" burst || fail "the node kept a stranger's connection open"
 python3 "$peer" "$node_port" burst "$KVACTOR_COOKIE_FILE" ||
   fail "the node kept a hostile connection open behind a valid cookie proof"
+python3 "$peer" "$node_port" typed "$KVACTOR_COOKIE_FILE" ||
+  fail "the node did not cut a malformed config_value from a peer past the handshake"
 step_port=$(grep -oE 'steps on port [0-9]+' "$dir/node.out" | awk '{print $4}')
 [[ -n $step_port ]] || fail "the node announced no step channel"
 python3 "$peer" "$step_port" stepburst || fail "the step channel kept a stranger's connection open"
@@ -60,6 +64,8 @@ grep -q "requests   6 finished, 0 failed" "$dir/cluster.out" || fail "not 6 requ
 kill -0 "$node" || fail "the node died"
 grep -q "larger than the bound of 67108864 bytes" "$dir/node.err" ||
   fail "the node did not say why it refused the oversized frame"
+grep -q "a message carries a @config_value, which kvactor never sends" "$dir/node.err" ||
+  fail "the node did not say why it refused the config_value"
 grep -q "step channel: closed a connection: step channel: a frame of 73400320 bytes" "$dir/node.err" ||
   fail "the node did not say why it refused the oversized step frame"
 echo "hostile_peers: node survived $(grep -c 'transport: ' "$dir/node.err") logged refusals and cuts, served the driver"
@@ -77,6 +83,8 @@ inject_port=$(port_in "$dir/run.err")
 python3 "$peer" "$inject_port" burst || fail "the run kept a stranger's connection open"
 python3 "$peer" "$inject_port" burst "$KVACTOR_COOKIE_FILE" ||
   fail "the run kept a hostile connection open behind a valid cookie proof"
+python3 "$peer" "$inject_port" typed "$KVACTOR_COOKIE_FILE" ||
+  fail "the run did not cut a malformed config_value from a peer past the handshake"
 python3 "$peer" "$inject_port" flood 100 >"$dir/flood_run.out" &
 pids+=($!)
 wait_for 90 in_file flooding "$dir/flood_run.out" || fail "the flood did not start"

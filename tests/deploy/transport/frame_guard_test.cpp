@@ -19,6 +19,34 @@ void append(bytes& out, const basp_header& h, size_t payload = 0) {
   std::copy(head.begin(), head.end(), out.begin() + static_cast<std::ptrdiff_t>(at));
 }
 
+void append(bytes& out, basp_header h, const bytes& payload) {
+  h.payload_len = static_cast<uint32_t>(payload.size());
+  append(out, h);
+  out.insert(out.end(), payload.begin(), payload.end());
+}
+
+// A direct message's payload as CAF 0.17 writes it: no forwarding stack, a type number of 0, the
+// type names ("@<>+@str..."); the elements follow.
+bytes message_head(const std::string& names) {
+  bytes b{std::byte{0}, std::byte{0}, std::byte{0}, static_cast<std::byte>(names.size())};
+  for (char c : names)
+    b.push_back(static_cast<std::byte>(c));
+  return b;
+}
+// A string element of `n` bytes: its length as CAF's varbyte, then the bytes.
+void append_string(bytes& b, size_t n) {
+  size_t len = n;
+  for (; len >= 0x80; len >>= 7)
+    b.push_back(static_cast<std::byte>(0x80 | (len & 0x7f)));
+  b.push_back(static_cast<std::byte>(len));
+  b.resize(b.size() + n, std::byte{'x'});
+}
+bytes string_message(size_t n) {
+  auto b = message_head("@<>+@str");
+  append_string(b, n);
+  return b;
+}
+
 basp_header client_handshake(uint32_t payload, uint8_t flags = 0) {
   return {1, 0, 0, flags, payload, 0, 0, 0};
 }
@@ -65,10 +93,10 @@ TEST(FrameGuard, HeadersAreBigEndianAsCafWritesThem) {
 TEST(FrameGuard, ACafConversationPassesSplitAtEveryChunkSize) {
   bytes b;
   append(b, client_handshake(60), 60);
-  append(b, direct_message(1000), 1000);
+  append(b, direct_message(0), string_message(986));
   append(b, heartbeat());
   append(b, client_handshake(60, 0x02), 60); // CAF repeats it to select the connection
-  append(b, direct_message(5), 5);
+  append(b, direct_message(0), message_head("@<>"));
   for (size_t chunk = 1; chunk <= 70; ++chunk) {
     basp_frame_guard g(connection_side::accepted, {});
     for (size_t at = 0; at < b.size(); at += chunk)
@@ -76,6 +104,50 @@ TEST(FrameGuard, ACafConversationPassesSplitAtEveryChunkSize) {
     EXPECT_EQ(g.frames(), 5u) << "chunk " << chunk;
     EXPECT_TRUE(g.handshaken());
   }
+}
+
+TEST(FrameGuard, AConfigValueIsRefusedBeforeCafGetsItsLastByte) {
+  // "@<>+@config_value" holding variant index 0x20, which CAF 0.17's decoder throws on.
+  bytes payload{std::byte{0}, std::byte{0}, std::byte{0}, std::byte{17}};
+  for (char c : std::string("@<>+@config_value"))
+    payload.push_back(static_cast<std::byte>(c));
+  payload.push_back(std::byte{0x20});
+  bytes b;
+  append(b, client_handshake(40), 40);
+  append(b, direct_message(0), payload);
+  basp_frame_guard g(connection_side::accepted, {});
+  for (size_t at = 0; at + 1 < b.size(); ++at)
+    ASSERT_TRUE(g.feed(&b[at], 1)) << "byte " << at;
+  const auto last = g.feed(&b.back(), 1);
+  ASSERT_FALSE(last);
+  EXPECT_NE(last.err().message.find("direct_message frame refused: a message carries a "
+                                    "@config_value"),
+            std::string::npos)
+      << last.err().message;
+}
+
+TEST(FrameGuard, APayloadLongerThanWhatTheGuardKeepsIsJudgedByItsFirstBytes) {
+  bytes b;
+  append(b, client_handshake(40), 40);
+  append(b, direct_message(0), string_message(200'000)); // one string: nothing after it to check
+  basp_frame_guard g(connection_side::accepted, {});
+  EXPECT_TRUE(feed(g, b));
+  // The same string before an error, which lies past the bytes the guard keeps: refused.
+  auto payload = message_head("@<>+@str+@error");
+  append_string(payload, 200'000);
+  const bytes empty_error(1 + 8, std::byte{0});
+  payload.insert(payload.end(), empty_error.begin(), empty_error.end());
+  const auto context = message_head("@<>");
+  payload.insert(payload.end(), context.begin() + 1, context.end()); // no forwarding stack
+  bytes c;
+  append(c, client_handshake(40), 40);
+  append(c, direct_message(0), payload);
+  basp_frame_guard h(connection_side::accepted, {});
+  const auto fed = feed(h, c);
+  ASSERT_FALSE(fed);
+  EXPECT_NE(fed.err().message.find("a @error follows a @str, whose end the guard cannot see"),
+            std::string::npos)
+      << fed.err().message;
 }
 
 TEST(FrameGuard, AHandshakeWithoutPayloadIsRefusedOnBothSides) {
