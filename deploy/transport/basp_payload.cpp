@@ -1,6 +1,7 @@
 #include "deploy/transport/basp_payload.hpp"
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,10 +22,21 @@ constexpr uint64_t default_node_kind = 0x00003e9aab9bac79; // atom("default")
 constexpr uint64_t no_node = 0xf;                          // the empty atom
 constexpr size_t default_node_data = 4 + 20;
 constexpr int deepest_message = 4;
+constexpr size_t longest_name_shown = 64;
 
-// How far the check could follow a message: to its end, or to an element whose size it does not
-// know (from there on it cannot tell where the next element starts).
+// How far the check could follow a message: to its end, or to an element whose end it cannot
+// see (its size unknown, or past the bytes kept), from where it cannot tell the next one's start.
 enum class followed : uint8_t { to_the_end, to_an_unknown_element };
+
+// A type name as a log line may show it: printable ASCII, the rest escaped, at most 64 bytes.
+std::string shown(std::string_view name) {
+  std::string out;
+  for (char c : name.substr(0, longest_name_shown)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u >= 0x20 && u < 0x7f ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return name.size() > longest_name_shown ? out + "..." : out;
+}
 
 class payload_reader {
 public:
@@ -60,14 +72,14 @@ public:
   }
 
   // An element's bytes: skipped; or, when they run past the bytes kept of a longer payload, the
-  // element is one whose end the check cannot see, as one of unknown size.
+  // element is one whose end the check cannot see.
   bool element_bytes(size_t k, std::string_view what, followed& how) {
     if (n_ - at_ >= k || whole_) return skip(k, what);
-    at_ = n_;
-    how = followed::to_an_unknown_element;
-    return true;
+    return past_the_cut(how);
   }
+  // An element's string: its length, then its bytes; either may run past the bytes kept.
   bool element_text(std::string_view what, followed& how) {
+    if (!whole_ && !length_ends_here()) return past_the_cut(how);
     uint32_t len = 0;
     return varbyte(len, what) && element_bytes(len, what, how);
   }
@@ -86,6 +98,19 @@ private:
     for (size_t i = 0; i < sizeof(T); ++i)
       x = static_cast<T>((x << 8) | std::to_integer<uint8_t>(data_[at_ + i]));
     at_ += sizeof(T);
+    return true;
+  }
+
+  // Whether a varbyte's last byte (no continuation bit) lies within the bytes kept.
+  bool length_ends_here() const {
+    for (size_t i = at_; i < n_ && i < at_ + 5; ++i)
+      if ((std::to_integer<uint8_t>(data_[i]) & 0x80) == 0) return true;
+    return n_ - at_ >= 5;
+  }
+
+  bool past_the_cut(followed& how) {
+    at_ = n_;
+    how = followed::to_an_unknown_element;
     return true;
   }
 
@@ -108,6 +133,7 @@ bool node_id(payload_reader& r) {
   if (!r.u64(kind, "a node id")) return false;
   if (kind == no_node) return true;
   if (kind == default_node_kind) return r.skip(default_node_data, "a node id");
+  // Another kind (CAF 0.17 knows "uri", whose decoder throws on a bad variant like config_value's).
   return r.fail(fmt::format("a node id of kind {:#018x}: CAF 0.17 peers send only the default "
                             "kind",
                             kind));
@@ -118,20 +144,16 @@ bool actor_reference(payload_reader& r) {
   return r.u64(id, "an actor reference") && node_id(r);
 }
 
-// Element names whose decoding CAF 0.17 does not survive from a hostile peer, or that kvactor
-// never sends: config_value (a bad variant index throws) and CAF's stream messages.
-bool forbidden(std::string_view name) {
-  return name == "@config_value" || name == "@downstream_msg" || name == "@upstream_msg"
-         || name == "@open_stream_msg";
+bool string_list(payload_reader& r, std::string_view what) {
+  uint32_t count = 0;
+  std::string s;
+  if (!r.varbyte(count, what)) return false;
+  for (uint32_t i = 0; i < count; ++i)
+    if (!r.text(s, what)) return false;
+  return true;
 }
 
-// Elements that hold a message: an error's context, a down or exit message's reason, a message.
-bool holds_a_message(std::string_view name) {
-  return name == "@error" || name == "@down" || name == "@exit" || name == "@message";
-}
-
-// The sizes of the fixed-size elements CAF names.
-size_t fixed_size(std::string_view name) {
+std::optional<size_t> fixed_size(std::string_view name) {
   static constexpr std::array<std::pair<std::string_view, size_t>, 17> sizes = {{
       {"@i8", 1},
       {"@u8", 1},
@@ -153,7 +175,33 @@ size_t fixed_size(std::string_view name) {
   }};
   for (const auto& [n, size] : sizes)
     if (n == name) return size;
-  return SIZE_MAX;
+  return std::nullopt;
+}
+
+// Elements that hold a message: an error's context, a down or exit message's reason, a message.
+bool holds_a_message(std::string_view name) {
+  return name == "@error" || name == "@down" || name == "@exit" || name == "@message";
+}
+
+// Elements the check reads: sized, or holding a message it follows.
+bool read_by_the_check(std::string_view name) {
+  return fixed_size(name).has_value() || holds_a_message(name) || name == "@str"
+         || name == "@strvec" || name == "@actor" || name == "@addr" || name == "@strong_actor_ptr"
+         || name == "@node";
+}
+
+// Elements passed unread: kvactor's own types and CAF's that hold no variant and no message.
+// Every other name is refused, CAF's config types first among them (a caf::config_value, CAF's
+// settings, lists and dictionaries of them, lists of messages): kvactor never sends them.
+bool passed_unread(std::string_view name) {
+  static constexpr std::array<std::string_view, 10> caf_plain = {
+      "@strset", "@strmap", "@charbuf", "@actorvec",       "@addrvec",
+      "@u16str", "@u32str", "@ldouble", "@weak_actor_ptr", "std::vector<uint64_t>",
+  };
+  if (name.rfind("kvactor::", 0) == 0 || name.rfind("std::vector<kvactor::", 0) == 0) return true;
+  for (const auto& plain : caf_plain)
+    if (plain == name) return true;
+  return false;
 }
 
 bool message(payload_reader& r, int depth, followed& how);
@@ -165,9 +213,9 @@ bool error_value(payload_reader& r, int depth, followed& how) {
          && message(r, depth + 1, how);
 }
 
-// One element of a message, `how` set to to_an_unknown_element when the check cannot size it.
+// One element the check reads, `how` set to to_an_unknown_element when its end is not seen.
 bool element(payload_reader& r, std::string_view name, int depth, followed& how) {
-  if (const auto size = fixed_size(name); size != SIZE_MAX) return r.element_bytes(size, name, how);
+  if (const auto size = fixed_size(name)) return r.element_bytes(*size, name, how);
   if (name == "@str") return r.element_text(name, how);
   if (name == "@strvec") {
     uint32_t count = 0;
@@ -180,9 +228,7 @@ bool element(payload_reader& r, std::string_view name, int depth, followed& how)
   if (name == "@node") return node_id(r);
   if (name == "@error") return error_value(r, depth, how);
   if (name == "@down" || name == "@exit") return actor_reference(r) && error_value(r, depth, how);
-  if (name == "@message") return message(r, depth + 1, how);
-  how = followed::to_an_unknown_element;
-  return true;
+  return message(r, depth + 1, how); // "@message"
 }
 
 std::vector<std::string_view> element_names(std::string_view names) {
@@ -197,28 +243,30 @@ std::vector<std::string_view> element_names(std::string_view names) {
   return out;
 }
 
-bool names_are_checkable(payload_reader& r, const std::vector<std::string_view>& names) {
+bool only_known_names(payload_reader& r, const std::vector<std::string_view>& names) {
   for (const auto& name : names)
-    if (forbidden(name))
-      return r.fail(fmt::format("a message carries a {}, which kvactor never sends (CAF 0.17 "
-                                "terminates the process on a malformed one)",
-                                name));
+    if (!read_by_the_check(name) && !passed_unread(name))
+      return r.fail(fmt::format("a message carries a {}, a type kvactor never sends", shown(name)));
   return true;
 }
 
 bool elements(payload_reader& r, const std::vector<std::string_view>& names, int depth,
               followed& how) {
-  std::string_view unknown;
+  std::string_view unseen;
   for (const auto& name : names) {
-    if (!unknown.empty()) {
+    if (!unseen.empty()) {
       if (holds_a_message(name))
         return r.fail(fmt::format("a {} follows a {}, whose end the guard cannot see, so it "
                                   "cannot be checked",
-                                  name, unknown));
+                                  name, shown(unseen)));
       continue;
     }
-    if (!element(r, name, depth, how)) return false;
-    if (how == followed::to_an_unknown_element) unknown = name;
+    if (passed_unread(name)) {
+      how = followed::to_an_unknown_element;
+    } else if (!element(r, name, depth, how)) {
+      return false;
+    }
+    if (how == followed::to_an_unknown_element) unseen = name;
   }
   return true;
 }
@@ -235,9 +283,9 @@ bool message(payload_reader& r, int depth, followed& how) {
         fmt::format("a message's type number is {}, where CAF 0.17 writes 0", type_number));
   if (names.rfind("@<>", 0) != 0 || (names.size() > 3 && names[3] != '+'))
     return r.fail(
-        fmt::format("a message's type names \"{:.40}\" do not start with \"@<>\"", names));
+        fmt::format("a message's type names \"{}\" do not start with \"@<>\"", shown(names)));
   const auto list = element_names(names);
-  return names_are_checkable(r, list) && elements(r, list, depth, how);
+  return only_known_names(r, list) && elements(r, list, depth, how);
 }
 
 bool forwarding_stack(payload_reader& r) {
@@ -248,34 +296,36 @@ bool forwarding_stack(payload_reader& r) {
   return true;
 }
 
-const char* operation_name(basp_operation op) {
+// Each operation's payload, as CAF 0.17's BASP instance reads it.
+bool operation_payload(payload_reader& r, basp_operation op) {
+  auto how = followed::to_the_end;
+  uint64_t actor = 0;
   switch (op) {
-  case basp_operation::direct_message: return "direct_message";
-  case basp_operation::routed_message: return "routed_message";
-  default: return "down_message";
+  case basp_operation::server_handshake:
+    return node_id(r) && string_list(r, "the application ids") && r.u64(actor, "the actor id")
+           && string_list(r, "the actor's interface");
+  case basp_operation::client_handshake: return node_id(r);
+  case basp_operation::monitor_message: return node_id(r) && node_id(r);
+  case basp_operation::down_message: return node_id(r) && node_id(r) && error_value(r, 0, how);
+  case basp_operation::routed_message:
+    return node_id(r) && node_id(r) && forwarding_stack(r) && message(r, 0, how);
+  case basp_operation::direct_message: return forwarding_stack(r) && message(r, 0, how);
+  default: return true; // heartbeats carry nothing
   }
 }
 
 } // namespace
 
 bool basp_payload_is_checked(basp_operation op) {
-  return op == basp_operation::direct_message || op == basp_operation::routed_message
-         || op == basp_operation::down_message;
+  return op != basp_operation::heartbeat;
 }
 
 status check_basp_payload(basp_operation op, const std::byte* data, size_t n, bool whole) {
   payload_reader r(data, n, whole);
-  auto how = followed::to_the_end;
-  bool checked = false;
-  if (op == basp_operation::down_message) {
-    checked = node_id(r) && node_id(r) && error_value(r, 0, how);
-  } else {
-    const bool nodes = op != basp_operation::routed_message || (node_id(r) && node_id(r));
-    checked = nodes && forwarding_stack(r) && message(r, 0, how);
-  }
-  if (checked) return ok();
-  return make_error(errc::invalid_argument,
-                    fmt::format("{} frame refused: {}", operation_name(op), r.why()));
+  if (operation_payload(r, op)) return ok();
+  return make_error(
+      errc::invalid_argument,
+      fmt::format("{} frame refused: {}", basp_operation_name(static_cast<uint8_t>(op)), r.why()));
 }
 
 } // namespace kvactor

@@ -27,16 +27,9 @@ void write_big_endian(std::byte* p, T x) {
   }
 }
 
-const char* operation_name(uint8_t op) {
-  static constexpr const char* names[] = {"server_handshake", "client_handshake", "direct_message",
-                                          "routed_message",   "monitor_message",  "down_message",
-                                          "heartbeat"};
-  return op < std::size(names) ? names[op] : "unknown";
-}
-
 error refuse(const basp_header& h, const std::string& why) {
   return make_error(errc::invalid_argument,
-                    fmt::format("{} frame refused: {}", operation_name(h.operation), why));
+                    fmt::format("{} frame refused: {}", basp_operation_name(h.operation), why));
 }
 
 constexpr uint8_t known_flags = 0x01 | 0x02; // named receiver, select connection
@@ -129,6 +122,13 @@ bool is_handshake(const basp_header& h) {
 
 } // namespace
 
+const char* basp_operation_name(uint8_t op) {
+  static constexpr const char* names[] = {"server_handshake", "client_handshake", "direct_message",
+                                          "routed_message",   "monitor_message",  "down_message",
+                                          "heartbeat"};
+  return op < std::size(names) ? names[op] : "unknown";
+}
+
 basp_header decode_basp_header(const std::array<std::byte, basp_header::size>& b) {
   basp_header h;
   h.operation = std::to_integer<uint8_t>(b[0]);
@@ -199,6 +199,7 @@ status basp_frame_guard::take_header() {
       judged ? static_cast<size_t>(std::min<uint64_t>(h.payload_len, basp_payload_check_bytes)) : 0;
   payload_header_ = h;
   payload_.clear();
+  payload_.reserve(payload_wanted_);
   ++frames_;
   return ok();
 }
@@ -214,7 +215,7 @@ status basp_frame_guard::judge_payload() {
   auto judged = check_basp_payload(static_cast<basp_operation>(payload_header_.operation),
                                    payload_.data(), payload_.size(), whole);
   payload_wanted_ = 0;
-  payload_.clear();
+  std::vector<std::byte>().swap(payload_); // a connection keeps no buffer between messages
   if (!judged) return refuse(judged.err());
   return ok();
 }

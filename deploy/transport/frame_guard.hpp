@@ -25,6 +25,9 @@ enum class basp_operation : uint8_t {
   heartbeat = 6,
 };
 
+/// The operation's name as logs show it ("direct_message"), "unknown" for another value.
+const char* basp_operation_name(uint8_t op);
+
 /// A BASP header as sent: 32 bytes, big-endian.
 struct basp_header {
   static constexpr size_t size = 32;

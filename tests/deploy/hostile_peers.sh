@@ -64,7 +64,7 @@ grep -q "requests   6 finished, 0 failed" "$dir/cluster.out" || fail "not 6 requ
 kill -0 "$node" || fail "the node died"
 grep -q "larger than the bound of 67108864 bytes" "$dir/node.err" ||
   fail "the node did not say why it refused the oversized frame"
-grep -q "a message carries a @config_value, which kvactor never sends" "$dir/node.err" ||
+grep -q "a message carries a @config_value, a type kvactor never sends" "$dir/node.err" ||
   fail "the node did not say why it refused the config_value"
 grep -q "step channel: closed a connection: step channel: a frame of 73400320 bytes" "$dir/node.err" ||
   fail "the node did not say why it refused the oversized step frame"
@@ -85,6 +85,8 @@ python3 "$peer" "$inject_port" burst "$KVACTOR_COOKIE_FILE" ||
   fail "the run kept a hostile connection open behind a valid cookie proof"
 python3 "$peer" "$inject_port" typed "$KVACTOR_COOKIE_FILE" ||
   fail "the run did not cut a malformed config_value from a peer past the handshake"
+grep -q "a message carries a @config_value, a type kvactor never sends" "$dir/run.err" ||
+  fail "the run did not say why it refused the config_value"
 python3 "$peer" "$inject_port" flood 100 >"$dir/flood_run.out" &
 pids+=($!)
 wait_for 90 in_file flooding "$dir/flood_run.out" || fail "the flood did not start"

@@ -12,11 +12,32 @@ namespace {
 
 using bytes = std::vector<std::byte>;
 
+// What a handshake's payload starts with, as CAF 0.17 writes it: the sender's node id (the
+// default kind: an atom, a process id, a host id); a server's then lists no application ids,
+// names actor 7 and no interface. The check reads nothing after that.
+bytes handshake_start(uint8_t operation) {
+  bytes b{std::byte{0},    std::byte{0},    std::byte{0x3e}, std::byte{0x9a},
+          std::byte{0xab}, std::byte{0x9b}, std::byte{0xac}, std::byte{0x79}};
+  b.resize(b.size() + 4 + 20, std::byte{0x11});
+  if (operation == 0) {
+    b.push_back(std::byte{0});
+    b.resize(b.size() + 7, std::byte{0});
+    b.push_back(std::byte{7});
+    b.push_back(std::byte{0});
+  }
+  return b;
+}
+
+// Header `h` and `payload` bytes: a handshake's start, then filler.
 void append(bytes& out, const basp_header& h, size_t payload = 0) {
   const auto head = encode_basp_header(h);
   const size_t at = out.size();
   out.resize(at + head.size() + payload, std::byte{0x5a});
   std::copy(head.begin(), head.end(), out.begin() + static_cast<std::ptrdiff_t>(at));
+  if (h.operation > 1 || payload == 0) return;
+  const auto start = handshake_start(h.operation);
+  std::copy_n(start.begin(), std::min(start.size(), payload),
+              out.begin() + static_cast<std::ptrdiff_t>(at + head.size()));
 }
 
 void append(bytes& out, basp_header h, const bytes& payload) {
@@ -69,7 +90,7 @@ std::string refusal(connection_side side, const basp_header& h, bool after_hands
   basp_frame_guard g(side, limits);
   bytes b;
   if (after_handshake)
-    append(b, side == connection_side::accepted ? client_handshake(40) : server_handshake(40), 40);
+    append(b, side == connection_side::accepted ? client_handshake(48) : server_handshake(48), 48);
   append(b, h);
   auto fed = feed(g, b);
   return fed ? "" : fed.err().message;
