@@ -3,14 +3,15 @@
 #include <caf/io/all.hpp>
 #include <cstdio>
 using namespace caf;
-behavior echo(event_based_actor*) {
+// The unused int: CAF 0.17 binds a null reference when an actor is spawned with no argument.
+behavior echo(event_based_actor*, int) {
   return {[](const std::string& s) {
     std::printf("got %s\n", s.c_str());
     std::fflush(stdout);
   }};
 }
 void caf_main(actor_system& sys) {
-  auto a = sys.spawn(echo);
+  auto a = sys.spawn(echo, 0);
   auto port = sys.middleman().publish(a, 0, "127.0.0.1");
   std::printf("port %d\n", port ? *port : -1);
   std::fflush(stdout);
