@@ -94,9 +94,7 @@ private:
   template <class T>
   bool big_endian(T& x, std::string_view what) {
     if (n_ - at_ < sizeof(T)) return out_of_bytes(what);
-    x = 0;
-    for (size_t i = 0; i < sizeof(T); ++i)
-      x = static_cast<T>((x << 8) | std::to_integer<uint8_t>(data_[at_ + i]));
+    x = read_big_endian<T>(data_ + at_);
     at_ += sizeof(T);
     return true;
   }

@@ -12,14 +12,6 @@ namespace kvactor {
 namespace {
 
 template <class T>
-T read_big_endian(const std::byte* p) {
-  T x = 0;
-  for (size_t i = 0; i < sizeof(T); ++i)
-    x = static_cast<T>((x << 8) | static_cast<T>(std::to_integer<uint8_t>(p[i])));
-  return x;
-}
-
-template <class T>
 void write_big_endian(std::byte* p, T x) {
   for (size_t i = sizeof(T); i-- > 0;) {
     p[i] = static_cast<std::byte>(x & 0xff);

@@ -25,6 +25,15 @@ enum class basp_operation : uint8_t {
   heartbeat = 6,
 };
 
+/// The big-endian integer at `p`, as BASP and CAF's binary format write integers.
+template <class T>
+T read_big_endian(const std::byte* p) {
+  T x = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    x = static_cast<T>((x << 8) | static_cast<T>(std::to_integer<uint8_t>(p[i])));
+  return x;
+}
+
 /// The operation's name as logs show it ("direct_message"), "unknown" for another value.
 const char* basp_operation_name(uint8_t op);
 
