@@ -156,29 +156,19 @@ void fail_unfinished(driver_state& st, const std::string& why) {
 // A collective of step `plan` failed on some rank: its communicator is aborted and the group
 // cannot take another step. Diagnose from every rank's ledger, fail the step's requests with the
 // diagnosis and everything else unfinished, and end the run with that error, which also quotes
-// the failing rank's own error (`failures`: rank -> message, as the replies arrived).
+// the failing rank's own error. The ranks' errors are read once the ledgers are in: the first
+// to arrive may be a peer's that only saw the abort, the timed-out rank's on its way.
 void stop_on_collective_failure(self_ptr self, const step_plan& plan,
-                                std::vector<std::pair<int32_t, std::string>> failures) {
+                                std::shared_ptr<const step_replies> replies) {
   auto& st = self->state;
   const auto within = std::max(st.setup.collective_timeout, std::chrono::milliseconds(1000));
   driver_detail::gather_ledgers(
-      self, within, [self, plan, failures](std::vector<rank_ledger> ledgers) {
+      self, within, [self, plan, replies](std::vector<rank_ledger> ledgers) {
         auto& st = self->state;
         if (!st.running) return; // a rank died meanwhile: the run already ended with that
         const auto diagnosis = diagnose_collectives(ledgers);
         st.collectives = count_collective_outcomes(ledgers);
-        // The root cause: the error of a rank whose last collective timed out or failed (its peers
-        // only saw the abort), else the first error that arrived.
-        std::string root = failures.empty() ? std::string{} : failures.front().second;
-        for (const auto& [rank, message] : failures) {
-          const auto& l = ledgers[static_cast<size_t>(rank)];
-          const auto last =
-              l.entries.empty() ? collective_status::completed : l.entries.back().status;
-          if (last == collective_status::timed_out || last == collective_status::failed) {
-            root = message;
-            break;
-          }
-        }
+        const auto root = root_failure(replies->failures(), ledgers);
         const auto why = fmt::format("step {}: a collective failed: {}", plan.seq, diagnosis);
         st.error =
             make_error(errc::collective_failed,
@@ -351,7 +341,8 @@ void on_rank_failure(self_ptr self, const flight_ptr& f, size_t i, error err,
   // diagnosis starts now instead of after every reply.
   if (f->replies.collective_failed_now()) {
     f->replies.close();
-    stop_on_collective_failure(self, f->plan, f->replies.failures());
+    // (aliasing: the replies, kept alive with their flight)
+    stop_on_collective_failure(self, f->plan, std::shared_ptr<const step_replies>(f, &f->replies));
   }
   if (last && !f->replies.collective_failed())
     on_step_answered(self, f->plan, f->replies.verdict(f->plan), f->t0);

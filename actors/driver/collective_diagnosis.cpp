@@ -107,6 +107,18 @@ std::string diagnose_collectives(const std::vector<rank_ledger>& ledgers) {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+std::string root_failure(const std::vector<std::pair<int32_t, std::string>>& failures,
+                         const std::vector<rank_ledger>& ledgers) {
+  for (const auto& [rank, message] : failures) {
+    const auto at = std::find_if(ledgers.begin(), ledgers.end(),
+                                 [r = rank](const rank_ledger& l) { return l.rank == r; });
+    if (at == ledgers.end() || !at->answered || at->entries.empty()) continue;
+    const auto last = at->entries.back().status;
+    if (last == collective_status::timed_out || last == collective_status::failed) return message;
+  }
+  return failures.empty() ? std::string{} : failures.front().second;
+}
+
 collective_outcomes count_collective_outcomes(const std::vector<rank_ledger>& ledgers) {
   collective_outcomes out;
   for (const auto& l : ledgers) {

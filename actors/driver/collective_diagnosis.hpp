@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "messages/collective.hpp"
@@ -25,6 +26,12 @@ struct rank_ledger {
 /// they completed). The largest group (on a tie, the most advanced) is where the group stands;
 /// every other group diverged and is named first, then the silent ranks.
 std::string diagnose_collectives(const std::vector<rank_ledger>& ledgers);
+
+/// The failing rank's own error to quote beside the diagnosis: among `failures` (rank, message, in
+/// arrival order), the first of a rank whose last collective timed out or failed (its peers only
+/// saw the abort), else the first; empty when there is none.
+std::string root_failure(const std::vector<std::pair<int32_t, std::string>>& failures,
+                         const std::vector<rank_ledger>& ledgers);
 
 /// How the ranks' last collectives ended: ranks that waited longer than the collective timeout
 /// for their peers, and ranks whose collective failed otherwise (those that only saw the abort

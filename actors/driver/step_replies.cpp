@@ -14,6 +14,16 @@ bool step_replies::first_answer(int32_t rank) {
   return true;
 }
 
+// A collective failure closes the step at its first error, while a peer's may be on its way: the
+// one whose collective timed out can arrive after the one that only saw the abort.
+void step_replies::keep_late_failure(int32_t rank, const std::string& message) {
+  collective_failed_now_ = false;
+  if (rank < 0 || static_cast<size_t>(rank) >= answered_.size()) return;
+  if (answered_[static_cast<size_t>(rank)]) return;
+  answered_[static_cast<size_t>(rank)] = true;
+  failures_.emplace_back(rank, message);
+}
+
 bool step_replies::answered(int32_t rank) const {
   return rank >= 0 && static_cast<size_t>(rank) < answered_.size()
          && answered_[static_cast<size_t>(rank)];
@@ -33,6 +43,10 @@ bool step_replies::on_done(int32_t rank, step_done done) {
 }
 
 bool step_replies::on_error(int32_t rank, error err, std::vector<uint64_t> request_ids) {
+  if (closed_) {
+    keep_late_failure(rank, err.message);
+    return false;
+  }
   if (!first_answer(rank)) return false;
   failures_.emplace_back(rank, err.message);
   collective_failed_now_ = !collective_failed_ && err.code == errc::collective_failed;

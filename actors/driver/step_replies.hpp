@@ -40,7 +40,9 @@ public:
   /// once closed() changes nothing and returns false.
   bool on_done(int32_t rank, step_done done);
   /// A rank answered with an error (request_ids: the requests it names, maybe none). Returns true
-  /// when this was the last reply awaited. Duplicates are ignored as for on_done.
+  /// when this was the last reply awaited. Duplicates are ignored as for on_done. Once closed, a
+  /// rank's first error is still kept in failures() (for the diagnosis of a failed collective,
+  /// which reads them later) and changes nothing else.
   bool on_error(int32_t rank, error err, std::vector<uint64_t> request_ids);
 
   bool answered(int32_t rank) const;
@@ -56,7 +58,8 @@ public:
   bool collective_failed_now() const { return collective_failed_now_; }
   bool collective_failed() const { return collective_failed_; }
 
-  /// Every error a rank answered with, as (rank, message), in arrival order.
+  /// Every error a rank answered with, as (rank, message), in arrival order (those after close()
+  /// included).
   const std::vector<std::pair<int32_t, std::string>>& failures() const { return failures_; }
 
   /// What to do with `plan` once every rank answered.
@@ -65,6 +68,7 @@ public:
 
 private:
   bool first_answer(int32_t rank);
+  void keep_late_failure(int32_t rank, const std::string& message);
 
   size_t pending_;
   std::vector<bool> answered_;

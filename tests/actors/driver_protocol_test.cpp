@@ -296,6 +296,55 @@ TEST_F(DriverProtocol, AFailedCollectiveEndsTheRunWithTheDiagnosisFromEveryRanks
   EXPECT_EQ(r0.log->steps.size(), 2u) << "no step after the failed collective";
 }
 
+TEST_F(DriverProtocol, TheTimedOutRanksErrorIsQuotedEvenWhenAPeersAbortArrivesFirst) {
+  // Step 1: rank 1 times out in all_reduce #2, which rank 0 never entered; rank 0 answers first,
+  // with the abort it saw. The diagnosis starts at that first error, and the driver reads the
+  // ranks' errors once their ledgers are in, so the timed-out rank's own error is the one quoted.
+  auto s0 = canned_rank(0, 64);
+  s0.on_step = [](const step_plan& plan) {
+    if (plan.seq != 1) return step_outcome::reply(mock_done(plan, 0));
+    return step_outcome::reject(to_caf_error(make_error(
+        errc::collective_failed, "step 1: rank 0: all_reduce on an aborted communicator")));
+  };
+  s0.on_collectives = [] {
+    return std::vector<collective_entry>{
+        {1, "all_reduce(sum)", "float32", 8, 32, collective_status::completed}};
+  };
+  auto s1 = canned_rank(1, 64);
+  s1.on_step = [](const step_plan& plan) {
+    if (plan.seq != 1) return step_outcome::reply(mock_done(plan, 1));
+    return step_outcome::reject(to_caf_error(
+        make_error(errc::collective_failed, "step 1: rank 1: all_reduce(sum) #2 of 8 float32 "
+                                            "timed out after 1 s: rank(s) 0 did not enter it")));
+  };
+  s1.on_collectives = [] {
+    return std::vector<collective_entry>{
+        {1, "all_reduce(sum)", "float32", 8, 32, collective_status::completed},
+        {2, "all_reduce(sum)", "float32", 8, 32, collective_status::timed_out}};
+  };
+  auto r0 = track(spawn_mock_rank(sys, s0));
+  auto r1 = track(spawn_mock_rank(sys, s1));
+  auto drv = spawn_driver({r0, r1});
+  ASSERT_TRUE(start(drv));
+  EXPECT_EQ(submit(drv, requests(3)), 3);
+  inject(rec.actor, drv, atom::run_v);
+  // Rank 1 holds its answer to step 1 until the driver has started the diagnosis (asked rank 0
+  // for its ledger); everything else runs, the recorder's mailbox aside.
+  auto* skip = dynamic_cast<caf::resumable*>(caf::actor_cast<caf::abstract_actor*>(rec.actor));
+  auto* late = dynamic_cast<caf::resumable*>(caf::actor_cast<caf::abstract_actor*>(r1.actor));
+  sched.run_jobs_filtered([&](caf::resumable* job) {
+    return job != skip && (job != late || r1.log->steps.empty() || r0.log->collectives > 0);
+  });
+  auto s = expect_reply<run_summary>(drv, rec.actor);
+  ASSERT_TRUE(s) << "the run ends with its summary: every request is reported";
+  ASSERT_EQ(r1.log->steps.size(), 2u) << "rank 1 answered step 1 after rank 0";
+  EXPECT_THAT(s->error.message,
+              HasSubstr("(the failing rank: step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed "
+                        "out after 1 s: rank(s) 0 did not enter it)"))
+      << s->error.message;
+  EXPECT_EQ(s->failed, 3);
+}
+
 // A rank that dies while `start` waits for its configure reply fails the start at once: the
 // driver's down handler delivers the pending start promise an io_error naming the rank and its
 // exit reason, so `kvactor run` reports the lost rank instead of hanging at start-up.

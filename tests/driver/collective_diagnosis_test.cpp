@@ -81,5 +81,28 @@ TEST(CollectiveOutcomes, CountRanksWhoseLastCollectiveTimedOutOrFailedNotTheAbor
   EXPECT_EQ(o.failed, 1);
 }
 
+TEST(RootFailure, IsTheErrorOfARankWhoseCollectiveTimedOutThoughAnAbortArrivedFirst) {
+  const std::vector<rank_ledger> ledgers{
+      answered(0, {all_reduce(9, collective_status::completed),
+                   all_reduce(10, collective_status::timed_out)}),
+      answered(1, {all_reduce(9, collective_status::completed)})};
+  EXPECT_EQ(root_failure({{1, "rank 1: aborted"}, {0, "rank 0: timed out"}}, ledgers),
+            "rank 0: timed out");
+  EXPECT_EQ(root_failure({{1, "rank 1: aborted"}, {0, "rank 0: failed"}},
+                         {answered(0, {all_reduce(10, collective_status::failed)}),
+                          answered(1, {all_reduce(10, collective_status::aborted)})}),
+            "rank 0: failed");
+}
+
+TEST(RootFailure, IsTheFirstErrorWhenNoLedgerShowsATimeoutOrFailureAndEmptyWithoutErrors) {
+  const std::vector<rank_ledger> ledgers{answered(0, {all_reduce(10, collective_status::aborted)}),
+                                         answered(1, {}),
+                                         rank_ledger{2, false, {}, "no answer within 1.0 s"}};
+  EXPECT_EQ(root_failure({{2, "rank 2: gone"}, {1, "rank 1: aborted"}}, ledgers), "rank 2: gone");
+  EXPECT_EQ(root_failure({{7, "rank 7: not in the group"}}, ledgers), "rank 7: not in the group")
+      << "an error from a rank without a ledger is still quoted";
+  EXPECT_EQ(root_failure({}, ledgers), "");
+}
+
 } // namespace
 } // namespace kvactor

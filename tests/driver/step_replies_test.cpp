@@ -126,3 +126,19 @@ TEST(StepReplies, AnswersAfterCloseOrFromAnUnknownRankChangeNothing) {
   EXPECT_TRUE(r.closed());
   EXPECT_FALSE(r.complete());
 }
+
+TEST(StepReplies, AnErrorAfterCloseIsKeptForTheDiagnosisAndChangesNothingElse) {
+  step_replies r(3);
+  EXPECT_FALSE(r.on_error(1, make_error(errc::collective_failed, "aborted"), {}));
+  EXPECT_TRUE(r.collective_failed_now());
+  r.close(); // the diagnosis starts at the first collective failure
+  EXPECT_FALSE(r.on_error(0, make_error(errc::collective_failed, "timed out"), {}));
+  EXPECT_FALSE(r.collective_failed_now()) << "the diagnosis is not started twice";
+  EXPECT_FALSE(r.on_error(0, make_error(errc::collective_failed, "again"), {}))
+      << "a rank's second answer still counts once";
+  EXPECT_FALSE(r.on_error(9, make_error(errc::collective_failed, "no such rank"), {}));
+  ASSERT_EQ(r.failures().size(), 2u);
+  EXPECT_EQ(r.failures()[1], (std::pair<int32_t, std::string>{0, "timed out"}));
+  EXPECT_FALSE(r.complete());
+  EXPECT_EQ(r.silent(), (std::vector<int32_t>{2}));
+}
