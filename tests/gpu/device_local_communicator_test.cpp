@@ -6,10 +6,12 @@
 // device: ...".
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -275,7 +277,17 @@ TEST(DeviceLocalCommunicator, ACapturedAllReduceSumsEachLaunchsInputsLikeAnEager
     return random_values<float>(n, 1000u + 10u * static_cast<unsigned>(launch) + r);
   };
   std::vector<std::vector<std::vector<float>>> results(world);
+  // Under compute-sanitizer a rank's cudaStreamSynchronize waits for the device and holds the
+  // driver's lock meanwhile (2026-12-06, H100, racecheck: a peer's cudaEventRecord blocked on
+  // it), so a rank already spinning in its next launch, on the device, for both would hold all
+  // three until the device timeout. There the ranks end each launch together; plainly they drift,
+  // one launching its next graph while a peer still waits for the last.
+  const bool in_step = ::kvactor::test::slowed_run();
+  std::barrier launch_done(world);
   on_every_rank(g, [&](int r) {
+    // A rank that stops early (a failed assertion, an error) leaves the barrier, never hangs it.
+    const std::unique_ptr<std::barrier<>, void (*)(std::barrier<>*)> leave(
+        in_step ? &launch_done : nullptr, [](std::barrier<>* b) { b->arrive_and_drop(); });
     auto& c = *g[static_cast<size_t>(r)];
     cudaStream_t stream = nullptr;
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -297,6 +309,7 @@ TEST(DeviceLocalCommunicator, ACapturedAllReduceSumsEachLaunchsInputsLikeAnEager
       c.synchronize();
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       results[static_cast<size_t>(r)].push_back(buf.download());
+      if (in_step) launch_done.arrive_and_wait();
     }
     cudaStreamDestroy(stream);
   });
