@@ -35,6 +35,23 @@ bool schedules(const step_plan& p, uint64_t id) {
                      [id](const scheduled_request& s) { return s.request_id == id; });
 }
 
+// A mock rank that answers every step but step 1, which it fails with collective error `why`,
+// and whose collective ledger then reads `ledger`.
+mock_rank_script failing_step_one(int32_t rank, std::string why,
+                                  std::vector<collective_entry> ledger) {
+  auto s = canned_rank(rank, 64);
+  s.on_step = [rank, why](const step_plan& plan) {
+    if (plan.seq != 1) return step_outcome::reply(mock_done(plan, rank));
+    return step_outcome::reject(to_caf_error(make_error(errc::collective_failed, why)));
+  };
+  s.on_collectives = [ledger] { return ledger; };
+  return s;
+}
+
+collective_entry all_reduce_8(uint64_t seq, collective_status status) {
+  return {seq, "all_reduce(sum)", "float32", 8, 32, status};
+}
+
 const request_result* result_of(const run_summary& s, uint64_t id) {
   for (const auto& r : s.results)
     if (r.request_id == id) return &r;
@@ -250,28 +267,13 @@ TEST_F(DriverProtocol, ARankThatDiesMidRunEndsTheRunWithEveryUnfinishedRequestFa
 
 TEST_F(DriverProtocol, AFailedCollectiveEndsTheRunWithTheDiagnosisFromEveryRanksLedger) {
   // Step 1: rank 0 times out in all_reduce #2, which rank 1 never entered (it stopped after #1).
-  auto s0 = canned_rank(0, 64);
-  s0.on_step = [](const step_plan& plan) {
-    if (plan.seq != 1) return step_outcome::reply(mock_done(plan, 0));
-    return step_outcome::reject(to_caf_error(
-        make_error(errc::collective_failed, "step 1: rank 0: all_reduce(sum) #2 of 8 float32 "
-                                            "timed out after 1 s: rank(s) 1 did not enter it")));
-  };
-  s0.on_collectives = [] {
-    return std::vector<collective_entry>{
-        {1, "all_reduce(sum)", "float32", 8, 32, collective_status::completed},
-        {2, "all_reduce(sum)", "float32", 8, 32, collective_status::timed_out}};
-  };
-  auto s1 = canned_rank(1, 64);
-  s1.on_step = [](const step_plan& plan) {
-    if (plan.seq != 1) return step_outcome::reply(mock_done(plan, 1));
-    return step_outcome::reject(
-        to_caf_error(make_error(errc::collective_failed, "step 1: rank 1: aborted")));
-  };
-  s1.on_collectives = [] {
-    return std::vector<collective_entry>{
-        {1, "all_reduce(sum)", "float32", 8, 32, collective_status::completed}};
-  };
+  const auto s0 = failing_step_one(0,
+                                   "step 1: rank 0: all_reduce(sum) #2 of 8 float32 timed out "
+                                   "after 1 s: rank(s) 1 did not enter it",
+                                   {all_reduce_8(1, collective_status::completed),
+                                    all_reduce_8(2, collective_status::timed_out)});
+  const auto s1 = failing_step_one(1, "step 1: rank 1: aborted",
+                                   {all_reduce_8(1, collective_status::completed)});
   auto r0 = track(spawn_mock_rank(sys, s0));
   auto r1 = track(spawn_mock_rank(sys, s1));
   auto drv = spawn_driver({r0, r1});
@@ -300,28 +302,13 @@ TEST_F(DriverProtocol, TheTimedOutRanksErrorIsQuotedEvenWhenAPeersAbortArrivesFi
   // Step 1: rank 1 times out in all_reduce #2, which rank 0 never entered; rank 0 answers first,
   // with the abort it saw. The diagnosis starts at that first error, and the driver reads the
   // ranks' errors once their ledgers are in, so the timed-out rank's own error is the one quoted.
-  auto s0 = canned_rank(0, 64);
-  s0.on_step = [](const step_plan& plan) {
-    if (plan.seq != 1) return step_outcome::reply(mock_done(plan, 0));
-    return step_outcome::reject(to_caf_error(make_error(
-        errc::collective_failed, "step 1: rank 0: all_reduce on an aborted communicator")));
-  };
-  s0.on_collectives = [] {
-    return std::vector<collective_entry>{
-        {1, "all_reduce(sum)", "float32", 8, 32, collective_status::completed}};
-  };
-  auto s1 = canned_rank(1, 64);
-  s1.on_step = [](const step_plan& plan) {
-    if (plan.seq != 1) return step_outcome::reply(mock_done(plan, 1));
-    return step_outcome::reject(to_caf_error(
-        make_error(errc::collective_failed, "step 1: rank 1: all_reduce(sum) #2 of 8 float32 "
-                                            "timed out after 1 s: rank(s) 0 did not enter it")));
-  };
-  s1.on_collectives = [] {
-    return std::vector<collective_entry>{
-        {1, "all_reduce(sum)", "float32", 8, 32, collective_status::completed},
-        {2, "all_reduce(sum)", "float32", 8, 32, collective_status::timed_out}};
-  };
+  const auto s0 = failing_step_one(0, "step 1: rank 0: all_reduce on an aborted communicator",
+                                   {all_reduce_8(1, collective_status::completed)});
+  const auto s1 = failing_step_one(1,
+                                   "step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed out "
+                                   "after 1 s: rank(s) 0 did not enter it",
+                                   {all_reduce_8(1, collective_status::completed),
+                                    all_reduce_8(2, collective_status::timed_out)});
   auto r0 = track(spawn_mock_rank(sys, s0));
   auto r1 = track(spawn_mock_rank(sys, s1));
   auto drv = spawn_driver({r0, r1});
