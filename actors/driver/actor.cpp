@@ -157,7 +157,9 @@ void fail_unfinished(driver_state& st, const std::string& why) {
 // cannot take another step. Diagnose from every rank's ledger, fail the step's requests with the
 // diagnosis and everything else unfinished, and end the run with that error, which also quotes
 // the failing rank's own error. The ranks' errors are read once the ledgers are in: the first
-// to arrive may be a peer's that only saw the abort, the timed-out rank's on its way.
+// to arrive may be a peer's that only saw the abort, the timed-out rank's on its way. A local
+// rank answers its step before the ledger request queued behind it; a remote rank's answer
+// travels another path (its node's channel or the middleman) and may still come later.
 void stop_on_collective_failure(self_ptr self, const step_plan& plan,
                                 std::shared_ptr<const step_replies> replies) {
   auto& st = self->state;
@@ -341,7 +343,8 @@ void on_rank_failure(self_ptr self, const flight_ptr& f, size_t i, error err,
   // diagnosis starts now instead of after every reply.
   if (f->replies.collective_failed_now()) {
     f->replies.close();
-    // (aliasing: the replies, kept alive with their flight)
+    // The diagnosis must see errors that arrive after close(): it holds the flight's live
+    // replies (an aliasing pointer, which keeps the flight alive).
     stop_on_collective_failure(self, f->plan, std::shared_ptr<const step_replies>(f, &f->replies));
   }
   if (last && !f->replies.collective_failed())
@@ -476,6 +479,15 @@ void send_node_step(self_ptr self, const flight_ptr& f, size_t n, const std::vec
   request_node_step(self, f, n, std::move(step));
 }
 
+// A channel's answer to a step whose collective failed, arriving while the driver diagnoses it:
+// its ranks' errors join those the diagnosis quotes from (the timed-out rank's may be among them).
+void keep_late_failures(self_ptr self, const flight_ptr& f, size_t n, node_channel_event& e) {
+  if (e.kind != channel_event_kind::answer || e.seq != f->plan.seq) return;
+  if (!f->replies.collective_failed()) return;
+  f->on_channel[n] = false;
+  on_node_done(self, f, n, std::move(e.answer));
+}
+
 // What node n's step channel says about the step in flight. A lost channel's step goes again
 // through the middleman, which answers it or reports the node's loss as before.
 void on_channel_event(self_ptr self, node_channel_event& e) {
@@ -486,7 +498,11 @@ void on_channel_event(self_ptr self, node_channel_event& e) {
   if (e.kind == channel_event_kind::lost)
     spdlog::warn("driver: route {}: step channel closed ({}); steps go through the middleman", n,
                  e.why.message);
-  if (!f || n >= f->on_channel.size() || !f->on_channel[n] || settled(st, *f)) return;
+  if (!f || n >= f->on_channel.size() || !f->on_channel[n]) return;
+  if (settled(st, *f)) {
+    keep_late_failures(self, f, n, e);
+    return;
+  }
   if (e.kind != channel_event_kind::lost && e.seq != f->plan.seq) return; // a step given up
   f->on_channel[n] = false;
   switch (e.kind) {

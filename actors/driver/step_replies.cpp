@@ -16,12 +16,14 @@ bool step_replies::first_answer(int32_t rank) {
 
 // A collective failure closes the step at its first error, while a peer's may be on its way: the
 // one whose collective timed out can arrive after the one that only saw the abort.
+// Who answered stays as it was at close(): only the list of errors grows.
 void step_replies::keep_late_failure(int32_t rank, const std::string& message) {
   collective_failed_now_ = false;
   if (rank < 0 || static_cast<size_t>(rank) >= answered_.size()) return;
   if (answered_[static_cast<size_t>(rank)]) return;
-  answered_[static_cast<size_t>(rank)] = true;
-  failures_.emplace_back(rank, message);
+  const bool kept = std::any_of(failures_.begin(), failures_.end(),
+                                [rank](const auto& f) { return f.first == rank; });
+  if (!kept) failures_.emplace_back(rank, message);
 }
 
 bool step_replies::answered(int32_t rank) const {

@@ -1,6 +1,7 @@
 // Driver protocol against mock ranks: start (configure every rank, the minimum block count,
 // allocate), submit, run; a rank that rejects a step naming a request; a rank that dies.
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include <caf/all.hpp>
 
 #include "actors/driver/actor.hpp"
+#include "actors/driver/node_channel.hpp"
+#include "messages/codec.hpp"
 #include "tests/support/deterministic_fixture.hpp"
 #include "tests/support/errors.hpp"
 #include "tests/support/mock_rank.hpp"
@@ -62,7 +65,8 @@ class DriverProtocol : public deterministic_fixture {
 protected:
   recorder_handle rec = track(spawn_recorder(sys));
 
-  driver_actor spawn_driver(const std::vector<mock_rank_handle>& ranks) {
+  driver_actor spawn_driver(const std::vector<mock_rank_handle>& ranks,
+                            const std::function<void(driver_setup&)>& adjust = {}) {
     driver_setup setup;
     for (size_t r = 0; r < ranks.size(); ++r) {
       setup.ranks.push_back(ranks[r].actor);
@@ -72,6 +76,7 @@ protected:
       setup.configs.push_back(c);
     }
     setup.epoch = 1;
+    if (adjust) adjust(setup);
     auto drv = spawn(driver, std::move(setup));
     run_all();
     return drv;
@@ -304,12 +309,18 @@ TEST_F(DriverProtocol, TheTimedOutRanksErrorIsQuotedEvenWhenAPeersAbortArrivesFi
   // ranks' errors once their ledgers are in, so the timed-out rank's own error is the one quoted.
   const auto s0 = failing_step_one(0, "step 1: rank 0: all_reduce on an aborted communicator",
                                    {all_reduce_8(1, collective_status::completed)});
-  const auto s1 = failing_step_one(1,
-                                   "step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed out "
-                                   "after 1 s: rank(s) 0 did not enter it",
-                                   {all_reduce_8(1, collective_status::completed),
-                                    all_reduce_8(2, collective_status::timed_out)});
+  auto s1 = failing_step_one(1,
+                             "step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed out after 1 s: "
+                             "rank(s) 0 did not enter it",
+                             {all_reduce_8(1, collective_status::completed),
+                              all_reduce_8(2, collective_status::timed_out)});
   auto r0 = track(spawn_mock_rank(sys, s0));
+  int64_t ledgers_asked_before_rank_1_failed = -1; // rank 0's, when rank 1 answers step 1
+  s1.on_step = [answer = s1.on_step, r0_log = r0.log,
+                &ledgers_asked_before_rank_1_failed](const step_plan& plan) {
+    if (plan.seq == 1) ledgers_asked_before_rank_1_failed = r0_log->collectives;
+    return answer(plan);
+  };
   auto r1 = track(spawn_mock_rank(sys, s1));
   auto drv = spawn_driver({r0, r1});
   ASSERT_TRUE(start(drv));
@@ -324,7 +335,92 @@ TEST_F(DriverProtocol, TheTimedOutRanksErrorIsQuotedEvenWhenAPeersAbortArrivesFi
   });
   auto s = expect_reply<run_summary>(drv, rec.actor);
   ASSERT_TRUE(s) << "the run ends with its summary: every request is reported";
-  ASSERT_EQ(r1.log->steps.size(), 2u) << "rank 1 answered step 1 after rank 0";
+  ASSERT_EQ(ledgers_asked_before_rank_1_failed, 1)
+      << "rank 1 answered step 1 only once the diagnosis had begun";
+  EXPECT_THAT(s->error.message,
+              HasSubstr("(the failing rank: step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed "
+                        "out after 1 s: rank(s) 0 did not enter it)"))
+      << s->error.message;
+  EXPECT_EQ(s->failed, 3);
+}
+
+// A step channel that only keeps what the driver sends: the test answers for the nodes.
+class kept_steps : public node_step_channel {
+public:
+  bool open(size_t) const override { return true; }
+  status send(size_t route, uint64_t seq, const node_step& step) override {
+    sent.push_back({route, seq, step});
+    return ok();
+  }
+  struct sent_step {
+    size_t route;
+    uint64_t seq;
+    node_step step;
+  };
+  std::vector<sent_step> sent;
+};
+
+// Node `route`'s answer on its channel to the step in `s`: rank `rank` executed it.
+node_channel_event done_on_channel(const kept_steps::sent_step& s, int32_t rank) {
+  const auto plan = decode<step_plan>(s.step.plan);
+  node_channel_event e;
+  e.route = static_cast<int32_t>(s.route);
+  e.seq = s.seq;
+  e.answer.seq = s.seq;
+  e.answer.done.push_back(mock_done(*plan, rank));
+  return e;
+}
+
+// The same, rank `rank` failing it with collective error `why`.
+node_channel_event failed_on_channel(const kept_steps::sent_step& s, int32_t rank,
+                                     const std::string& why) {
+  node_channel_event e;
+  e.route = static_cast<int32_t>(s.route);
+  e.seq = s.seq;
+  e.answer.seq = s.seq;
+  e.answer.rejected.push_back({s.seq, rank, make_error(errc::collective_failed, why), {}});
+  return e;
+}
+
+TEST_F(DriverProtocol, OnTheStepChannelAnErrorArrivingDuringTheDiagnosisIsStillQuoted) {
+  // Cluster mode, one rank on each of two nodes, steps on the nodes' channels. Step 1: node 0
+  // reports rank 0's abort; node 1 reports rank 1's timeout only once the driver has asked the
+  // ranks for their ledgers. That answer joins the errors the diagnosis quotes from.
+  auto r0 = track(spawn_mock_rank(
+      sys, failing_step_one(0, "step 1: rank 0: all_reduce on an aborted communicator",
+                            {all_reduce_8(1, collective_status::completed)})));
+  auto r1 = track(spawn_mock_rank(
+      sys, failing_step_one(1,
+                            "step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed out after 1 s: "
+                            "rank(s) 0 did not enter it",
+                            {all_reduce_8(1, collective_status::completed),
+                             all_reduce_8(2, collective_status::timed_out)})));
+  auto channel = std::make_shared<kept_steps>();
+  auto drv = spawn_driver({r0, r1}, [&](driver_setup& setup) {
+    setup.routes = {node_route{{}, {0}, {0}}, node_route{{}, {1}, {0}}};
+    setup.channel = channel;
+  });
+  ASSERT_TRUE(start(drv));
+  EXPECT_EQ(submit(drv, requests(3)), 3);
+  inject(rec.actor, drv, atom::run_v);
+  run_all_but(rec.actor);
+  ASSERT_EQ(channel->sent.size(), 2u) << "step 0 went to both nodes on their channels";
+  inject(rec.actor, drv, done_on_channel(channel->sent[0], 0));
+  inject(rec.actor, drv, done_on_channel(channel->sent[1], 1));
+  run_all_but(rec.actor);
+  ASSERT_EQ(channel->sent.size(), 4u) << "then step 1";
+  inject(rec.actor, drv,
+         failed_on_channel(channel->sent[2], 0,
+                           "step 1: rank 0: all_reduce on an aborted communicator"));
+  run_once(drv); // the diagnosis starts: a ledger request to each rank
+  inject(rec.actor, drv,
+         failed_on_channel(channel->sent[3], 1,
+                           "step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed out after 1 s: "
+                           "rank(s) 0 did not enter it"));
+  run_all_but(rec.actor);
+  auto s = expect_reply<run_summary>(drv, rec.actor);
+  ASSERT_TRUE(s) << "the run ends with its summary: every request is reported";
+  EXPECT_EQ(r0.log->collectives, 1);
   EXPECT_THAT(s->error.message,
               HasSubstr("(the failing rank: step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed "
                         "out after 1 s: rank(s) 0 did not enter it)"))

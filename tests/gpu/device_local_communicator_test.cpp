@@ -277,11 +277,11 @@ TEST(DeviceLocalCommunicator, ACapturedAllReduceSumsEachLaunchsInputsLikeAnEager
     return random_values<float>(n, 1000u + 10u * static_cast<unsigned>(launch) + r);
   };
   std::vector<std::vector<std::vector<float>>> results(world);
-  // Under compute-sanitizer a stream synchronize waits for more than its stream: a rank's, its own
-  // work done, did not return while a peer's next launch spun on the device waiting for that
-  // rank's (2026-12-06, H100, racecheck: 9 minutes, the third rank blocked in cudaEventRecord).
-  // There the ranks end each launch together; plainly they drift, one launching its next graph
-  // while a peer still waits for the last.
+  // Under compute-sanitizer a stream synchronize seems to wait for more than its stream: one
+  // rank's, its own collectives complete, did not return for over 9 minutes while a peer's next
+  // launch spun on the device for that rank's, and another rank sat blocked in cudaEventRecord
+  // (2026-12-06, H100, racecheck). There the ranks end each launch together; plainly they drift,
+  // one launching its next graph while a peer still waits for the last.
   const bool in_step = ::kvactor::test::slowed_run();
   std::barrier launch_done(world);
   on_every_rank(g, [&](int r) {
