@@ -1,5 +1,6 @@
 // Driver protocol against mock ranks: start (configure every rank, the minimum block count,
-// allocate), submit, run; a rank that rejects a step naming a request; a rank that dies.
+// allocate), submit, run; a rank that rejects a step naming a request; a rank that dies; a failed
+// collective, diagnosed from every ledger and quoting the timed-out rank whenever its error comes.
 #include <algorithm>
 #include <functional>
 #include <memory>
