@@ -56,6 +56,13 @@ collective_entry all_reduce_8(uint64_t seq, collective_status status) {
   return {seq, "all_reduce(sum)", "float32", 8, 32, status};
 }
 
+// Step 1 of the races below: rank 1 times out in all_reduce #2, which rank 0 never entered, and
+// rank 0 sees only the abort.
+const std::string rank_0_saw_the_abort = "step 1: rank 0: all_reduce on an aborted communicator";
+const std::string rank_1_timed_out = "step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed out "
+                                     "after 1 s: rank(s) 0 did not enter it";
+const std::string quotes_rank_1 = "(the failing rank: " + rank_1_timed_out + ")";
+
 const request_result* result_of(const run_summary& s, uint64_t id) {
   for (const auto& r : s.results)
     if (r.request_id == id) return &r;
@@ -308,11 +315,9 @@ TEST_F(DriverProtocol, TheTimedOutRanksErrorIsQuotedEvenWhenAPeersAbortArrivesFi
   // Step 1: rank 1 times out in all_reduce #2, which rank 0 never entered; rank 0 answers first,
   // with the abort it saw. The diagnosis starts at that first error, and the driver reads the
   // ranks' errors once their ledgers are in, so the timed-out rank's own error is the one quoted.
-  const auto s0 = failing_step_one(0, "step 1: rank 0: all_reduce on an aborted communicator",
-                                   {all_reduce_8(1, collective_status::completed)});
-  auto s1 = failing_step_one(1,
-                             "step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed out after 1 s: "
-                             "rank(s) 0 did not enter it",
+  const auto s0 =
+      failing_step_one(0, rank_0_saw_the_abort, {all_reduce_8(1, collective_status::completed)});
+  auto s1 = failing_step_one(1, rank_1_timed_out,
                              {all_reduce_8(1, collective_status::completed),
                               all_reduce_8(2, collective_status::timed_out)});
   auto r0 = track(spawn_mock_rank(sys, s0));
@@ -338,10 +343,7 @@ TEST_F(DriverProtocol, TheTimedOutRanksErrorIsQuotedEvenWhenAPeersAbortArrivesFi
   ASSERT_TRUE(s) << "the run ends with its summary: every request is reported";
   ASSERT_EQ(ledgers_asked_before_rank_1_failed, 1)
       << "rank 1 answered step 1 only once the diagnosis had begun";
-  EXPECT_THAT(s->error.message,
-              HasSubstr("(the failing rank: step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed "
-                        "out after 1 s: rank(s) 0 did not enter it)"))
-      << s->error.message;
+  EXPECT_THAT(s->error.message, HasSubstr(quotes_rank_1)) << s->error.message;
   EXPECT_EQ(s->failed, 3);
 }
 
@@ -361,24 +363,26 @@ public:
   std::vector<sent_step> sent;
 };
 
-// Node `route`'s answer on its channel to the step in `s`: rank `rank` executed it.
-node_channel_event done_on_channel(const kept_steps::sent_step& s, int32_t rank) {
-  const auto plan = decode<step_plan>(s.step.plan);
+// Node `route`'s answer on its channel to the step in `s`, its ranks' entries still to add.
+node_channel_event answer_on_channel(const kept_steps::sent_step& s) {
   node_channel_event e;
   e.route = static_cast<int32_t>(s.route);
   e.seq = s.seq;
   e.answer.seq = s.seq;
-  e.answer.done.push_back(mock_done(*plan, rank));
   return e;
 }
 
-// The same, rank `rank` failing it with collective error `why`.
+// That answer: rank `rank` executed the step.
+node_channel_event done_on_channel(const kept_steps::sent_step& s, int32_t rank) {
+  auto e = answer_on_channel(s);
+  e.answer.done.push_back(mock_done(*decode<step_plan>(s.step.plan), rank));
+  return e;
+}
+
+// That answer: rank `rank` failed the step with collective error `why`.
 node_channel_event failed_on_channel(const kept_steps::sent_step& s, int32_t rank,
                                      const std::string& why) {
-  node_channel_event e;
-  e.route = static_cast<int32_t>(s.route);
-  e.seq = s.seq;
-  e.answer.seq = s.seq;
+  auto e = answer_on_channel(s);
   e.answer.rejected.push_back({s.seq, rank, make_error(errc::collective_failed, why), {}});
   return e;
 }
@@ -387,15 +391,13 @@ TEST_F(DriverProtocol, OnTheStepChannelAnErrorArrivingDuringTheDiagnosisIsStillQ
   // Cluster mode, one rank on each of two nodes, steps on the nodes' channels. Step 1: node 0
   // reports rank 0's abort; node 1 reports rank 1's timeout only once the driver has asked the
   // ranks for their ledgers. That answer joins the errors the diagnosis quotes from.
-  auto r0 = track(spawn_mock_rank(
-      sys, failing_step_one(0, "step 1: rank 0: all_reduce on an aborted communicator",
-                            {all_reduce_8(1, collective_status::completed)})));
-  auto r1 = track(spawn_mock_rank(
-      sys, failing_step_one(1,
-                            "step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed out after 1 s: "
-                            "rank(s) 0 did not enter it",
-                            {all_reduce_8(1, collective_status::completed),
-                             all_reduce_8(2, collective_status::timed_out)})));
+  auto r0 = track(
+      spawn_mock_rank(sys, failing_step_one(0, rank_0_saw_the_abort,
+                                            {all_reduce_8(1, collective_status::completed)})));
+  auto r1 = track(
+      spawn_mock_rank(sys, failing_step_one(1, rank_1_timed_out,
+                                            {all_reduce_8(1, collective_status::completed),
+                                             all_reduce_8(2, collective_status::timed_out)})));
   auto channel = std::make_shared<kept_steps>();
   auto drv = spawn_driver({r0, r1}, [&](driver_setup& setup) {
     setup.routes = {node_route{{}, {0}, {0}}, node_route{{}, {1}, {0}}};
@@ -410,22 +412,14 @@ TEST_F(DriverProtocol, OnTheStepChannelAnErrorArrivingDuringTheDiagnosisIsStillQ
   inject(rec.actor, drv, done_on_channel(channel->sent[1], 1));
   run_all_but(rec.actor);
   ASSERT_EQ(channel->sent.size(), 4u) << "then step 1";
-  inject(rec.actor, drv,
-         failed_on_channel(channel->sent[2], 0,
-                           "step 1: rank 0: all_reduce on an aborted communicator"));
+  inject(rec.actor, drv, failed_on_channel(channel->sent[2], 0, rank_0_saw_the_abort));
   run_once(drv); // the diagnosis starts: a ledger request to each rank
-  inject(rec.actor, drv,
-         failed_on_channel(channel->sent[3], 1,
-                           "step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed out after 1 s: "
-                           "rank(s) 0 did not enter it"));
+  inject(rec.actor, drv, failed_on_channel(channel->sent[3], 1, rank_1_timed_out));
   run_all_but(rec.actor);
   auto s = expect_reply<run_summary>(drv, rec.actor);
   ASSERT_TRUE(s) << "the run ends with its summary: every request is reported";
   EXPECT_EQ(r0.log->collectives, 1);
-  EXPECT_THAT(s->error.message,
-              HasSubstr("(the failing rank: step 1: rank 1: all_reduce(sum) #2 of 8 float32 timed "
-                        "out after 1 s: rank(s) 0 did not enter it)"))
-      << s->error.message;
+  EXPECT_THAT(s->error.message, HasSubstr(quotes_rank_1)) << s->error.message;
   EXPECT_EQ(s->failed, 3);
 }
 
