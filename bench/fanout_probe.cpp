@@ -210,14 +210,17 @@ std::vector<double> actor_round_trips(caf::actor_system& sys, const probe_actor&
                                       const step_plan& plan, int rounds) {
   std::promise<std::vector<double>> done;
   auto result = done.get_future();
-  sys.spawn([&](pinger_actor* self) -> caf::behavior {
-    self->state.target = target;
-    self->state.plan = plan;
-    self->state.rounds = rounds;
-    self->state.done = std::move(done);
-    ping_once(self);
-    return {[](int32_t) {}}; // alive until the last answer
-  });
+  // The ignored nullptr: CAF 0.17 binds a null reference for a spawn without arguments.
+  sys.spawn(
+      [&](pinger_actor* self, std::nullptr_t) -> caf::behavior {
+        self->state.target = target;
+        self->state.plan = plan;
+        self->state.rounds = rounds;
+        self->state.done = std::move(done);
+        ping_once(self);
+        return {[](int32_t) {}}; // alive until the last answer
+      },
+      nullptr);
   return result.get();
 }
 

@@ -96,24 +96,27 @@ double median_hop_us() {
   caf::actor_system sys{cfg};
   auto e = sys.spawn(plain<&echo>, nullptr);
   auto samples = std::make_shared<std::vector<double>>();
-  sys.spawn([e, samples](caf::event_based_actor* self) {
-    auto loop = std::make_shared<std::function<void(int)>>();
-    *loop = [self, e, samples, loop](int left) {
-      if (left == 0) {
-        self->send_exit(e, caf::exit_reason::user_shutdown);
-        self->quit();
-        return;
-      }
-      auto t0 = std::chrono::steady_clock::now();
-      self->request(e, caf::infinite, int32_t{1}).then([=](int32_t) {
-        samples->push_back(
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                .count());
-        (*loop)(left - 1);
-      });
-    };
-    (*loop)(20000);
-  });
+  // The ignored nullptr: CAF 0.17 binds a null reference for a spawn without arguments.
+  sys.spawn(
+      [e, samples](caf::event_based_actor* self, std::nullptr_t) {
+        auto loop = std::make_shared<std::function<void(int)>>();
+        *loop = [self, e, samples, loop](int left) {
+          if (left == 0) {
+            self->send_exit(e, caf::exit_reason::user_shutdown);
+            self->quit();
+            return;
+          }
+          auto t0 = std::chrono::steady_clock::now();
+          self->request(e, caf::infinite, int32_t{1}).then([=](int32_t) {
+            samples->push_back(
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                    .count());
+            (*loop)(left - 1);
+          });
+        };
+        (*loop)(20000);
+      },
+      nullptr);
   sys.await_all_actors_done();
   std::sort(samples->begin(), samples->end());
   return samples->empty() ? -1 : (*samples)[samples->size() / 2];
