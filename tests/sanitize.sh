@@ -29,11 +29,16 @@ asan)
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export KVACTOR_TEST_SLOWDOWN=3 # as tests/support/sanitizer_slowdown.hpp
+  # Both runtimes linked in: with g++ 12's shared libasan and libubsan in one process, only one
+  # honours log_path, and UBSan's reports went to stderr alone (seen 2026-12-07), unseen where
+  # nobody reads a process's stderr.
+  link_flags="$flags -static-libasan -static-libubsan"
   ;;
 tsan)
   flags="-O1 -g -fsanitize=thread -fno-omit-frame-pointer"
   export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1:suppressions=$root/tests/sanitize/tsan.supp}
   export KVACTOR_TEST_SLOWDOWN=10 # as tests/support/sanitizer_slowdown.hpp
+  link_flags=$flags
   ;;
 *)
   echo "sanitize.sh: unknown kind '$kind' (expected asan or tsan)" >&2
@@ -60,7 +65,7 @@ if [[ $kind == tsan ]]; then
 fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVACTOR_WITH_CUDA=OFF \
   -DKVACTOR_BUILD_BENCH=OFF -DKVACTOR_TEST_SLOWDOWN="$KVACTOR_TEST_SLOWDOWN" "${prefix_path[@]}" \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$link_flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
   >"$build/configure.log" 2>&1 ||
   { tail -20 "$build/configure.log"; exit 1; }
 # Prints the reports the processes wrote (the first lines of each); false when there are any.
