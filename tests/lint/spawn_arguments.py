@@ -62,10 +62,10 @@ def main():
                 if not name.endswith((".cpp", ".hpp", ".h", ".cu", ".cuh")):
                     continue
                 path = os.path.join(dirpath, name)
-                lines = open(path, encoding="utf-8").read()
-                for n in spawns_without_arguments(lines):
-                    line = lines.splitlines()[n - 1].strip()
-                    found.append(f"{os.path.relpath(path, root)}:{n}: {line}")
+                text = open(path, encoding="utf-8").read()
+                lines = text.splitlines()
+                for n in spawns_without_arguments(text):
+                    found.append(f"{os.path.relpath(path, root)}:{n}: {lines[n - 1].strip()}")
     for f in found:
         print(f"spawn without arguments (use plain<&behaviour>, nullptr): {f}")
     if not found:
