@@ -2,7 +2,8 @@
 """Fails when C++ code spawns an actor without arguments (`spawn(behaviour)`,
 `spawn<caf::detached>(behaviour)`, `spawn([](...) { ... })`): CAF 0.17 then binds a reference to
 a null argument tuple, undefined behaviour that UBSan stops on. Spawn such behaviours as
-`spawn(plain<&behaviour>, nullptr)` (actors/spawn_plain.hpp), or give a lambda an argument.
+`spawn(plain<&behaviour>, nullptr)` (actors/spawn_plain.hpp), or a lambda as
+`spawn([](std::nullptr_t) { ... }, nullptr)`.
 A spawn of a class with no argument at all (`spawn<impl>()`) takes another path and passes.
 
 Usage: spawn_arguments.py REPO_ROOT"""
@@ -67,7 +68,8 @@ def main():
                 for n in spawns_without_arguments(text):
                     found.append(f"{os.path.relpath(path, root)}:{n}: {lines[n - 1].strip()}")
     for f in found:
-        print(f"spawn without arguments (use plain<&behaviour>, nullptr): {f}")
+        print("spawn without arguments (use plain<&behaviour>, nullptr; a lambda: one taking an "
+              f"ignored std::nullptr_t, nullptr): {f}")
     if not found:
         print("spawn_arguments: ok")
     return 1 if found else 0

@@ -32,8 +32,8 @@ struct caf_encoder {
   };
   config cfg;
   caf::actor_system sys{cfg};
-  // An argument, even an ignored one: CAF 0.17 binds a null reference for a spawn without any.
-  caf::actor someone = sys.spawn([](int) {}, 0);
+  // The ignored nullptr: CAF 0.17 binds a null reference for a spawn without arguments.
+  caf::actor someone = sys.spawn([](std::nullptr_t) {}, nullptr);
 
   // What CAF writes after a direct message's header: the forwarding stack, then the message.
   std::vector<std::byte> direct(const caf::message& msg, bool with_stage = false) {
