@@ -90,7 +90,12 @@ using driver_actor = caf::typed_actor<
     // One of the driver's timers is due (sent to itself: step deadlines, --chaos delays).
     caf::reacts_to<atom::timer, uint64_t>,
     // A node's answer, refusal or lost channel, from the step channel's reader thread.
-    caf::reacts_to<node_channel_event>>;
+    caf::reacts_to<node_channel_event>,
+    // Stop now (SIGINT, SIGTERM): admit nothing more, fail every unfinished request with the
+    // reason and answer `run` with the summary, without waiting for a step in flight.
+    caf::reacts_to<atom::drain, std::string>,
+    // A request's result once it has finished or failed (answered then; at once if it has).
+    caf::replies_to<request_await>::with<request_result>>;
 
 /// The NODE actor (cluster mode): one per node process; spawns ranks for a driver.
 using node_actor = caf::typed_actor<

@@ -2,6 +2,8 @@
 #include "deploy/cli.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -29,13 +32,54 @@ namespace kvactor {
 
 namespace {
 
+// CLI11 2.1 reads numbers with strtoll, strtoull and strtod: "010" is octal, "-1" wraps into an
+// unsigned, a value past 64 bits saturates, "nan" and "inf" pass. A numeric option takes plain
+// decimal text instead; "" when `text` is one, else why not.
+std::string plain_number_problem(const std::string& text, const std::string& type) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  if (type == "UINT" || type == "INT") {
+    std::from_chars_result r{};
+    if (type == "UINT") {
+      uint64_t v = 0;
+      r = std::from_chars(begin, end, v);
+    } else {
+      int64_t v = 0;
+      r = std::from_chars(begin, end, v);
+    }
+    if (r.ec == std::errc::result_out_of_range)
+      return fmt::format("{} is out of range for this flag", text);
+    if (r.ec != std::errc{} || r.ptr != end || text.empty())
+      return fmt::format("'{}' is not {}", text,
+                         type == "UINT" ? "a whole number >= 0" : "an integer");
+    return "";
+  }
+  double v = 0;
+  const auto r = std::from_chars(begin, end, v);
+  if (r.ec != std::errc{} || r.ptr != end || text.empty() || !std::isfinite(v))
+    return fmt::format("'{}' is not a finite number", text);
+  return "";
+}
+
+// Every INT, UINT and FLOAT option of `app` and its subcommands reads plain decimal text.
+void take_plain_numbers(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    const std::string type = o->get_type_name();
+    if (type != "INT" && type != "UINT" && type != "FLOAT") continue;
+    o->check(CLI::Validator([type](std::string& text) { return plain_number_problem(text, type); },
+                            "", "number"));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    take_plain_numbers(*sub);
+}
+
 // --step-spin-us, on a node (its channel threads) and on a cluster run (the driver's reader).
 void add_step_spin_option(CLI::App& cmd, int64_t& us, const std::string& who) {
   cmd.add_option(
          "--step-spin-us", us,
          "microseconds " + who
-             + " polls before it sleeps (lower latency on idle cores, a core busy meanwhile)")
-      ->check(CLI::Range(int64_t{0}, int64_t{100'000}))
+             + " polls before it sleeps, at most 100000 (lower latency on idle cores, a core "
+               "busy meanwhile)")
       ->capture_default_str();
 }
 
@@ -81,7 +125,8 @@ void add_model_flags(CLI::App& cmd, plan_flags& f, bool model_required, vllm_opt
   cmd.add_option("--num-speculative-tokens", f.num_speculative_tokens,
                  "draft tokens per decode step (decode query length is 1 + this)");
   cmd.add_option("--kv-cache-memory,--kv-cache-memory-bytes", f.kv_cache_memory,
-                 "KV cache bytes per rank (20GiB, 21474836480; or one value per rank: a,b,...)");
+                 "KV cache bytes per rank (20GiB, 21474836480; or one value per rank: a,b,...); "
+                 "default on a CPU 256MiB, on a GPU what is left of it");
   cmd.add_option("--gpu-memory", f.gpu_memory,
                  "device memory per rank (instead of "
                  "--kv-cache-memory)");
@@ -98,7 +143,9 @@ void add_model_flags(CLI::App& cmd, plan_flags& f, bool model_required, vllm_opt
       cmd.add_option("--cudagraph-capture-sizes", f.cudagraph_capture_sizes,
                      "comma-separated token counts (default: the ladder from --max-num-seqs)");
   add_vllm_flags(cmd, v);
-  cmd.add_option("--device", f.device, "cuda|cpu (plan: cuda; run: auto)");
+  cmd.add_option("--device", f.device,
+                 f.device == "auto" ? "auto|cpu|cuda (auto: the GPU when one serves, else the CPU)"
+                                    : "cuda|cpu: the device to plan for");
   cmd.add_option("--attention-backend", f.attention_backend, "auto|reference|paged|mla");
 }
 
@@ -165,8 +212,7 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   cmd.add_flag_callback(
       "--no-progress", [&f] { f.progress = false; }, "no progress line on the terminal");
   cmd.add_option("--stats-interval", f.stats_interval_s,
-                 "seconds between vLLM's stats lines at info level (0: none)")
-      ->check(CLI::NonNegativeNumber);
+                 "seconds between vLLM's stats lines at info level (0: none)");
   cmd.add_flag_callback(
       "--disable-log-stats", [&f] { f.stats_interval_s = 0; }, "vLLM's flag: no stats lines");
   cmd.add_option("--metrics-port", f.metrics_port,
@@ -176,13 +222,13 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   cmd.add_option("--inject-port", f.inject_port,
                  "listen for `kvactor inject` on 127.0.0.1:PORT (0: any free port)");
   cmd.add_option("--max-message-bytes", f.max_message_bytes,
-                 "the largest message a node or injector may send this run (64MiB); a larger "
+                 "the largest message a node or injector may send this run; a larger "
                  "one is refused and its connection closed");
   cmd.add_option("--cudagraph-capture", f.cudagraph_capture,
                  "startup|lazy: capture every planned graph before the first step, or serve "
                  "eagerly at once and capture the sizes seen, between steps");
   cmd.add_option("--cudagraph-memory", f.cudagraph_memory,
-                 "device bytes all CUDA graphs may hold (1GiB; reserved off the KV cache)");
+                 "device bytes all CUDA graphs may hold (reserved off the KV cache)");
   cmd.add_option("--nodes", f.nodes,
                  "cluster mode: HOST:PORT,... of `kvactor node` processes that host the ranks");
   cmd.add_option("--communicator", f.tp.communicator,
@@ -249,7 +295,7 @@ void add_node_flags(CLI::App& cmd, node_flags& f) {
   cmd.add_option("--tls-key", f.tls_key, "its private key (PEM)");
   cmd.add_option("--tls-ca", f.tls_ca, "the CA that signs every peer (PEM)");
   cmd.add_option("--max-message-bytes", f.max_message_bytes,
-                 "the largest message a driver may send this node (64MiB); a larger one is "
+                 "the largest message a driver may send this node; a larger one is "
                  "refused and its connection closed");
   cmd.add_option("--metrics-port", f.metrics_port,
                  "serve Prometheus /metrics and /health on this port (0: any free one)");
@@ -266,7 +312,7 @@ void add_generate_flags(CLI::App& cmd, generate_flags& f) {
       ->required();
   cmd.add_option("--prompt", f.prompt, "the prompt as text (needs the model's tokenizer)");
   cmd.add_option("--prompt-ids", f.prompt_ids, "the prompt as token ids: 1,2,3");
-  cmd.add_option("--max-tokens", f.max_tokens, "tokens to generate at most (16)");
+  cmd.add_option("--max-tokens", f.max_tokens, "tokens to generate at most");
   cmd.add_option("--temperature", f.temperature, "0: greedy (the default); else sample");
   cmd.add_option("--top-k", f.top_k, "sample among the k most likely tokens (0: all)");
   cmd.add_option("--top-p", f.top_p, "sample within this probability mass (1: all)");
@@ -275,7 +321,7 @@ void add_generate_flags(CLI::App& cmd, generate_flags& f) {
   cmd.add_flag("--ignore-eos", f.ignore_eos,
                "do not stop at the model's end-of-sequence tokens (generation_config.json)");
   cmd.add_option("--device", f.device, "auto|cpu|cuda");
-  cmd.add_option("--tensor-parallel-size", f.tensor_parallel_size, "ranks (1)");
+  cmd.add_option("--tensor-parallel-size", f.tensor_parallel_size, "ranks that split the heads");
   cmd.add_flag("--json", f.json, "one object: prompt_ids, output_ids, text, finish_reason");
 }
 
@@ -287,9 +333,11 @@ void add_inject_flags(CLI::App& cmd, inject_flags& f) {
       ->required();
   cmd.add_option("--actor", f.actor,
                  "driver|rank[N] (default: the record's receiver, else by type)");
-  cmd.add_option("--timeout", f.timeout_s, "seconds to wait for the reply");
-  cmd.add_option("--max-message-bytes", f.max_message_bytes,
-                 "the largest reply the run may send (64MiB)");
+  cmd.add_option("--timeout", f.timeout_s,
+                 "seconds for all of it: connecting, the reply and, with --wait, the result");
+  cmd.add_flag("--wait", f.wait,
+               "a request: wait until it finished or failed and print its result (its tokens)");
+  cmd.add_option("--max-message-bytes", f.max_message_bytes, "the largest reply the run may send");
   cmd.add_flag("--json", f.json, "print the reply as JSON");
 }
 
@@ -353,6 +401,16 @@ subcommands add_subcommands(CLI::App& app, cli_flags& f) {
   return cmd;
 }
 
+// --log-format's value as typed ("" when not given): known before the parser runs.
+std::string log_format_of(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--log-format" && i + 1 < argc) return argv[i + 1];
+    if (a.starts_with("--log-format=")) return std::string{a.substr(13)};
+  }
+  return "";
+}
+
 bool wants_json(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string{argv[i]} == "--json") return true;
@@ -391,6 +449,54 @@ std::string unknown_flag_hint(const CLI::App& app, const CLI::App& sub, int argc
   return "";
 }
 
+// The options of the app itself, and whether each takes a value.
+bool is_global_option(std::string_view a, bool* takes_value) {
+  *takes_value = a == "--log-level" || a == "--log-format";
+  return *takes_value || a.starts_with("--log-level=") || a.starts_with("--log-format=")
+         || a == "--version" || a == "--help" || a == "-h" || a == "--help-all";
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    out.push_back(sub->get_name());
+  return out;
+}
+
+// `kvactor` alone runs `run`, so `kvactor --requests 2` does too: with no subcommand named, the
+// first flag that is not the app's own starts `run`'s. A bare word is left for the parser to
+// refuse (with a suggestion).
+std::vector<std::string> with_default_subcommand(std::vector<std::string> args) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    bool takes_value = false;
+    if (is_global_option(args[i], &takes_value)) {
+      i += takes_value ? 1 : 0;
+      continue;
+    }
+    if (args[i].starts_with("-")) args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), "run");
+    return args;
+  }
+  return args;
+}
+
+// " (did you mean `kvactor run`?)" for a bare word where a subcommand was expected.
+std::string unknown_subcommand_hint(const CLI::App& app, int argc, const char* const* argv) {
+  const auto names = subcommand_names(app);
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    bool takes_value = false;
+    if (is_global_option(a, &takes_value)) {
+      i += takes_value ? 1 : 0;
+      continue;
+    }
+    if (a.starts_with("-") || std::find(names.begin(), names.end(), a) != names.end()) return "";
+    const auto close = closest_name(a, names);
+    return close ? fmt::format(" (did you mean `kvactor {}`?)", *close)
+                 : fmt::format(" ('{}' is not a subcommand: {})", a, fmt::join(names, ", "));
+  }
+  return "";
+}
+
 // Help and parse errors end the command here: their exit code, or nothing to go on.
 std::optional<int> parse(CLI::App& app, int argc, const char* const* argv, std::ostream& out,
                          std::ostream& err) {
@@ -410,7 +516,8 @@ std::optional<int> parse(CLI::App& app, int argc, const char* const* argv, std::
     std::string who = "kvactor";
     for (const CLI::App* a = sub; a != &app; a = a->get_parent())
       who.insert(7, " " + a->get_name());
-    const std::string msg = e.what() + unknown_flag_hint(app, *sub, argc, argv);
+    const std::string msg = e.what() + unknown_flag_hint(app, *sub, argc, argv)
+                            + (sub == &app ? unknown_subcommand_hint(app, argc, argv) : "");
     fmt::print(err, "{}: error: {}; `{} --help` lists the flags\n", who, msg, who);
     if (wants_json(argc, argv)) out << nlohmann::json{{"error", msg}}.dump() << '\n';
     return exit_bad_input;
@@ -485,18 +592,24 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
       ->capture_default_str();
   app.set_version_flag("--version", version_text(), "print the version of kvactor and its parts");
   const auto cmd = add_subcommands(app, f);
-  const std::vector<std::string> args = spell_vllm_short_flags(argc, argv);
+  take_plain_numbers(app);
+  const std::vector<std::string> args = with_default_subcommand(spell_vllm_short_flags(argc, argv));
   std::vector<const char*> spelled;
   for (const auto& a : args)
     spelled.push_back(a.c_str());
-  if (auto code = parse(app, argc, spelled.data(), out, err)) return *code;
-  if (auto code = set_log_level(f.log_level, f.log_format, err)) return *code;
+  const int spelled_count = static_cast<int>(spelled.size());
+  // With --log-format json, every line on stderr is JSON, the errors of parsing included.
+  std::optional<json_lines_stream> json_err;
+  if (log_format_of(spelled_count, spelled.data()) == "json") json_err.emplace(err);
+  std::ostream& errors = json_err ? *json_err : err;
+  if (auto code = parse(app, spelled_count, spelled.data(), out, errors)) return *code;
+  if (auto code = set_log_level(f.log_level, f.log_format, errors)) return *code;
   if (*cmd.plan)
-    if (auto code = apply_vllm(f.plan_vllm, f.plan, f.plan.json, out, err)) return *code;
+    if (auto code = apply_vllm(f.plan_vllm, f.plan, f.plan.json, out, errors)) return *code;
   if (!*cmd.plan && !*cmd.show && !*cmd.export_trace && !*cmd.replay && !*cmd.inject
       && !*cmd.generate && !*cmd.node)
-    if (auto code = apply_vllm(f.run_vllm, f.run.plan, false, out, err)) return *code;
-  return dispatch(cmd, f, out, err);
+    if (auto code = apply_vllm(f.run_vllm, f.run.plan, false, out, errors)) return *code;
+  return dispatch(cmd, f, out, errors);
 }
 
 } // namespace kvactor

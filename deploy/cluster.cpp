@@ -29,6 +29,14 @@ constexpr auto hello_timeout = std::chrono::seconds(10);
 
 } // namespace
 
+status check_step_spin(int64_t us) {
+  if (us >= 0 && us <= 100'000) return ok();
+  return make_error(errc::invalid_argument,
+                    fmt::format("--step-spin-us: {} is outside [0, 100000] (microseconds a step "
+                                "channel polls before it sleeps)",
+                                us));
+}
+
 status check_tls(const tls_files& tls) {
   if (!tls.enabled()) return ok();
   for (auto [flag, file] : {std::pair{"--tls-cert", &tls.cert}, std::pair{"--tls-key", &tls.key},

@@ -35,6 +35,9 @@ struct tls_files {
 /// All three given and readable, or none; errors name the flag and the file.
 status check_tls(const tls_files& tls);
 
+/// --step-spin-us (a node's and a cluster run's): [0, 100000] microseconds.
+status check_step_spin(int64_t us);
+
 /// Loads the middleman with the cluster's heartbeat and connection timeout, and with `tls` the
 /// OpenSSL module (peers then need a certificate signed by tls.ca, both ways).
 void configure_cluster_middleman(caf::actor_system_config& cfg, const tls_files& tls = {});

@@ -1,5 +1,6 @@
 #include "deploy/generate_command.hpp"
 
+#include <cmath>
 #include <fstream>
 
 #include <caf/all.hpp>
@@ -57,20 +58,22 @@ expected<prompt_input> text_prompt(const generate_flags& g) {
                                   tok.err().code == errc::io_error
                                       ? "; give the token ids with --prompt-ids"
                                       : ""));
-  auto ids = (*tok)->encode(g.prompt, true);
+  auto ids = (*tok)->encode(*g.prompt, true);
   if (!ids) return make_error(errc::invalid_argument, "--prompt: " + ids.err().message);
   if (ids->empty())
     return make_error(errc::invalid_argument,
-                      fmt::format("--prompt: '{}' encodes to no tokens", g.prompt));
+                      fmt::format("--prompt: '{}' encodes to no tokens", *g.prompt));
   return prompt_input{std::move(*ids), std::move(*tok)};
 }
 
 // Token ids need no tokenizer: without one the output stays ids; a tokenizer that is there but
 // cannot be read is reported and the run goes on.
 expected<prompt_input> prompt_of(const generate_flags& g, std::ostream& err) {
-  if (!g.prompt.empty() && !g.prompt_ids.empty())
+  if (g.prompt && !g.prompt_ids.empty())
     return make_error(errc::invalid_argument, "--prompt and --prompt-ids: give one of them");
-  if (!g.prompt.empty()) return text_prompt(g);
+  if (g.prompt && g.prompt->empty())
+    return make_error(errc::invalid_argument, "--prompt: empty (a prompt has at least one token)");
+  if (g.prompt) return text_prompt(g);
   if (g.prompt_ids.empty())
     return make_error(errc::missing_field, "--prompt-ids: required (or --prompt TEXT)");
   auto ids = parse_prompt_ids(g.prompt_ids);
@@ -91,9 +94,10 @@ status check_model(const generate_flags& g) {
   if (g.max_tokens < 1)
     return make_error(errc::invalid_argument,
                       fmt::format("--max-tokens: {} must be at least 1", g.max_tokens));
-  if (!(g.temperature >= 0.0f))
-    return make_error(errc::invalid_argument,
-                      fmt::format("--temperature: {} must be >= 0 (0: greedy)", g.temperature));
+  if (!std::isfinite(g.temperature) || g.temperature < 0.0f)
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("--temperature: {} is not a finite number >= 0 (0: greedy)", g.temperature));
   if (g.top_k < 0)
     return make_error(errc::invalid_argument,
                       fmt::format("--top-k: {} must be >= 0 (0: every token)", g.top_k));
@@ -208,13 +212,15 @@ int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) 
   if (auto ok = check_model(g); !ok) return fail(g, out, err, exit_bad_input, ok.err().message);
   auto prompt = prompt_of(g, err);
   if (!prompt) return fail(g, out, err, exit_bad_input, prompt.err().message);
+  auto eos = model_eos_token_ids(g.model);
+  if (!eos) return fail(g, out, err, exit_bad_input, eos.err().message);
   const auto flags = flags_for(g, prompt->ids);
   auto options = check_run_flags(flags);
   if (!options) return fail(g, out, err, exit_bad_input, options.err().message);
   auto start = prepare_local_run(flags, *options);
   if (!start) return fail(g, out, err, exit_bad_input, start.err().message);
   sampling_params sampling{g.temperature, g.top_k, g.top_p, g.seed, {}};
-  if (!g.ignore_eos) sampling.stop_token_ids = model_eos_token_ids(g.model);
+  if (!g.ignore_eos) sampling.stop_token_ids = *eos;
   if (!g.stop_token_ids.empty()) {
     auto more = parse_prompt_ids(g.stop_token_ids);
     if (!more) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -14,9 +15,9 @@
 namespace kvactor {
 
 struct generate_flags {
-  std::string model;      // a Hugging Face model directory
-  std::string prompt;     // text: encoded by the model directory's tokenizer
-  std::string prompt_ids; // "1,2,3"
+  std::string model;                 // a Hugging Face model directory
+  std::optional<std::string> prompt; // text: encoded by the model directory's tokenizer
+  std::string prompt_ids;            // "1,2,3"
   int32_t max_tokens = 16;
   float temperature = 0.0f; // 0: greedy
   int32_t top_k = 0;

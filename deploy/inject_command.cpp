@@ -1,7 +1,10 @@
 #include "deploy/inject_command.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <caf/all.hpp>
@@ -103,7 +106,79 @@ expected<message_file> parse_message_file(const std::string& path, const std::st
   return out;
 }
 
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// The time left until `deadline`, at least 1 ms (0 would mean no limit).
+std::chrono::milliseconds left_until(clock_type::time_point deadline) {
+  return std::max(
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()),
+      std::chrono::milliseconds{1});
+}
+
+// Sends one inject_request and waits for its reply until `deadline`; the error says why not.
+expected<inject_reply> exchange(caf::actor_system& sys, const injector_actor& gateway,
+                                const inject_request& req, clock_type::time_point deadline,
+                                double timeout_s) {
+  caf::scoped_actor self{sys};
+  std::optional<inject_reply> reply;
+  std::string failure;
+  // A request whose connection drops is not failed by CAF; the monitor says so at once.
+  self->monitor(gateway);
+  self->send(gateway, req);
+  self->receive([&](inject_reply& r) { reply = std::move(r); },
+                [&](caf::error& e) { failure = from_caf_error(e).message; },
+                [&](caf::down_msg&) {
+                  failure = fmt::format("the run closed the connection (the message is {} bytes: "
+                                        "larger than its --max-message-bytes?)",
+                                        req.envelope.size());
+                },
+                caf::after(left_until(deadline)) >>
+                    [&] { failure = fmt::format("no reply within {} s", timeout_s); });
+  if (!reply) return make_error(errc::io_error, failure);
+  return std::move(*reply);
+}
+
+// The reply's own message, readable ("" when it carries none).
+std::string detail_of(const inject_reply& reply) {
+  if (reply.envelope.empty()) return "";
+  trace_record r;
+  r.type = reply.type;
+  r.payload = reply.envelope;
+  return describe_record(r);
+}
+
+json reply_json(const inject_reply& reply) {
+  auto envelope = json::from_msgpack(reply.envelope);
+  return json{{"type", reply.type}, {"summary", detail_of(reply)}, {"payload", envelope[2]}};
+}
+
+// --wait: the injected request's result (finished or failed, with its tokens).
+expected<inject_reply> await_request(caf::actor_system& sys, const injector_actor& gateway,
+                                     const std::vector<char>& envelope,
+                                     clock_type::time_point deadline, double timeout_s) {
+  auto spec = decode<request_spec>(envelope);
+  if (!spec) return spec.err();
+  inject_request await{"driver", encode(request_await{spec->request_id})};
+  auto reply = exchange(sys, gateway, await, deadline, timeout_s);
+  if (!reply)
+    return make_error(reply.err().code,
+                      fmt::format("--wait: request {}: {}", spec->request_id, reply.err().message));
+  return reply;
+}
+
+void print_reply(const inject_reply& reply, std::ostream& out) {
+  fmt::print(out, "{}\n", reply.summary);
+  if (!reply.envelope.empty()) fmt::print(out, "reply: {}: {}\n", reply.type, detail_of(reply));
+}
+
+} // namespace
+
 int run_inject(const inject_flags& flags, std::ostream& out, std::ostream& err) {
+  const auto deadline = clock_type::now()
+                        + std::chrono::duration_cast<clock_type::duration>(
+                            std::chrono::duration<double>(flags.timeout_s));
   auto fail = [&](int code, const std::string& message) {
     fmt::print(err, "kvactor inject: error: {}\n", message);
     if (flags.json) out << json{{"error", message}}.dump() << '\n';
@@ -111,8 +186,9 @@ int run_inject(const inject_flags& flags, std::ostream& out, std::ostream& err) 
   };
   auto address = parse_address(flags.to);
   if (!address) return fail(exit_bad_input, address.err().message);
-  if (!(flags.timeout_s > 0))
-    return fail(exit_bad_input, fmt::format("--timeout: {} is not positive", flags.timeout_s));
+  if (!(flags.timeout_s > 0) || flags.timeout_s > 86'400)
+    return fail(exit_bad_input,
+                fmt::format("--timeout: {} is outside (0, 86400] seconds", flags.timeout_s));
   std::ifstream in(flags.message, std::ios::binary);
   if (!in) return fail(exit_bad_input, fmt::format("{}: cannot open the file", flags.message));
   std::stringstream buf;
@@ -121,6 +197,10 @@ int run_inject(const inject_flags& flags, std::ostream& out, std::ostream& err) 
   if (!msg) return fail(exit_bad_input, msg.err().message);
   auto type = envelope_type(msg->envelope.data(), msg->envelope.size());
   if (!type) return fail(exit_bad_input, fmt::format("{}: {}", flags.message, type.err().message));
+  if (flags.wait && *type != "kvactor::request_spec")
+    return fail(exit_bad_input, fmt::format("--wait: only a request waits for its result; {} is a "
+                                            "{}",
+                                            flags.message, *type));
   inject_request req;
   req.target = !flags.actor.empty()     ? flags.actor
                : !msg->receiver.empty() ? msg->receiver
@@ -137,47 +217,31 @@ int run_inject(const inject_flags& flags, std::ostream& out, std::ostream& err) 
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
   guarded_transport net{sys, *limits, std::move(*auth)};
-  auto gateway = net.remote_actor<injector_actor>(address->first, address->second);
+  auto gateway =
+      net.remote_actor<injector_actor>(address->first, address->second, left_until(deadline));
   if (!gateway)
     return fail(exit_failure, fmt::format("--to {}: no kvactor process listens for injection "
                                           "there ({}); start one with --inject-port",
                                           flags.to, gateway.err().message));
-  caf::scoped_actor self{sys};
-  std::optional<inject_reply> reply;
-  std::string failure;
-  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(flags.timeout_s));
-  // A request whose connection drops is not failed by CAF; the monitor says so at once.
-  self->monitor(*gateway);
-  self->send(*gateway, req);
-  self->receive([&](inject_reply& r) { reply = std::move(r); },
-                [&](caf::error& e) { failure = from_caf_error(e).message; },
-                [&](caf::down_msg&) {
-                  failure = fmt::format("the run closed the connection (the message is {} bytes: "
-                                        "larger than its --max-message-bytes?)",
-                                        req.envelope.size());
-                },
-                caf::after(timeout) >>
-                    [&] { failure = fmt::format("no reply within {} s", flags.timeout_s); });
-  if (!reply) return fail(exit_failure, fmt::format("{} into {}: {}", *type, req.target, failure));
-  std::string detail;
-  if (!reply->envelope.empty()) {
-    trace_record r;
-    r.type = reply->type;
-    r.payload = reply->envelope;
-    detail = describe_record(r);
+  auto reply = exchange(sys, *gateway, req, deadline, flags.timeout_s);
+  if (!reply)
+    return fail(exit_failure,
+                fmt::format("{} into {}: {}", *type, req.target, reply.err().message));
+  std::optional<inject_reply> result;
+  if (flags.wait) {
+    auto awaited = await_request(sys, *gateway, req.envelope, deadline, flags.timeout_s);
+    if (!awaited) return fail(exit_failure, awaited.err().message);
+    result = std::move(*awaited);
   }
   if (flags.json) {
     json j{{"target", req.target}, {"type", *type}, {"summary", reply->summary}};
-    if (!reply->envelope.empty()) {
-      auto envelope = json::from_msgpack(reply->envelope);
-      j["reply"] = json{{"type", reply->type}, {"summary", detail}, {"payload", envelope[2]}};
-    }
+    if (!reply->envelope.empty()) j["reply"] = reply_json(*reply);
+    if (result) j["result"] = reply_json(*result);
     out << j.dump(2) << '\n';
     return exit_ok;
   }
-  fmt::print(out, "{}\n", reply->summary);
-  if (!reply->envelope.empty()) fmt::print(out, "reply: {}: {}\n", reply->type, detail);
+  print_reply(*reply, out);
+  if (result) print_reply(*result, out);
   return exit_ok;
 }
 

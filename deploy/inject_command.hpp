@@ -11,10 +11,11 @@
 namespace kvactor {
 
 struct inject_flags {
-  std::string to;      // HOST:PORT
-  std::string message; // file: MessagePack envelope or JSON
-  std::string actor;   // empty: the file's "receiver", else by message type
-  double timeout_s = 10.0;
+  std::string to;          // HOST:PORT
+  std::string message;     // file: MessagePack envelope or JSON
+  std::string actor;       // empty: the file's "receiver", else by message type
+  double timeout_s = 10.0; // for everything: connecting, the reply and, with wait, the result
+  bool wait = false;       // a request_spec: wait for its result (its output tokens)
   bool json = false;
   std::string max_message_bytes = "64MiB"; // the largest reply the run may send
 };

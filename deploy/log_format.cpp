@@ -1,6 +1,7 @@
 #include "deploy/log_format.hpp"
 
 #include <ctime>
+#include <mutex>
 #include <regex>
 
 #include <fmt/format.h>
@@ -57,6 +58,62 @@ std::string json_log_line(std::chrono::system_clock::time_point time, std::strin
 
 std::unique_ptr<spdlog::formatter> json_log_formatter() {
   return std::make_unique<json_formatter>();
+}
+
+class json_lines_stream::buffer final : public std::streambuf {
+public:
+  explicit buffer(std::ostream& target) : target_(target) {}
+  ~buffer() override { emit(); }
+
+protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    std::lock_guard lock{mutex_};
+    put(traits_type::to_char_type(c));
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::lock_guard lock{mutex_};
+    for (std::streamsize i = 0; i < n; ++i)
+      put(s[i]);
+    return n;
+  }
+  int sync() override {
+    target_.flush();
+    return 0;
+  }
+
+private:
+  void put(char c) {
+    if (c == '\n' || c == '\r')
+      emit();
+    else
+      line_.push_back(c);
+  }
+  void emit() {
+    if (line_.find_first_not_of(' ') == std::string::npos) {
+      line_.clear();
+      return;
+    }
+    const auto level = line_.find(": error:") != std::string::npos     ? "error"
+                       : line_.find(": warning:") != std::string::npos ? "warning"
+                                                                       : "info";
+    target_ << json_log_line(std::chrono::system_clock::now(), level, "kvactor", line_) << '\n';
+    line_.clear();
+  }
+
+  std::ostream& target_;
+  std::mutex mutex_;
+  std::string line_;
+};
+
+json_lines_stream::json_lines_stream(std::ostream& target)
+    : std::ostream(nullptr), buf_(std::make_unique<buffer>(target)) {
+  rdbuf(buf_.get());
+}
+
+json_lines_stream::~json_lines_stream() {
+  rdbuf(nullptr);
 }
 
 } // namespace kvactor

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -19,5 +20,19 @@ std::string json_log_line(std::chrono::system_clock::time_point time, std::strin
 
 /// A spdlog formatter that writes json_log_line and a newline.
 std::unique_ptr<spdlog::formatter> json_log_formatter();
+
+/// What a command writes to stderr itself (its "kvactor run: error: ..." lines, warnings, the
+/// progress line), one json_log_line per line, so that with --log-format json every stderr line is
+/// JSON: level "error" for a line with ": error:", "warning" for ": warning:", else "info". A
+/// carriage return ends a line too (the progress line). Safe to write from several threads.
+class json_lines_stream : public std::ostream {
+public:
+  explicit json_lines_stream(std::ostream& target);
+  ~json_lines_stream() override;
+
+private:
+  class buffer;
+  std::unique_ptr<buffer> buf_;
+};
 
 } // namespace kvactor

@@ -65,6 +65,11 @@ expected<listen_at> check_flags(const node_flags& flags) {
   if (flags.cpu_ranks && !flags.gpus.empty())
     return make_error(errc::invalid_argument,
                       "--cpu-ranks and --gpus: a node hosts one kind of rank");
+  if (flags.cpu_ranks && (*flags.cpu_ranks < 1 || *flags.cpu_ranks > 64))
+    return make_error(
+        errc::invalid_argument,
+        fmt::format("--cpu-ranks: {} is outside [1, 64] (CPU rank slots)", *flags.cpu_ranks));
+  if (auto ok = check_step_spin(flags.step_spin_us); !ok) return ok.err();
   return at;
 }
 

@@ -16,6 +16,7 @@
 #include "deploy/plan_report.hpp"
 #include "deploy/run_config.hpp"
 #include "kvactor/kernels/device_runtime.h"
+#include "messages/limits.hpp"
 
 namespace kvactor {
 
@@ -58,6 +59,30 @@ status measure_local_gpu(const plan_flags& f, plan_request& r) {
 
 } // namespace
 
+status check_engine_flags(const plan_flags& f) {
+  const std::pair<const setting_range&, int64_t> flags[] = {
+      {limits::tensor_parallel_size, f.tensor_parallel_size},
+      {limits::block_size, f.block_size},
+      {limits::max_model_len, f.max_model_len},
+      {limits::max_num_seqs, f.max_num_seqs},
+      {limits::max_num_batched_tokens, f.max_num_batched_tokens},
+      {limits::num_gpu_blocks_override, f.num_gpu_blocks_override}};
+  for (const auto& [range, value] : flags)
+    if (auto ok = check_setting(range, value, named_as::flag); !ok) return ok;
+  if (f.num_speculative_tokens < 0 || f.num_speculative_tokens >= f.max_num_batched_tokens)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--num-speculative-tokens: {} is outside [0, {}] (a decode "
+                                  "step of 1 + N tokens must fit --max-num-batched-tokens {})",
+                                  f.num_speculative_tokens, f.max_num_batched_tokens - 1,
+                                  f.max_num_batched_tokens));
+  if (!(f.gpu_memory_utilization > 0 && f.gpu_memory_utilization <= 1))
+    return make_error(errc::invalid_argument,
+                      fmt::format("--gpu-memory-utilization: {} is outside (0, 1] (the fraction "
+                                  "of the GPU's memory kvactor may use)",
+                                  f.gpu_memory_utilization));
+  return ok();
+}
+
 expected<plan_request> to_plan_request(const plan_flags& f) {
   plan_request r;
   if (f.model.empty())
@@ -66,10 +91,7 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
   r.model = f.model;
   // The model first: a name that resolves nowhere is the error to report, not the budget.
   if (auto path = resolve_model_path(f.model); !path) return path.err();
-  if (f.tensor_parallel_size <= 0)
-    return make_error(errc::invalid_argument,
-                      fmt::format("--tensor-parallel-size: {} is not a positive number of ranks",
-                                  f.tensor_parallel_size));
+  if (auto ok = check_engine_flags(f); !ok) return ok.err();
   r.load.tensor_parallel_size = f.tensor_parallel_size;
   // The loader checks --dtype and --kv-cache-dtype, naming the flag.
   r.load.dtype = f.dtype;
@@ -119,9 +141,15 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
   r.disable_hybrid_kv_cache_manager = f.disable_hybrid_kv_cache_manager;
   r.allow_chunked_local_attn_with_hybrid_kv_cache = f.allow_chunked_local_attn_with_hybrid_kv_cache;
   r.kv_sharing_fast_prefill = f.kv_sharing_fast_prefill;
-  if (r.budget.kv_cache_memory.empty() && r.budget.gpu_memory == 0 && r.num_gpu_blocks_override == 0
-      && r.device == device_kind::cuda)
+  const bool no_budget = r.budget.kv_cache_memory.empty() && r.budget.gpu_memory == 0
+                         && r.num_gpu_blocks_override == 0;
+  if (no_budget && r.device == device_kind::cuda)
     if (auto measured = measure_local_gpu(f, r); !measured) return measured.err();
+  if (no_budget && r.device == device_kind::cpu) { // what `run` gives a CPU rank
+    r.budget.kv_cache_memory = {default_cpu_kv_cache};
+    spdlog::info("plan: --device cpu: {} bytes of KV cache per rank (run's default)",
+                 default_cpu_kv_cache);
+  }
   return r;
 }
 

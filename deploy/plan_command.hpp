@@ -42,6 +42,10 @@ struct plan_flags {
 /// "--cudagraph-capture-sizes" text: comma-separated integers (checked further by the planner).
 expected<std::vector<int32_t>> parse_capture_sizes(const std::string& text);
 
+/// The engine settings `plan` and `run` share, against their ranges (messages/limits.hpp), before
+/// any file is read: each error names the flag, the value and the rule.
+status check_engine_flags(const plan_flags& flags);
+
 expected<plan_request> to_plan_request(const plan_flags& flags);
 
 /// Plans and prints (JSON or the human report). Errors: exit_bad_input, one line on `err`

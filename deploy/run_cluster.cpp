@@ -88,7 +88,7 @@ bool rebuild_helps(const error& e) {
 }
 
 int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& out,
-                   std::ostream& err) {
+                   std::ostream& err, interrupt_watch* interrupts) {
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
@@ -130,17 +130,19 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   setup.channel = channels;
   auto drv = sys.spawn(driver, std::move(setup));
   attach_step_channels(channels, drv, o.step_spin);
-  auto session = serve(sys, drv, run->workload,
-                       [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
-                         print_run_header(*run, ready, out);
-                         metrics->ready(ready);
-                         return std::nullopt;
-                       });
+  auto session = serve(
+      sys, drv, run->workload,
+      [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
+        print_run_header(*run, ready, out);
+        metrics->ready(ready);
+        return std::nullopt;
+      },
+      interrupts);
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   for (const auto& r : nodes.ranks)
     caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
   restart_log restarts;
-  if (o.restart == restart_policy::rebuild) {
+  if (o.restart == restart_policy::rebuild && session.interrupted == 0) {
     rebuild_request req;
     req.addresses = addresses;
     req.world = tp;

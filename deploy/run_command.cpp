@@ -6,6 +6,7 @@
 
 #include "actors/step_timeline.hpp"
 #include "deploy/cli.hpp"
+#include "deploy/interrupt.hpp"
 #include "deploy/run_modes.hpp"
 #include "deploy/run_options.hpp"
 
@@ -22,8 +23,9 @@ int run_command(const run_flags& flags, std::ostream& out, std::ostream& err) {
     step_timeline::enable("driver", flags.debug_step_times);
     step_timeline::note("run"); // a file may gather several runs: each starts with this line
   }
-  const int code = options->cluster ? run_on_cluster(flags, *options, out, err)
-                                    : run_locally(flags, *options, out, err);
+  interrupt_watch interrupts; // from here on, SIGINT and SIGTERM drain the run
+  const int code = options->cluster ? run_on_cluster(flags, *options, out, err, &interrupts)
+                                    : run_locally(flags, *options, out, err, &interrupts);
   if (timed) {
     if (auto written = step_timeline::flush(); !written)
       fmt::print(err, "kvactor run: warning: {}\n", written.err().message);

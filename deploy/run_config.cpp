@@ -48,6 +48,11 @@ expected<int64_t> executor_gpu_bytes(const run_flags& f, const run_options& o) {
 
 // The model as rank 0 loads it (its length and vocabulary shape the workload).
 expected<model_layout> load_rank0_model(const run_flags& f, const run_options& o) {
+  if (runs_kernels(f) && f.load_format != "synthetic")
+    if (auto present = check_weights_present(o.model); !present) return present.err();
+  if (runs_kernels(f) && (f.load_format == "synthetic" || !checkpoint_directory(o.model)))
+    spdlog::info("model {}: weights generated from --seed {} ({})", o.model, f.seed,
+                 f.load_format == "synthetic" ? "--load-format synthetic" : "a config alone");
   load_options opt;
   opt.tensor_parallel_size = f.plan.tensor_parallel_size;
   opt.dtype = f.plan.dtype;
@@ -144,6 +149,11 @@ expected<run_configuration> configure_run(const run_flags& f, const run_options&
   if (!model) return model.err();
   auto max_model_len = max_model_len_of(f, *model);
   if (!max_model_len) return max_model_len.err();
+  if (o.prompt_len.second >= *max_model_len)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--prompt-len: prompts of up to {} tokens, but a prompt must be "
+                                  "shorter than the model length of {} tokens (--max-model-len)",
+                                  o.prompt_len.second, *max_model_len));
   auto budgets = kv_cache_budgets(f, o, device, gpu, ranks_per_gpu);
   if (!budgets) return budgets.err();
   run_configuration run;

@@ -107,7 +107,7 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   auto on_ready = [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
     return s.on_ready ? s.on_ready(drv, ranks, ready) : std::nullopt;
   };
-  auto session = serve(sys, drv, s.run.workload, on_ready);
+  auto session = serve(sys, drv, s.run.workload, on_ready, s.interrupts);
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   for (const auto& r : ranks)
     caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
@@ -133,8 +133,8 @@ expected<local_start> prepare_local_run(const run_flags& flags, const run_option
   return local_start{std::move(*run), *tp_setup};
 }
 
-int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
-                std::ostream& err) {
+int run_locally(const run_flags& flags, const run_options& o, std::ostream& out, std::ostream& err,
+                interrupt_watch* interrupts) {
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
@@ -164,6 +164,7 @@ int run_locally(const run_flags& flags, const run_options& o, std::ostream& out,
   local_serving serving{flags, run, start->tp, recorder, {}};
   serving.chaos = o.chaos;
   serving.metrics = &*metrics;
+  serving.interrupts = interrupts;
   serving.on_ready = [&](const driver_actor& drv, const std::vector<rank_actor>& ranks,
                          const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
     if (flags.inject_port) {

@@ -175,7 +175,7 @@ std::string run_metrics::prometheus_text() const {
   sample(out, "kvactor:kv_cache_usage_perc", usage, "gauge",
          "KV cache blocks in use, 1 = all (vllm:kv_cache_usage_perc).");
   sample(out, "kvactor:prompt_tokens_total", static_cast<double>(p.prompt_tokens), "counter",
-         "Prompt tokens in the KV cache so far (vllm:prompt_tokens_total).");
+         "Prompt tokens of the requests whose prefill ended (vllm:prompt_tokens_total).");
   sample(out, "kvactor:generation_tokens_total", static_cast<double>(p.generated_tokens), "counter",
          "Tokens generated (vllm:generation_tokens_total).");
   sample(out, "kvactor:num_preemptions_total", static_cast<double>(p.preemptions), "counter",

@@ -14,6 +14,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/trace_recorder.hpp"
+#include "deploy/interrupt.hpp"
 #include "deploy/run_command.hpp"
 #include "deploy/run_config.hpp"
 #include "deploy/run_options.hpp"
@@ -47,6 +48,8 @@ struct local_serving {
   const served_metrics* metrics = nullptr;
   /// The step timeout, and --chaos and its faults.
   chaos_setup chaos = {};
+  /// SIGINT/SIGTERM drain the run (null: the signals keep their default action).
+  interrupt_watch* interrupts = nullptr;
 };
 
 /// Spawns the ranks and the driver in `sys`, serves the workload, stops them.
@@ -55,12 +58,12 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& servin
 
 /// Local mode: the ranks in this process (a host communicator group, or NCCL between GPUs).
 int run_locally(const run_flags& flags, const run_options& options, std::ostream& out,
-                std::ostream& err);
+                std::ostream& err, interrupt_watch* interrupts = nullptr);
 
 /// Cluster mode (--nodes): the ranks on `kvactor node` processes; with --restart-policy rebuild
 /// a lost rank is waited for and the unfinished requests re-run.
 int run_on_cluster(const run_flags& flags, const run_options& options, std::ostream& out,
-                   std::ostream& err);
+                   std::ostream& err, interrupt_watch* interrupts = nullptr);
 
 /// Whether rebuilding the group can serve what a run that ended with `e` left: a lost rank, or a
 /// collective that failed because a peer went away. Decided on the code, never the message.

@@ -1,24 +1,47 @@
 #include "deploy/run_options.hpp"
 
 #include <cmath>
+#include <filesystem>
+#include <set>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "actors/cudagraph/capture_sizes.hpp"
 #include "actors/driver/kv_budget.hpp"
+#include "actors/node/node_core.hpp"
 #include "deploy/byte_size.hpp"
+#include "deploy/lists.hpp"
 #include "deploy/plan_command.hpp"
 #include "deploy/tp_flags.hpp"
 #include "deploy/workload.hpp"
+#include "messages/limits.hpp"
 
 namespace kvactor {
 
 namespace {
 
 inline constexpr const char* default_model = "kvactor-tiny";
+// Every request of the workload is generated up front and kept for the summary.
+inline constexpr int32_t max_requests = 1'000'000;
 
 error bad(std::string message) {
   return make_error(errc::invalid_argument, std::move(message));
+}
+
+// --nodes: each HOST:PORT well formed, none twice.
+status check_node_list(const std::string& nodes) {
+  std::set<std::pair<std::string, uint16_t>> seen;
+  for (const auto& a : split_commas(nodes)) {
+    auto hp = parse_host_port(a, "--nodes");
+    if (!hp) return hp.err();
+    if (!seen.insert(*hp).second)
+      return bad(fmt::format("--nodes: {} is given twice (the same node twice; list each node "
+                             "once, with --cpu-ranks or --gpus for its slots)",
+                             a));
+  }
+  return ok();
 }
 
 // Flags a cluster run does not take, and the ones only a cluster run takes.
@@ -37,6 +60,12 @@ status check_mode_flags(const run_flags& f, bool cluster) {
       return bad("--chaos-kill/--chaos-stall: local fault injections; not for --nodes (kill a "
                  "node process instead)");
   }
+  if (!f.record.empty() && (!f.chaos.chaos.empty() || !f.chaos.stall.empty()))
+    return bad(fmt::format("--record with {}: lost, repeated and late messages, and a rank that "
+                           "stops answering, are timing a replay cannot reproduce, so the trace "
+                           "would not replay; record without them (--chaos-kill records and "
+                           "replays)",
+                           !f.chaos.chaos.empty() ? "--chaos" : "--chaos-stall"));
   if (f.load_format != "auto" && f.load_format != "synthetic")
     return bad(fmt::format("--load-format: unknown value '{}' (expected auto or synthetic)",
                            f.load_format));
@@ -52,9 +81,15 @@ status check_mode_flags(const run_flags& f, bool cluster) {
     return bad("--step-path: only with --nodes (a local run's steps stay in its process)");
   if (f.step_spin_us != 0 && !cluster)
     return bad("--step-spin-us: only with --nodes (a local run has no step channel)");
-  if (!(f.restart_wait_s > 0))
-    return bad(
-        fmt::format("--restart-wait: {} is not a positive number of seconds", f.restart_wait_s));
+  if (auto ok = check_step_spin(f.step_spin_us); !ok) return ok;
+  if (!std::isfinite(f.stats_interval_s) || f.stats_interval_s < 0)
+    return bad(fmt::format("--stats-interval: {} is not a number of seconds >= 0 (0: no stats "
+                           "lines)",
+                           f.stats_interval_s));
+  if (!(f.restart_wait_s > 0) || !std::isfinite(f.restart_wait_s) || f.restart_wait_s > 86'400)
+    return bad(fmt::format("--restart-wait: {} is outside (0, 86400] seconds", f.restart_wait_s));
+  if (cluster)
+    if (auto ok = check_node_list(f.nodes); !ok) return ok;
   const tls_files tls{f.tls_cert, f.tls_key, f.tls_ca};
   if (tls.enabled() && !cluster) return bad("--tls-cert/--tls-key/--tls-ca: only with --nodes");
   return check_tls(tls);
@@ -62,18 +97,19 @@ status check_mode_flags(const run_flags& f, bool cluster) {
 
 status check_sizes(const run_flags& f) {
   const auto& p = f.plan;
-  if (p.tensor_parallel_size < 1 || p.tensor_parallel_size > 64)
-    return bad(
-        fmt::format("--tensor-parallel-size: {} is outside [1, 64]", p.tensor_parallel_size));
+  if (auto ok = check_engine_flags(p); !ok) return ok;
   if (!p.gpu_memory.empty() || !p.weights_memory.empty())
     return bad("--gpu-memory / --weights-memory: a run measures its GPU (or sizes a CPU run with "
                "--kv-cache-memory); they are `kvactor plan` flags");
-  if (!(p.gpu_memory_utilization > 0 && p.gpu_memory_utilization <= 1))
-    return bad(
-        fmt::format("--gpu-memory-utilization: {} is outside (0, 1]", p.gpu_memory_utilization));
-  if (f.ubatches != 1 && f.ubatches != 2)
-    return bad(fmt::format("--ubatches: {} is not 1 or 2", f.ubatches));
-  if (f.requests < 0) return bad(fmt::format("--requests: {} is negative", f.requests));
+  if (p.num_speculative_tokens != 0)
+    return bad(fmt::format("--num-speculative-tokens: {}: a run has no draft model; the flag "
+                           "sizes the decode query of `kvactor plan` only",
+                           p.num_speculative_tokens));
+  if (auto ok = check_setting(limits::num_ubatches, f.ubatches, named_as::flag); !ok) return ok;
+  if (f.requests < 0 || f.requests > max_requests)
+    return bad(fmt::format("--requests: {} is outside [0, {}] (requests in the synthetic "
+                           "workload)",
+                           f.requests, max_requests));
   return ok();
 }
 
@@ -120,6 +156,26 @@ status read_graph_flags(const run_flags& f, run_options& o) {
   return ok();
 }
 
+// A file the run writes at its end: refused now if it could not be written then.
+status check_writable(const std::string& path, std::string_view flag) {
+  if (path.empty()) return ok();
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path file{path};
+  if (fs::is_directory(file, ec)) return bad(fmt::format("{}: '{}' is a directory", flag, path));
+  if (fs::exists(file, ec)) {
+    if (::access(path.c_str(), W_OK) != 0)
+      return bad(fmt::format("{}: cannot write '{}' (not writable)", flag, path));
+    return ok();
+  }
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path{"."};
+  if (!fs::is_directory(dir, ec))
+    return bad(fmt::format("{}: cannot write '{}' (no directory {})", flag, path, dir.string()));
+  if (::access(dir.c_str(), W_OK) != 0)
+    return bad(fmt::format("{}: cannot write '{}' ({} is not writable)", flag, path, dir.string()));
+  return ok();
+}
+
 } // namespace
 
 expected<run_options> check_run_flags(const run_flags& f) {
@@ -137,6 +193,8 @@ expected<run_options> check_run_flags(const run_flags& f) {
   if (o.cluster)
     if (auto t = parse_collective_timeout(f.tp.collective_timeout_s); !t) return t.err();
   if (auto ok = check_sizes(f); !ok) return ok.err();
+  if (auto ok = check_writable(f.summary_json, "--summary-json"); !ok) return ok.err();
+  if (auto ok = check_writable(f.record, "--record"); !ok) return ok.err();
   if (auto ok = read_workload_flags(f, o); !ok) return ok.err();
   if (auto ok = read_graph_flags(f, o); !ok) return ok.err();
   if (!f.plan.kv_cache_memory.empty()) {

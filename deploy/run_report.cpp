@@ -9,6 +9,7 @@
 
 #include "deploy/byte_size.hpp"
 #include "deploy/cli.hpp"
+#include "deploy/interrupt.hpp"
 #include "deploy/workload.hpp"
 
 namespace kvactor {
@@ -130,6 +131,7 @@ void print_run_header(const run_configuration& run, const std::vector<rank_ready
              "requests\n",
              c.model, to_string(run.device), run.configs.size(), c.num_ubatches,
              ready.front().num_blocks, run.workload.size());
+  out.flush(); // seen at once, even in a file, and kept if the process is killed
 }
 
 namespace {
@@ -230,6 +232,17 @@ int report_run(const run_flags& flags, const run_configuration& run, const sessi
   if (s.summary.error.code != errc::no_error) {
     // e.g. a collective failed: the summary above lists every request
     fmt::print(err, "kvactor run: error: {}\n", s.summary.error.message);
+    return exit_failure;
+  }
+  if (s.interrupted != 0) {
+    fmt::print(err, "kvactor run: error: interrupted by {}: {} of {} requests did not finish\n",
+               signal_name(s.interrupted), s.summary.failed, s.summary.failed + s.summary.finished);
+    return 128 + s.interrupted;
+  }
+  // As vLLM's benchmarks: a run that failed a request is not a success (each is listed above).
+  if (s.summary.failed > 0) {
+    fmt::print(err, "kvactor run: error: {} of {} requests failed\n", s.summary.failed,
+               s.summary.failed + s.summary.finished);
     return exit_failure;
   }
   return exit_ok;

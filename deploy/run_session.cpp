@@ -3,8 +3,11 @@
 #include <chrono>
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "deploy/cli.hpp"
+#include "deploy/interrupt.hpp"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
@@ -18,8 +21,32 @@ int start_exit_code(const error& e) {
   }
 }
 
+namespace {
+
+// The first signal drains the driver; the watch forgets it once the session ends.
+struct drain_on_interrupt {
+  drain_on_interrupt(interrupt_watch* w, const driver_actor& drv) : watch(w) {
+    if (!watch) return;
+    watch->on_interrupt([drv](int sig) {
+      spdlog::warn("{}: stopping: nothing more is admitted and every unfinished request fails; "
+                   "a second signal exits at once",
+                   signal_name(sig));
+      caf::anon_send(drv, atom::drain_v,
+                     fmt::format("interrupted ({}) before it finished", signal_name(sig)));
+    });
+  }
+  ~drain_on_interrupt() {
+    if (watch) watch->on_interrupt({});
+  }
+  interrupt_watch* watch;
+};
+
+} // namespace
+
 session_result serve(caf::actor_system& sys, const driver_actor& drv,
-                     const std::vector<request_spec>& workload, const on_ready_fn& on_ready) {
+                     const std::vector<request_spec>& workload, const on_ready_fn& on_ready,
+                     interrupt_watch* interrupts) {
+  const drain_on_interrupt drain{interrupts, drv};
   caf::scoped_actor self{sys};
   session_result out;
   auto failed_with = [&](int code) {
@@ -40,6 +67,7 @@ session_result serve(caf::actor_system& sys, const driver_actor& drv,
   if (!out.failure)
     self->request(drv, caf::infinite, atom::run_v)
         .receive([&](run_summary& s) { out.summary = std::move(s); }, failed_with(exit_failure));
+  if (interrupts) out.interrupted = interrupts->signal();
   return out;
 }
 

@@ -15,6 +15,8 @@
 
 namespace kvactor {
 
+class interrupt_watch;
+
 /// Why a session ended without a summary, and the exit code it means (start_exit_code while
 /// starting, exit 1 later).
 struct run_failure {
@@ -27,6 +29,7 @@ struct session_result {
   std::vector<rank_ready> ready; // empty when the start failed
   double ready_s = 0;            // seconds from start to every rank ready
   run_summary summary;
+  int interrupted = 0; // the signal (SIGINT, SIGTERM) that stopped the run; 0: none did
 };
 
 /// The exit code of a run that could not start with `e`: 2 (bad input) when a flag, model or
@@ -36,8 +39,10 @@ int start_exit_code(const error& e);
 /// Between start and submit (every rank ready): a failure here ends the session.
 using on_ready_fn = std::function<std::optional<run_failure>(const std::vector<rank_ready>&)>;
 
-/// Serves `workload` through the driver `drv` (blocking the calling thread).
+/// Serves `workload` through the driver `drv` (blocking the calling thread). With `interrupts`,
+/// its first signal drains the driver: the run ends at once with a summary.
 session_result serve(caf::actor_system& sys, const driver_actor& drv,
-                     const std::vector<request_spec>& workload, const on_ready_fn& on_ready = {});
+                     const std::vector<request_spec>& workload, const on_ready_fn& on_ready = {},
+                     interrupt_watch* interrupts = nullptr);
 
 } // namespace kvactor

@@ -1,5 +1,6 @@
 #include "deploy/trace_command.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -222,9 +223,26 @@ int run_trace_show(const trace_show_flags& flags, std::ostream& out, std::ostrea
     fmt::print(err, "kvactor trace: error: {}: {}\n", flags.file, records.err().message);
     return exit_bad_input;
   }
-  auto json = nlohmann::ordered_json::array();
+  std::vector<described> lines;
+  std::optional<uint64_t> first, last; // the steps the trace holds
   for (const auto& r : *records) {
-    auto d = describe(r);
+    lines.push_back(describe(r));
+    if (const auto seq = lines.back().seq) {
+      first = std::min(first.value_or(*seq), *seq);
+      last = std::max(last.value_or(*seq), *seq);
+    }
+  }
+  if (flags.step && std::none_of(lines.begin(), lines.end(), [&](const described& d) {
+        return d.seq == flags.step;
+      })) {
+    fmt::print(err, "kvactor trace: error: --step {}: {} holds {}\n", *flags.step, flags.file,
+               first ? fmt::format("steps {} to {}", *first, *last) : std::string{"no step"});
+    return exit_bad_input;
+  }
+  auto json = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < records->size(); ++i) {
+    const auto& r = (*records)[i];
+    const auto& d = lines[i];
     if (flags.step && d.seq != flags.step) continue;
     if (flags.json) {
       json.push_back({{"index", r.index},

@@ -77,6 +77,19 @@ auto inspect(Inspector& f, request_result& x) {
            x.num_preemptions, x.failure, x.reason);
 }
 
+/// Asks the driver for a request's result once it has finished or failed: `kvactor inject --wait`
+/// reads what a request it injected produced. Answered at once for a request already done.
+struct request_await {
+  uint64_t request_id = 0;
+
+  bool operator==(const request_await&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, request_await& x) {
+  return f(caf::meta::type_name("kvactor::request_await"), x.request_id);
+}
+
 /// The end of a run (schema kvactor.run/1 in JSON).
 struct run_summary {
   int64_t finished = 0;

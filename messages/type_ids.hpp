@@ -52,6 +52,7 @@ struct ubatch_work;
 struct metadata_ready;
 struct request_spec;
 struct request_result;
+struct request_await;
 struct run_summary;
 struct inject_request;
 struct inject_reply;
@@ -166,5 +167,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvactor, (kvactor::node_channel_event))
   // a step that came on a node's step channel, relayed by the node actor
   CAF_ADD_ATOM(kvactor, kvactor::atom, relay, "relay")
+  // the driver stops admitting and ends its run (SIGINT, SIGTERM)
+  CAF_ADD_ATOM(kvactor, kvactor::atom, drain, "drain")
+  // request.hpp: kvactor inject --wait
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::request_await))
 CAF_END_TYPE_ID_BLOCK(kvactor)
 // clang-format on

@@ -34,20 +34,24 @@ double elapsed_s(const driver_state& st) {
   return std::chrono::duration<double>(clock_type::now() - st.started).count();
 }
 
+request_result result_of(const request_state& r) {
+  request_result res;
+  res.request_id = r.id;
+  res.finished = r.st == request_state::status::finished;
+  res.output = r.output;
+  res.num_preemptions = r.num_preemptions;
+  res.failure = r.failure;
+  res.reason = r.reason;
+  return res;
+}
+
 run_summary summarize(const driver_state& st) {
   run_summary s;
   const auto& sched = *st.sched;
   for (auto id : sched.request_order()) {
     const auto* r = sched.find(id);
-    request_result res;
-    res.request_id = id;
-    res.finished = r->st == request_state::status::finished;
-    res.output = r->output;
-    res.num_preemptions = r->num_preemptions;
-    res.failure = r->failure;
-    res.reason = r->reason;
     s.generated_tokens += static_cast<int64_t>(r->output.size());
-    s.results.push_back(std::move(res));
+    s.results.push_back(result_of(*r));
   }
   s.finished = sched.num_finished();
   s.failed = sched.num_failed();
@@ -95,11 +99,9 @@ void report(driver_state& st) {
   p.finished = st.sched->num_finished();
   p.failed = st.sched->num_failed();
   p.total = static_cast<int64_t>(st.pending.size());
-  for (auto id : st.sched->request_order()) {
-    const request_state* r = st.sched->find(id);
-    p.generated_tokens += static_cast<int64_t>(r->output.size());
-    p.prompt_tokens += std::min<int64_t>(r->num_computed_tokens, std::ssize(r->prompt));
-  }
+  for (auto id : st.sched->request_order())
+    p.generated_tokens += static_cast<int64_t>(st.sched->find(id)->output.size());
+  p.prompt_tokens = st.prompt_tokens;
   p.running = st.sched->num_running();
   p.waiting = st.sched->num_waiting();
   p.kv_blocks_used = st.sched->pool().num_used();
@@ -122,6 +124,19 @@ void report(driver_state& st) {
 
 void next_step(self_ptr self);
 
+// Answers every request_await whose request is done.
+void deliver_awaited(driver_state& st) {
+  for (auto it = st.awaits.begin(); it != st.awaits.end();) {
+    const request_state* r = st.sched ? st.sched->find(it->first) : nullptr;
+    if (r == nullptr || !is_done(*r)) {
+      ++it;
+      continue;
+    }
+    it->second.deliver(result_of(*r));
+    it = st.awaits.erase(it);
+  }
+}
+
 void finish_run(self_ptr self) {
   auto& st = self->state;
   st.running = false;
@@ -137,13 +152,13 @@ void finish_run(self_ptr self) {
                  c.messages, c.dropped, c.duplicated, c.delayed, st.steps_resent);
   }
   st.done.deliver(std::move(s));
+  deliver_awaited(st);
 }
 
 // Fails every request that has not finished (those not yet arrived too), with `why`.
 void fail_unfinished(driver_state& st, const std::string& why) {
   while (st.next_arrival < st.pending.size()) {
     auto& r = st.pending[st.next_arrival++];
-    st.prompt_tokens += static_cast<int64_t>(r.prompt.size());
     (void)st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens, r.sampling);
   }
   for (auto id : st.sched->request_order()) {
@@ -213,6 +228,15 @@ void note_latencies(driver_state& st, const step_done& done) {
   }
 }
 
+// A sampled token's time; a request's first token ends its prefill, and only then do its prompt
+// tokens count (vLLM's rule: work a failed or interrupted run never did is not counted).
+void count_token(driver_state& st, uint64_t id, double now) {
+  st.latencies.token(id, now);
+  if (st.latencies.timing(id).tokens != 1) return;
+  if (const request_state* r = st.sched->find(id))
+    st.prompt_tokens += static_cast<int64_t>(r->prompt.size());
+}
+
 // Every rank executed the step: its tokens go to the scheduler. A reply the scheduler refuses (a
 // rank answered for other requests) fails the step's requests with the reason: none is lost.
 void apply_step(driver_state& st, const step_plan& plan, const step_verdict& v,
@@ -231,7 +255,7 @@ void apply_step(driver_state& st, const step_plan& plan, const step_verdict& v,
   }
   const double now = elapsed_s(st);
   for (const auto& s : v.done->sampled)
-    st.latencies.token(s.request_id, now);
+    count_token(st, s.request_id, now);
   if (st.setup.on_progress) note_latencies(st, *v.done);
   count_step(st, *v.done, t0);
 }
@@ -261,6 +285,7 @@ void on_step_answered(self_ptr self, const step_plan& plan, const step_verdict& 
   st.seq = plan.seq + 1;
   st.stepping = false;
   report(st);
+  if (!st.awaits.empty()) deliver_awaited(st);
   next_step(self); // directly: a message to itself would cost one more hop per step
 }
 
@@ -562,7 +587,6 @@ void next_step(self_ptr self) {
   const auto now_ns = static_cast<int64_t>(elapsed_s(st) * 1e9);
   while (st.next_arrival < st.pending.size() && st.pending[st.next_arrival].arrival_ns <= now_ns) {
     auto& r = st.pending[st.next_arrival++];
-    st.prompt_tokens += static_cast<int64_t>(r.prompt.size());
     st.latencies.arrived(r.request_id, static_cast<double>(r.arrival_ns) / 1e9);
     if (auto ok = st.sched->add_request(r.request_id, r.prompt, r.max_output_tokens, r.sampling);
         !ok)
@@ -641,6 +665,13 @@ caf::result<int64_t> on_submit(self_ptr self, std::vector<request_spec>& specs) 
       return to_caf_error(
           make_error(errc::invalid_argument,
                      fmt::format("submit: request_id {} is submitted twice", s.request_id)));
+  // A live submission (injection) hears at once what the run would refuse; the run's own
+  // workload is admitted as it arrives and a refused request is listed in the summary.
+  if (st.running)
+    for (const auto& s : specs)
+      if (auto ok = st.sched->check_request(s.prompt, s.max_output_tokens, s.sampling); !ok)
+        return to_caf_error(make_error(
+            ok.err().code, fmt::format("submit: request {}: {}", s.request_id, ok.err().message)));
   // During a run (live injection) a request cannot arrive in the past: it arrives now, and
   // only the not yet admitted tail of the queue is reordered.
   const auto now_ns = st.running ? static_cast<int64_t>(elapsed_s(st) * 1e9) : 0;
@@ -671,8 +702,43 @@ caf::result<run_summary> on_run(self_ptr self) {
     finish_run(self);
     return st.done;
   }
+  if (!st.drain.empty()) { // told to stop while starting
+    fail_unfinished(st, st.drain);
+    finish_run(self);
+    return st.done;
+  }
   next_step(self);
   return st.done;
+}
+
+// The `request_await` handler: the result now if the request is done, else once it is.
+caf::result<request_result> on_await(self_ptr self, const request_await& a) {
+  auto& st = self->state;
+  const bool submitted = std::any_of(st.pending.begin(), st.pending.end(),
+                                     [&](const auto& s) { return s.request_id == a.request_id; });
+  if (!submitted)
+    return to_caf_error(
+        make_error(errc::invalid_argument,
+                   fmt::format("request_await: request_id {} was never submitted", a.request_id)));
+  if (const request_state* r = st.sched ? st.sched->find(a.request_id) : nullptr)
+    if (is_done(*r)) return result_of(*r);
+  auto rp = self->make_response_promise<request_result>();
+  st.awaits.emplace(a.request_id, rp);
+  return rp;
+}
+
+// The `drain` handler: the run ends now, every unfinished request failed with `why`. A step in
+// flight is not waited for (a stalled rank must not hold the summary back); its late answer finds
+// the run over and is dropped.
+void on_drain(self_ptr self, std::string why) {
+  auto& st = self->state;
+  if (st.finished || !st.drain.empty()) return;
+  st.drain = std::move(why);
+  spdlog::info("driver: draining: {}", st.drain);
+  if (!st.running) return; // on_run ends it at once
+  fail_unfinished(st, st.drain);
+  st.stepping = false;
+  finish_run(self);
 }
 
 } // namespace
@@ -719,6 +785,8 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
       [self](atom::step) { next_step(self); },
       [self](atom::timer, uint64_t id) { on_timer(self, id); },
       [self](node_channel_event& e) { on_channel_event(self, e); },
+      [self](atom::drain, std::string& why) { on_drain(self, std::move(why)); },
+      [self](const request_await& a) -> caf::result<request_result> { return on_await(self, a); },
   };
 }
 

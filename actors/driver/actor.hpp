@@ -41,7 +41,7 @@ struct run_progress {
   int64_t failed = 0;
   int64_t total = 0;
   int64_t generated_tokens = 0;
-  int64_t prompt_tokens = 0; // prompt tokens in the cache so far (a preemption takes them back)
+  int64_t prompt_tokens = 0; // prompts of the requests whose prefill ended (a first token)
   int32_t running = 0, waiting = 0;
   int64_t kv_blocks_used = 0, kv_blocks_total = 0; // the null block not counted
   int64_t preemptions = 0;
@@ -98,7 +98,7 @@ struct driver_state {
   int64_t num_blocks = 0;
   std::vector<request_spec> pending; // sorted by arrival
   size_t next_arrival = 0;
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0; // counted at each request's first token
   uint64_t seq = 0;
   bool running = false;
   bool stepping = false; // a step is in flight
@@ -106,6 +106,9 @@ struct driver_state {
   caf::typed_response_promise<std::vector<rank_ready>> starting;
   bool start_pending = false;
   bool finished = false; // a driver serves one run
+  std::string drain;     // why the run was told to stop (atom::drain); empty: it was not
+  // request_await promises by request id, delivered once the request is done
+  std::multimap<uint64_t, caf::typed_response_promise<request_result>> awaits;
   std::chrono::steady_clock::time_point started;
   std::vector<double> step_ms;
   request_latencies latencies;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -44,46 +45,64 @@ scheduler::scheduler(scheduler_config cfg, std::vector<kv_cache_group> groups, i
   blocks_.set_prefix_caching(cfg_.enable_prefix_caching);
 }
 
+status scheduler::check_sampling(const sampling_params& p) const {
+  if (!std::isfinite(p.temperature) || p.temperature < 0)
+    return invalid(
+        fmt::format("sampling.temperature = {} is not a finite number >= 0", p.temperature));
+  if (p.top_k < 0) return invalid(fmt::format("sampling.top_k = {} < 0", p.top_k));
+  if (!(p.top_p > 0 && p.top_p <= 1))
+    return invalid(fmt::format("sampling.top_p = {} is outside (0, 1]", p.top_p));
+  for (auto t : p.stop_token_ids)
+    if (t < 0 || (cfg_.vocab_size > 0 && t >= cfg_.vocab_size))
+      return invalid(fmt::format("sampling.stop_token_ids: {} is outside the model's vocabulary "
+                                 "[0, {})",
+                                 t, cfg_.vocab_size));
+  return ok();
+}
+
+status scheduler::check_request(const std::vector<int32_t>& prompt, int32_t max_output_tokens,
+                                const sampling_params& sampling) const {
+  if (auto ok = check_sampling(sampling); !ok) return ok;
+  const auto prompt_len = static_cast<int64_t>(prompt.size());
+  const auto bad_token = std::find_if(prompt.begin(), prompt.end(), [&](int32_t t) {
+    return t < 0 || (cfg_.vocab_size > 0 && t >= cfg_.vocab_size);
+  });
+  if (prompt.empty()) return invalid("prompt is empty");
+  if (bad_token != prompt.end())
+    return invalid(fmt::format("prompt[{}] = {} is outside the model's vocabulary [0, {})",
+                               bad_token - prompt.begin(), *bad_token, cfg_.vocab_size));
+  if (max_output_tokens < 1)
+    return invalid(fmt::format("max_output_tokens = {} < 1", max_output_tokens));
+  if (prompt_len >= cfg_.max_model_len)
+    return invalid(
+        fmt::format("prompt_len = {} >= max_model_len = {}", prompt_len, cfg_.max_model_len));
+  // The last sampled token is never fed, so the cache holds at most final length - 1 tokens.
+  const int64_t final_len = std::min(prompt_len + max_output_tokens, cfg_.max_model_len);
+  const int64_t peak = blocks_.peak_blocks(final_len - 1, cfg_.max_num_batched_tokens);
+  if (peak > pool_.capacity())
+    return make_error(errc::insufficient_memory,
+                      fmt::format("needs up to {} blocks for {} tokens, the pool holds {}", peak,
+                                  final_len - 1, pool_.capacity()));
+  return ok();
+}
+
 status scheduler::add_request(uint64_t id, std::vector<int32_t> prompt, int32_t max_output_tokens,
                               sampling_params sampling) {
   if (requests_.count(id) != 0)
     return invalid(fmt::format("add_request: request_id = {} already exists", id));
+  auto checked = check_request(prompt, max_output_tokens, sampling);
   auto& r = requests_[id];
   r.id = id;
   r.prompt = std::move(prompt);
   r.max_output_tokens = max_output_tokens;
   r.sampling = std::move(sampling);
   order_.push_back(id);
-
-  auto prompt_len = static_cast<int64_t>(r.prompt.size());
-  errc code = errc::invalid_argument;
-  const auto bad_token = std::find_if(r.prompt.begin(), r.prompt.end(), [&](int32_t t) {
-    return t < 0 || (cfg_.vocab_size > 0 && t >= cfg_.vocab_size);
-  });
-  if (r.prompt.empty()) {
-    r.failure = "prompt is empty";
-  } else if (bad_token != r.prompt.end()) {
-    r.failure = fmt::format("prompt[{}] = {} is outside the model's vocabulary [0, {})",
-                            bad_token - r.prompt.begin(), *bad_token, cfg_.vocab_size);
-  } else if (max_output_tokens < 1) {
-    r.failure = fmt::format("max_output_tokens = {} < 1", max_output_tokens);
-  } else if (prompt_len >= cfg_.max_model_len) {
-    r.failure =
-        fmt::format("prompt_len = {} >= max_model_len = {}", prompt_len, cfg_.max_model_len);
-  } else {
-    // The last sampled token is never fed, so the cache holds at most final length - 1 tokens.
-    int64_t final_len = std::min(prompt_len + max_output_tokens, cfg_.max_model_len);
-    int64_t peak = blocks_.peak_blocks(final_len - 1, cfg_.max_num_batched_tokens);
-    if (peak > pool_.capacity()) {
-      code = errc::insufficient_memory;
-      r.failure = fmt::format("needs up to {} blocks for {} tokens, the pool holds {}", peak,
-                              final_len - 1, pool_.capacity());
-    }
-  }
-  if (!r.failure.empty()) {
+  if (!checked) {
+    r.failure = checked.err().message;
     r.st = st::failed;
     ++num_failed_;
-    return make_error(code, fmt::format("add_request: request {}: {}", id, r.failure));
+    return make_error(checked.err().code,
+                      fmt::format("add_request: request {}: {}", id, r.failure));
   }
   waiting_.push_back(id);
   return ok();

@@ -58,6 +58,17 @@ public:
   scheduler(const scheduler&) = delete; // blocks_ points into pool_
   scheduler& operator=(const scheduler&) = delete;
 
+  /// What add_request would refuse of a request, without queueing it: its sampling
+  /// (check_sampling), an empty prompt, a token outside the vocabulary, max_output_tokens < 1,
+  /// prompt_len >= max_model_len (invalid_argument), or a request too large for the whole pool
+  /// (insufficient_memory).
+  status check_request(const std::vector<int32_t>& prompt, int32_t max_output_tokens,
+                       const sampling_params& sampling = {}) const;
+
+  /// What check_request refuses of a request's sampling: a temperature not finite or below 0,
+  /// top_k below 0, top_p outside (0, 1], a stop token outside the vocabulary.
+  status check_sampling(const sampling_params& sampling) const;
+
   /// Queues a request. Fails for a duplicate id (the existing request is kept), and records the
   /// request as failed (with the reason in request_state::failure) and returns the error for an
   /// empty prompt, max_output_tokens < 1, prompt_len >= max_model_len (invalid_argument), or a

@@ -18,6 +18,31 @@ namespace {
 // An injected message must never leave the client waiting on an actor that does not answer.
 constexpr auto reply_timeout = std::chrono::seconds(30);
 
+// "request 3 finished (length): 16 tokens", or why it failed.
+std::string describe(const request_result& r) {
+  if (!r.finished)
+    return fmt::format("request {} failed after {} tokens: {}", r.request_id, r.output.size(),
+                       r.failure);
+  return fmt::format("request {} finished ({}): {} tokens", r.request_id, to_string(r.reason),
+                     r.output.size());
+}
+
+// A request_await waits as long as the request runs: the client bounds it with its --timeout.
+caf::result<inject_reply> await_result(injector_actor::stateful_pointer<injector_state> self,
+                                       const inject_request& req) {
+  auto await = decode<request_await>(req.envelope);
+  if (!await) return to_caf_error(await.err());
+  auto rp = self->make_response_promise<inject_reply>();
+  self->request(self->state.setup.driver, caf::infinite, *await)
+      .then(
+          [rp](request_result& r) mutable {
+            auto summary = describe(r);
+            rp.deliver(inject_reply{"kvactor::request_result", encode(r), std::move(summary)});
+          },
+          [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+  return rp;
+}
+
 } // namespace
 
 injector_actor::behavior_type injector(injector_actor::stateful_pointer<injector_state> self,
@@ -36,6 +61,7 @@ injector_actor::behavior_type injector(injector_actor::stateful_pointer<injector
         spdlog::info("inject: {} into {}", *type, to);
         // NOTE(inject): decode before make_response_promise: once a promise exists, an error
         // returned from the handler is never sent.
+        if (*type == "kvactor::request_await") return await_result(self, req);
         if (target->k == inject_target::kind::driver) {
           auto spec = decode<request_spec>(req.envelope);
           if (!spec) return to_caf_error(spec.err());

@@ -9,6 +9,7 @@ namespace kvactor {
 namespace {
 
 constexpr std::string_view driver_takes = "kvactor::request_spec";
+constexpr std::string_view driver_answers = "kvactor::request_await";
 constexpr std::string_view rank_takes = "kvactor::step_plan";
 
 } // namespace
@@ -37,11 +38,14 @@ expected<inject_target> parse_inject_target(std::string_view name, int32_t num_r
 }
 
 status check_injectable(const inject_target& target, std::string_view type) {
-  const auto takes = target.k == inject_target::kind::driver ? driver_takes : rank_takes;
-  if (type == takes) return ok();
+  const bool driver = target.k == inject_target::kind::driver;
+  if (type == (driver ? driver_takes : rank_takes) || (driver && type == driver_answers))
+    return ok();
   return make_error(errc::invalid_argument,
                     fmt::format("message type: {} cannot be injected into {} (it takes {})", type,
-                                to_string(target), takes));
+                                to_string(target),
+                                driver ? fmt::format("{} or {}", driver_takes, driver_answers)
+                                       : std::string{rank_takes}));
 }
 
 std::string to_string(const inject_target& target) {

@@ -74,8 +74,31 @@ build_views(const kv_cache_config& config, const std::vector<kv_cache_group>& gr
   return views;
 }
 
+namespace {
+
+// The request may come from anywhere (an injected message): a block of no tokens would divide by
+// zero in the specs.
+status check_plan_request(const kv_plan_request& r) {
+  auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
+  if (r.block_size < 1)
+    return bad(fmt::format("kv_plan_request.block_size: {} is not a positive number of tokens",
+                           r.block_size));
+  if (r.limits.max_model_len < 0)
+    return bad(fmt::format("kv_plan_request.limits.max_model_len: {} is negative",
+                           r.limits.max_model_len));
+  if (r.available_bytes < 0)
+    return bad(fmt::format("kv_plan_request.available_bytes: {} is negative", r.available_bytes));
+  if (r.num_gpu_blocks_override < 0)
+    return bad(fmt::format("kv_plan_request.num_gpu_blocks_override: {} is negative",
+                           r.num_gpu_blocks_override));
+  return ok();
+}
+
+} // namespace
+
 expected<kv_local_plan> kv_cache_allocator::plan(const model_layout& model,
                                                  const kv_plan_request& request) {
+  if (auto ok = check_plan_request(request); !ok) return ok.err();
   spec_options sopt{request.block_size, request.limits.max_model_len};
   kv_plan_options kopt;
   kopt.limits = request.limits;

@@ -19,6 +19,14 @@ expected<attention_shape> read_attention_shape(const build_context& ctx,
   if (kv_heads > heads)
     return cfg.invalid(fields.kv_heads,
                        fmt::format("{} exceeds {} {}", kv_heads, fields.heads, heads));
+  if (heads % kv_heads != 0)
+    return cfg.invalid(kv_field, fmt::format("{} does not divide {} {} (grouped-query attention "
+                                             "gives every KV head as many query heads)",
+                                             kv_heads, fields.heads, heads));
+  if (cfg.has(fields.hidden)) { // checked even where head_dim makes it unneeded here
+    KVACTOR_MODEL_TRY(hidden, cfg.positive(fields.hidden));
+    (void)hidden;
+  }
   int64_t head_size = 0;
   if (cfg.has("head_dim")) {
     KVACTOR_MODEL_TRY(dim, cfg.positive("head_dim"));

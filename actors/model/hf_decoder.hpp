@@ -33,14 +33,16 @@ struct hf_decoder_config {
 };
 
 /// A config's eos_token_id (an id or a list) as ids; empty when it names none.
-std::vector<int32_t> eos_token_ids_of(const nlohmann::json& config);
+expected<std::vector<int32_t>> eos_token_ids_of(const nlohmann::json& config,
+                                                std::string_view file);
 
 /// A config.json, parsed; errors name the file (cannot open, not valid JSON).
 expected<nlohmann::json> read_config_json(const std::string& path);
 
 /// The end-of-sequence ids of a model directory: generation_config.json's eos_token_id when it
-/// has one, else config.json's.
-std::vector<int32_t> model_eos_token_ids(const std::string& dir);
+/// has one, else config.json's. A generation_config.json that is not a JSON object, or an
+/// eos_token_id that is not a token id or a list of them, is an error naming the file and field.
+expected<std::vector<int32_t>> model_eos_token_ids(const std::string& dir);
 
 /// The dense families `run` executes (config.json's model_type).
 bool is_dense_decoder_family(const std::string& model_type);

@@ -1,5 +1,6 @@
 // config.json -> the CPU decoder's spec, per family.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -197,6 +198,15 @@ status read_sizes(const config_reader& r, hf_decoder_config& out) {
   KVACTOR_MODEL_TRY(vocab, r.positive("vocab_size"));
   KVACTOR_MODEL_TRY(heads, r.positive("num_attention_heads"));
   KVACTOR_MODEL_TRY(kv_heads, r.positive_or("num_key_value_heads", heads));
+  if (heads % kv_heads != 0)
+    return r.invalid("num_key_value_heads",
+                     fmt::format("{} does not divide num_attention_heads {} (grouped-query "
+                                 "attention gives every KV head as many query heads)",
+                                 kv_heads, heads));
+  if (!r.has("head_dim") && hidden % heads != 0)
+    return r.invalid("hidden_size", fmt::format("{} is not divisible by num_attention_heads {} "
+                                                "(and there is no head_dim)",
+                                                hidden, heads));
   KVACTOR_MODEL_TRY(head_dim, r.positive_or("head_dim", hidden / heads));
   KVACTOR_MODEL_TRY(q_share, model_detail::split_evenly("num_attention_heads", heads, out.tp));
   KVACTOR_MODEL_TRY(kv_share,
@@ -232,26 +242,42 @@ status read_layers(const json& c, const config_reader& r, hf_decoder_config& out
 
 } // namespace
 
-std::vector<int32_t> eos_token_ids_of(const json& c) {
+expected<std::vector<int32_t>> eos_token_ids_of(const json& c, std::string_view file) {
   std::vector<int32_t> out;
-  if (!c.is_object() || !c.contains("eos_token_id")) return out;
+  if (!c.is_object() || !c.contains("eos_token_id") || c["eos_token_id"].is_null()) return out;
   const auto& e = c["eos_token_id"];
-  if (e.is_number_integer()) out.push_back(e.get<int32_t>());
-  if (e.is_array())
-    for (const auto& x : e)
-      if (x.is_number_integer()) out.push_back(x.get<int32_t>());
+  auto bad = [&](const json& v) {
+    return make_error(errc::invalid_argument,
+                      fmt::format("{}: eos_token_id: {} is not a token id (an integer in [0, "
+                                  "2147483647], or a list of them)",
+                                  file, v.dump()));
+  };
+  const auto ids = e.is_array() ? e : json::array({e});
+  for (const auto& x : ids) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0
+        || x.get<int64_t>() > model_detail::int32_max)
+      return bad(e);
+    out.push_back(x.get<int32_t>());
+  }
   return out;
 }
 
-std::vector<int32_t> model_eos_token_ids(const std::string& dir) {
-  for (const char* file : {"generation_config.json", "config.json"}) {
-    std::ifstream in(dir + "/" + file);
-    if (!in) continue;
-    const auto j = json::parse(in, nullptr, false);
-    if (!j.is_discarded() && j.is_object() && j.contains("eos_token_id"))
-      return eos_token_ids_of(j);
+expected<std::vector<int32_t>> model_eos_token_ids(const std::string& dir) {
+  // generation_config.json is where the model's author says when generation stops: a damaged
+  // one is an error, never a silent fall back to config.json.
+  const std::string generation = dir + "/generation_config.json";
+  std::error_code ec;
+  if (std::filesystem::exists(generation, ec)) {
+    auto j = read_config_json(generation);
+    if (!j) return j.err();
+    if (!j->is_object())
+      return make_error(errc::parse_error,
+                        fmt::format("{}: not a JSON object ({})", generation, j->type_name()));
+    if (j->contains("eos_token_id")) return eos_token_ids_of(*j, generation);
   }
-  return {};
+  auto config = read_config_json(dir + "/config.json");
+  if (!config) return config.err();
+  return eos_token_ids_of(*config, dir + "/config.json");
 }
 
 bool is_dense_decoder_family(const std::string& model_type) {
@@ -318,7 +344,8 @@ expected<hf_decoder_config> read_checked_config(const json& c, int32_t tp, int32
   out.layout = t == "phi3" ? projection_layout::fused : projection_layout::separate;
   // transformers' defaults where config.json leaves it out.
   out.tie_embeddings = flag_or(c, "tie_word_embeddings", is_gemma(t));
-  out.eos_token_ids = eos_token_ids_of(c);
+  KVACTOR_MODEL_TRY(eos, eos_token_ids_of(c, "config.json"));
+  out.eos_token_ids = std::move(eos);
   return out;
 }
 

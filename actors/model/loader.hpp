@@ -33,6 +33,11 @@ expected<std::string> resolve_model_path(std::string_view path_or_name);
 /// model.safetensors or model.safetensors.index.json), else nullopt (a config alone, or a name).
 std::optional<std::string> checkpoint_directory(std::string_view model);
 
+/// A model directory (config.json inside) whose weights are missing: an error naming the files
+/// looked for. Ok for a directory with weights, a config file or a shipped name: a config alone
+/// runs with generated weights, a directory only when they are asked for (`synthetic`).
+status check_weights_present(std::string_view model);
+
 /// The config.json of `model`: a model directory's own, else resolve_model_path's.
 expected<std::string> model_config_path(std::string_view model);
 

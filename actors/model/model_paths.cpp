@@ -89,6 +89,18 @@ std::optional<std::string> checkpoint_directory(std::string_view model) {
   return std::nullopt;
 }
 
+status check_weights_present(std::string_view model) {
+  std::error_code ec;
+  const fs::path dir{model};
+  if (model.empty() || !fs::is_directory(dir, ec) || checkpoint_directory(model)) return ok();
+  return make_error(errc::io_error,
+                    fmt::format("model '{}': a model directory without weights (looked for {} and "
+                                "{}); give --load-format synthetic to run it with weights "
+                                "generated from --seed",
+                                model, (dir / "model.safetensors").string(),
+                                (dir / "model.safetensors.index.json").string()));
+}
+
 expected<std::string> model_config_path(std::string_view model) {
   if (auto dir = checkpoint_directory(model)) return (fs::path{*dir} / "config.json").string();
   return resolve_model_path(model);

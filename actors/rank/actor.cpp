@@ -25,6 +25,7 @@
 #include "kvactor/kernels/device_runtime.h"
 #include "kvactor/kernels/host_communicator.h"
 #include "messages/caf_error.hpp"
+#include "messages/limits.hpp"
 
 namespace kvactor {
 
@@ -108,6 +109,8 @@ void record(rank_state& st, std::string phase, clock_type::time_point t, int64_t
 // configure: check ─► load model ─► executor ─► children ─► kv_cache.plan ─► registry.assign
 
 caf::error accept_config(rank_state& st, const rank_config& cfg) {
+  // A driver in another process may send anything: nothing is loaded from a config not checked.
+  if (auto ok = check_rank_config(cfg); !ok) return to_caf_error(ok.err());
   if (st.children.kv)
     return fail(errc::invalid_argument, "configure: this rank is already configured");
   if (!st.comm)

@@ -131,6 +131,8 @@ expected<std::unique_ptr<step_executor>> generated_decoder(const executor_contex
 // The whole decoder on the rank's device: a model directory's checkpoint, or generated weights
 // for a config alone.
 expected<std::unique_ptr<step_executor>> make_decoder(const executor_context& c) {
+  // Generated weights for a directory only when asked for (the "synthetic" executor).
+  if (auto present = check_weights_present(c.config.model); !present) return present.err();
   const auto dir = checkpoint_directory(c.config.model);
   if (!dir) return generated_decoder(c);
   auto src = open_hf_decoder(*dir, c.config.tensor_parallel_size, c.config.rank);

@@ -362,9 +362,15 @@ expected<uint16_t> guarded_transport::publish(const caf::strong_actor_ptr& whom,
 }
 
 expected<caf::strong_actor_ptr> guarded_transport::connect(const std::string& host, uint16_t port,
-                                                           const std::set<std::string>& interface) {
-  auto f = caf::make_function_view(caf::actor_cast<caf::io::middleman_actor>(middleman_));
+                                                           const std::set<std::string>& interface,
+                                                           std::chrono::milliseconds within) {
+  const auto limit = within.count() > 0 ? caf::duration{within} : caf::infinite;
+  auto f = caf::make_function_view(caf::actor_cast<caf::io::middleman_actor>(middleman_), limit);
   auto found = f(caf::connect_atom_v, host, port);
+  if (!found && within.count() > 0 && found.error() == caf::sec::request_timeout)
+    return make_error(errc::io_error, fmt::format("{}:{} did not answer the handshake within {} "
+                                                  "ms",
+                                                  host, port, within.count()));
   if (!found) return make_error(errc::io_error, sys_.render(found.error()));
   auto& peer = std::get<1>(*found);
   if (!peer)

@@ -76,13 +76,16 @@ public:
                    host);
   }
 
-  /// Connects to the actor published at host:port; it must speak `interface`.
+  /// Connects to the actor published at host:port; it must speak `interface`. A peer that has
+  /// not answered the handshake within `within` (0: no limit) is an error.
   expected<caf::strong_actor_ptr> connect(const std::string& host, uint16_t port,
-                                          const std::set<std::string>& interface);
+                                          const std::set<std::string>& interface,
+                                          std::chrono::milliseconds within = {});
 
   template <class Handle>
-  expected<Handle> remote_actor(const std::string& host, uint16_t port) {
-    auto found = connect(host, port, sys_.message_types<Handle>());
+  expected<Handle> remote_actor(const std::string& host, uint16_t port,
+                                std::chrono::milliseconds within = {}) {
+    auto found = connect(host, port, sys_.message_types<Handle>(), within);
     if (!found) return found.err();
     return caf::actor_cast<Handle>(std::move(*found));
   }

@@ -12,6 +12,7 @@
 #include "actors/driver/actor.hpp"
 #include "actors/node/actor.hpp"
 #include "messages/codec.hpp"
+#include "messages/limits.hpp"
 #include "tests/support/errors.hpp"
 #include "tests/support/node_fixture.hpp"
 #include "tests/support/tiny_model.hpp"
@@ -94,6 +95,66 @@ TEST_F(NodeRelay, RefusesAPlanThatDoesNotDecodeNamingThePlan) {
   ASSERT_FALSE(out);
   EXPECT_NE(message_of(out.error()).find("node_step: plan"), std::string::npos)
       << message_of(out.error());
+}
+
+// A driver of another process may send any rank_config: a node's rank refuses one it cannot
+// serve by naming the field (a block of 0 tokens used to divide by zero and kill the node), and
+// the node serves the next driver.
+TEST_F(NodeRelay, ABadRankConfigIsRefusedByNameAndTheNodeServesTheNextDriver) {
+  auto n = make_node(1);
+  auto r = spawn_rank_on(n, 0, 1, 0);
+  auto bad = tiny_rank_config();
+  bad.block_size = 0;
+  driver_setup setup;
+  setup.ranks = {r};
+  setup.configs = {bad};
+  setup.bootstrap_communicator = true;
+  setup.routes = {node_route{n, {0}, {0}}};
+  auto drv = spawn(driver, std::move(setup));
+  auto ready = request_within<std::vector<rank_ready>>(drv, atom::start_v);
+  ASSERT_FALSE(ready);
+  EXPECT_NE(message_of(ready.error()).find("rank_config.block_size: 0 is outside [1, 8192]"),
+            std::string::npos)
+      << message_of(ready.error());
+  caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
+  auto released = request_within<int32_t>(n, atom::release_v);
+  ASSERT_TRUE(released) << message_of(released.error());
+  const auto next = serve(true);
+  EXPECT_EQ(next.finished, 6);
+  EXPECT_EQ(next.failed, 0);
+}
+
+TEST(RankConfigCheck, NamesEveryFieldOutsideItsRange) {
+  struct bad_value {
+    void (*set)(rank_config&);
+    const char* message;
+  };
+  const bad_value cases[] = {
+      {[](rank_config& c) { c.block_size = -16; }, "rank_config.block_size: -16 is outside"},
+      {[](rank_config& c) { c.max_num_seqs = 0; }, "rank_config.max_num_seqs: 0 is outside"},
+      {[](rank_config& c) { c.max_num_batched_tokens = 2147483647; },
+       "rank_config.max_num_batched_tokens: 2147483647 is outside"},
+      {[](rank_config& c) { c.max_model_len = -1; }, "rank_config.max_model_len: -1 is outside"},
+      {[](rank_config& c) { c.num_gpu_blocks_override = -1; },
+       "rank_config.num_gpu_blocks_override: -1 is outside"},
+      {[](rank_config& c) { c.num_ubatches = 3; }, "rank_config.num_ubatches: 3 is outside"},
+      {[](rank_config& c) { c.tensor_parallel_size = 0; },
+       "rank_config.tensor_parallel_size: 0 is outside"},
+      {[](rank_config& c) { c.rank = 1; }, "rank_config.rank: 1 is outside [0, 1)"},
+      {[](rank_config& c) { c.kv_cache_memory = -1; }, "rank_config.kv_cache_memory: -1 bytes"},
+      {[](rank_config& c) { c.cudagraph_capture_sizes = {0}; },
+       "rank_config.cudagraph_capture_sizes: 0 is outside"},
+      {[](rank_config& c) { c.device = static_cast<device_kind>(9); },
+       "rank_config.device: 9 is not a device"},
+      {[](rank_config& c) { c.model.clear(); }, "rank_config.model: empty"}};
+  EXPECT_TRUE(check_rank_config(tiny_rank_config()));
+  for (const auto& c : cases) {
+    auto config = tiny_rank_config();
+    c.set(config);
+    auto checked = check_rank_config(config);
+    ASSERT_FALSE(checked) << c.message;
+    EXPECT_NE(checked.err().message.find(c.message), std::string::npos) << checked.err().message;
+  }
 }
 
 } // namespace

@@ -161,7 +161,7 @@ TEST(GenerateCliErrors, NameTheFlagAndTheValue) {
   auto p = run_cli({"generate", "--model", dir, "--prompt-ids", "1", "--top-p", "1.5"});
   EXPECT_THAT(p.err, HasSubstr("--top-p: 1.5 must be in (0, 1]"));
   auto t = run_cli({"generate", "--model", dir, "--prompt-ids", "1", "--temperature", "-1"});
-  EXPECT_THAT(t.err, HasSubstr("--temperature: -1 must be >= 0"));
+  EXPECT_THAT(t.err, HasSubstr("--temperature: -1 is not a finite number >= 0"));
   auto stop = run_cli({"generate", "--model", dir, "--prompt-ids", "1", "--stop-token-ids", "a"});
   EXPECT_THAT(stop.err, HasSubstr("--stop-token-ids: 'a' is not a token id"));
   auto big = run_cli({"generate", "--model", dir, "--prompt-ids", "1,256", "--json"});

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Live injection into a running kvactor process: a request injected into the driver is served
-# with the workload; a stale step injected into a rank is refused with a clear error; the run
-# ends normally. Usage: inject_live.sh KVACTOR_BINARY WORKDIR
+# with the workload, and with --wait the injector prints what it produced; a request the run would
+# refuse (a token outside the vocabulary, an empty prompt) is refused by name; a stale step
+# injected into a rank is refused with a clear error; the run ends normally; --timeout bounds an
+# injection into a listener that never answers. Usage: inject_live.sh KVACTOR_BINARY WORKDIR
 #
 # The one timing this test depends on: both injections must reach the process before its run
 # ends, and kvactor has no way to hold a run open. The workload's arrivals do it: at 2 requests
@@ -34,6 +36,29 @@ echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0, [0
   { cat "$dir/inject.out"; fail "injecting a request failed $late"; }
 cat "$dir/inject.out"
 grep -q "driver accepted request 4242" "$dir/inject.out" || fail "the driver did not accept it"
+# --wait: a second request, and what it produced once it finished.
+echo '{"type": "kvactor::request_spec", "payload": [4343, [9, 10, 11], 5, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/wait.json"
+"$kvactor" inject --to "$port" --message "$dir/wait.json" --wait --timeout 60 --json \
+  >"$dir/wait.out" 2>"$dir/wait.err" || { cat "$dir/wait.err"; fail "inject --wait failed $late"; }
+python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+r = j["result"]
+assert r["type"] == "kvactor::request_result", r
+assert r["payload"][0] == 4343 and r["payload"][1] is True, r
+assert len(r["payload"][2]) == 5, "5 output tokens: %r" % r
+' "$dir/wait.out" || { cat "$dir/wait.out"; fail "inject --wait did not print the request's 5 tokens"; }
+# What the run would refuse is refused to the injector, by name, never "accepted".
+echo '{"type": "kvactor::request_spec", "payload": [4444, [5, 99999], 3, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/oov.json"
+echo '{"type": "kvactor::request_spec", "payload": [4445, [], 3, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/empty.json"
+for bad in oov:"prompt\[1\] = 99999 is outside the model's vocabulary" empty:"prompt is empty"; do
+  name=${bad%%:*}
+  if "$kvactor" inject --to "$port" --message "$dir/$name.json" 2>"$dir/$name.err"; then
+    fail "the $name request was accepted"
+  fi
+  grep -qE "submit: request 444[45]: ${bad#*:}" "$dir/$name.err" ||
+    { cat "$dir/$name.err"; fail "the $name request was refused without its reason"; }
+done
 echo '{"type": "kvactor::step_plan", "payload": [0, 0, [], [], [], [], 1]}' >"$dir/stale.json"
 if "$kvactor" inject --to "$port" --message "$dir/stale.json" --actor 'rank[0]' 2>"$dir/stale.err"; then
   fail "a stale step was accepted"
@@ -43,8 +68,28 @@ grep -q "epoch" "$dir/stale.err" || fail "the stale step was refused without nam
 wait $pid || { cat "$dir/run.err"; fail "the run failed"; }
 trap - EXIT
 cat "$dir/run.out"
-grep -q "requests   41 finished, 0 failed" "$dir/run.out" ||
-  fail "not 41 requests finished (the workload's 40 and the injected one)"
+grep -q "requests   42 finished, 0 failed" "$dir/run.out" ||
+  fail "not 42 requests finished (the workload's 40 and the two injected)"
+# --timeout bounds the whole exchange, the handshake with a listener that never answers included.
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+print(s.getsockname()[1], flush=True)
+time.sleep(120)
+' >"$dir/silent.port" &
+silent=$!
+trap 'kill $silent 2>/dev/null || true' EXIT
+wait_for 10 test -s "$dir/silent.port" || fail "the silent listener did not start"
+start=$(date +%s%N)
+if "$kvactor" inject --to "127.0.0.1:$(cat "$dir/silent.port")" --message "$dir/req.json" \
+  --timeout 2 2>"$dir/silent.err"; then
+  fail "an injection into a silent listener succeeded"
+fi
+took=$((($(date +%s%N) - start) / 1000000))
+cat "$dir/silent.err"
+((took < 2000 + 2000 * ${KVACTOR_TEST_SLOWDOWN:-1})) ||
+  fail "inject --timeout 2 took ${took} ms against a silent listener"
+kill $silent 2>/dev/null || true
 "$kvactor" trace show "$dir/live.kvtrace" >"$dir/show.txt"
 grep -q "inject -> driver" "$dir/show.txt" || fail "the trace does not show the injection"
 echo "live injection: ok"

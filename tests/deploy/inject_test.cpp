@@ -38,7 +38,7 @@ TEST(InjectTarget, EachActorTakesItsOwnMessageTypes) {
   ASSERT_FALSE(wrong);
   EXPECT_EQ(wrong.err().message,
             "message type: kvactor::step_plan cannot be injected into driver (it takes "
-            "kvactor::request_spec)");
+            "kvactor::request_spec or kvactor::request_await)");
   EXPECT_FALSE(check_injectable(rank, "kvactor::nonsense"));
 }
 

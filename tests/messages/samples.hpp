@@ -42,7 +42,9 @@ using message_types =
                      // collective.hpp
                      communicator_id, collective_entry,
                      // node.hpp
-                     node_info, rank_spawn, node_step, node_step_done, node_channel_event>;
+                     node_info, rank_spawn, node_step, node_step_done, node_channel_event,
+                     // request.hpp: kvactor inject --wait
+                     request_await>;
 
 /// Names typed tests after the message type: CodecRoundTrip/kv_cache_spec.PreservesEveryField.
 struct message_type_names {
@@ -477,6 +479,11 @@ template <>
 inline request_result sample<request_result>() {
   return {large_request_id,   true, {13, 578, 4320}, 2, "preempted twice, then finished",
           finish_reason::stop};
+}
+
+template <>
+inline request_await sample<request_await>() {
+  return request_await{4242};
 }
 
 template <>

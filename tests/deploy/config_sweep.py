@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Every field of a model config at the wrong type and out of range, as `kvactor plan` and
+`kvactor run` read it: the shipped kvactor-tiny config with one field changed at a time.
+
+Each case ends in one of two ways, never a signal, never a hang: refused before any work (exit 2)
+with an error that names the field, or run to its end (exit 0, or 1 saying why). A value that is
+never valid for the field (a negative size, text for a number, a list, a fraction or 2^40 for a
+count) must be refused. A field left out is a case too: required ones are refused by name.
+
+Usage: config_sweep.py KVACTOR_BINARY SOURCE_DIR WORK_DIR"""
+import json
+import os
+import subprocess
+import sys
+
+SLOWDOWN = int(os.environ.get("KVACTOR_TEST_SLOWDOWN", "1"))
+TIMEOUT_S = 120 * SLOWDOWN
+ABSENT = object()
+
+COUNTS = ["hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+          "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings",
+          "sliding_window"]
+REALS = ["rms_norm_eps", "rope_theta"]
+NEVER_VALID_COUNT = [-1, "16", [16], {"a": 1}, True, 1.5, 1e30, 2 ** 40]
+NEVER_VALID_REAL = [-1.0, "x", [1.0], {"a": 1}, True]
+MAYBE_VALID = [0, 1, 2 ** 31 - 1, None, ABSENT]
+OTHER_FIELDS = {
+    "model_type": ["", "llama2", 7, None, ABSENT],
+    "layer_types": [["full_attention"], ["sliding_attention"] * 3 + ["x"], "full_attention", [],
+                    None, ABSENT],
+    "torch_dtype": ["float8", 16, None, ABSENT],
+    "tie_word_embeddings": ["yes", 1, None, ABSENT],
+    "rope_scaling": [{"rope_type": "unknown"}, {"rope_type": "llama3", "factor": -1}, "x",
+                     [1]],
+    "eos_token_id": ["2", [2, -1], 1.5, -1, None],
+}
+
+
+def cases():
+    for field in COUNTS:
+        for v in NEVER_VALID_COUNT:
+            yield field, v, True
+        for v in MAYBE_VALID:
+            yield field, v, False
+    for field in REALS:
+        for v in NEVER_VALID_REAL:
+            yield field, v, True
+        for v in MAYBE_VALID:
+            yield field, v, False
+    for field, values in OTHER_FIELDS.items():
+        for v in values:
+            yield field, v, False
+
+
+def write_config(base, field, value, path):
+    config = dict(base)
+    if value is ABSENT:
+        config.pop(field, None)
+    else:
+        config[field] = value
+    with open(path, "w") as f:
+        json.dump(config, f)
+
+
+def run(args):
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
+        return r.returncode, r.stderr
+    except subprocess.TimeoutExpired:
+        return None, "(timed out)"
+
+
+def judge(field, must_refuse, code, err):
+    if code is None:
+        return f"hung past {TIMEOUT_S} s"
+    if code < 0:
+        return f"killed by signal {-code}"
+    if code not in (0, 1, 2):
+        return f"exit {code}"
+    if code == 2 and field not in err:
+        return f"refused without naming {field}: {err.strip().splitlines()[-1:]}"
+    if must_refuse and code != 2:
+        return f"accepted (exit {code}) a value that is never valid"
+    return None
+
+
+def main():
+    kvactor, source, work = sys.argv[1:4]
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(source, "deploy/models/kvactor-tiny.json")) as f:
+        base = json.load(f)
+    path = os.path.join(work, "config.json")
+    commands = {
+        "plan": [kvactor, "plan", "--model", path, "--device", "cpu"],
+        "run": [kvactor, "run", "--model", path, "--requests", "1", "--prompt-len", "4",
+                "--output-len", "2", "--no-progress", "--device", "cpu", "--kv-cache-memory",
+                "8MiB"],
+    }
+    findings, count = [], 0
+    for field, value, must_refuse in cases():
+        write_config(base, field, value, path)
+        shown = "absent" if value is ABSENT else json.dumps(value)
+        for name, args in commands.items():
+            code, err = run(args)
+            count += 1
+            finding = judge(field, must_refuse, code, err)
+            if finding:
+                findings.append(f"{name} with {field} = {shown}: {finding}")
+    for f in findings:
+        print(f"config_sweep: {f}")
+    if findings:
+        print(f"config_sweep: {len(findings)} of {count} cases failed")
+        return 1
+    print(f"config_sweep: ok ({count} cases)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
