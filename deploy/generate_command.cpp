@@ -15,6 +15,7 @@
 #include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/run_modes.hpp"
+#include "deploy/workload.hpp"
 #include "messages/register.hpp"
 
 namespace kvactor {
@@ -94,6 +95,9 @@ status check_model(const generate_flags& g) {
   if (g.max_tokens < 1)
     return make_error(errc::invalid_argument,
                       fmt::format("--max-tokens: {} must be at least 1", g.max_tokens));
+  if (g.max_tokens > max_tokens_per_request)
+    return make_error(errc::invalid_argument, fmt::format("--max-tokens: {} is outside [1, {}]",
+                                                          g.max_tokens, max_tokens_per_request));
   if (!std::isfinite(g.temperature) || g.temperature < 0.0f)
     return make_error(
         errc::invalid_argument,

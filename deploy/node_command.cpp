@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <future>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -18,6 +19,7 @@
 #include "actors/step_timeline.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/cluster.hpp"
+#include "deploy/interrupt.hpp"
 #include "deploy/lists.hpp"
 #include "deploy/metrics_server.hpp"
 #include "deploy/transport/step_channel_server.hpp"
@@ -128,17 +130,6 @@ expected<node_setup> set_up_node(const node_flags& flags, const std::string& hos
   return setup;
 }
 
-// SIGINT/SIGTERM end the node: blocked before CAF starts its threads, awaited by
-// wait_for_signal.
-sigset_t block_stop_signals() {
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  return stop;
-}
-
 void configure_node_system(caf::actor_system_config& cfg, const node_setup& setup,
                            const tls_files& tls) {
   register_types(cfg);
@@ -184,10 +175,14 @@ expected<std::unique_ptr<step_channel_server>> open_step_channel(const listen_at
   return std::move(*server);
 }
 
-void wait_for_signal(const sigset_t& stop) {
-  int sig = 0;
-  sigwait(&stop, &sig);
-  spdlog::info("node: signal {}: stopping", sig);
+// SIGINT or SIGTERM: the node stops (a second one exits at once). A handler, not a blocked mask:
+// OpenBLAS starts its threads when it loads, before main, with every signal open, and one of them
+// taking a SIGTERM's default action killed the node instead of stopping it.
+void wait_for_signal(interrupt_watch& watch) {
+  std::promise<int> first;
+  watch.on_interrupt([&first](int sig) { first.set_value(sig); });
+  const int sig = first.get_future().get();
+  spdlog::info("node: {}: stopping", signal_name(sig));
 }
 
 // The node's health for --metrics-port: starting until it listens, then ready until a signal.
@@ -234,6 +229,7 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
     fmt::print(err, "kvactor node: error: {}\n", why);
     return exit_bad_input;
   };
+  interrupt_watch stop; // from the start: a signal while starting stops the node too
   auto at = check_flags(flags);
   if (!at) return bad(at.err().message);
   auto setup = set_up_node(flags, at->host);
@@ -252,7 +248,6 @@ int run_node(const node_flags& flags, std::ostream& out, std::ostream& err) {
     spdlog::info("node: metrics on http://{}:{}/metrics and /health", flags.metrics_host,
                  metrics->port());
   }
-  const sigset_t stop = block_stop_signals();
   caf::actor_system_config cfg;
   configure_node_system(cfg, *setup, at->tls);
   auto auth = transport_auth_for(at->tls.enabled());

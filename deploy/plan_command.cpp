@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "actors/model/hf_decoder.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/registry/assignment.hpp"
 #include "deploy/byte_size.hpp"
@@ -54,6 +55,23 @@ status measure_local_gpu(const plan_flags& f, plan_request& r) {
   spdlog::info("plan: GPU {} ({}): {} bytes, {} free; {} for the decoder and {} reserved",
                gpu->ordinal, gpu->name, gpu->total_bytes, gpu->free_bytes, weights,
                gpu_reserve_bytes);
+  return ok();
+}
+
+// plan reads what the KV cache needs; a config of a family `run` executes is also read as run
+// reads it, so that a config run would refuse (a negative epsilon, a vocabulary of text) is
+// refused here too, in the same words.
+status check_as_run_reads(const plan_flags& f) {
+  auto path = model_config_path(f.model);
+  if (!path) return path.err();
+  auto config = read_config_json(*path);
+  if (!config) return config.err();
+  const auto type = config->find("model_type");
+  if (type == config->end() || !type->is_string()
+      || !is_dense_decoder_family(type->get<std::string>()))
+    return ok();
+  if (auto decoder = rank0_decoder_of(f.model, f.tensor_parallel_size); !decoder)
+    return decoder.err();
   return ok();
 }
 
@@ -165,6 +183,7 @@ int run_plan(const plan_flags& flags, std::ostream& out, std::ostream& err) {
   spdlog::debug("planning {} on {} rank(s)", request->model, request->load.tensor_parallel_size);
   auto plan = plan_deployment(*request);
   if (!plan) return fail(plan.err());
+  if (auto read = check_as_run_reads(flags); !read) return fail(read.err());
   for (const auto& w : plan->warnings)
     spdlog::debug("plan: {}", w);
   if (flags.json)

@@ -60,12 +60,14 @@ status check_mode_flags(const run_flags& f, bool cluster) {
       return bad("--chaos-kill/--chaos-stall: local fault injections; not for --nodes (kill a "
                  "node process instead)");
   }
-  if (!f.record.empty() && (!f.chaos.chaos.empty() || !f.chaos.stall.empty()))
+  if (!f.record.empty()
+      && (!f.chaos.chaos.empty() || !f.chaos.stall.empty() || !f.chaos.kill.empty()))
     return bad(fmt::format("--record with {}: lost, repeated and late messages, and a rank that "
-                           "stops answering, are timing a replay cannot reproduce, so the trace "
-                           "would not replay; record without them (--chaos-kill records and "
-                           "replays)",
-                           !f.chaos.chaos.empty() ? "--chaos" : "--chaos-stall"));
+                           "stops answering or exits, are timing a replay cannot reproduce, so "
+                           "the trace would not replay; record without fault injection",
+                           !f.chaos.chaos.empty()   ? "--chaos"
+                           : !f.chaos.stall.empty() ? "--chaos-stall"
+                                                    : "--chaos-kill"));
   if (f.load_format != "auto" && f.load_format != "synthetic")
     return bad(fmt::format("--load-format: unknown value '{}' (expected auto or synthetic)",
                            f.load_format));

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "deploy/cli.hpp"
@@ -131,6 +132,23 @@ bool describe_startup(const trace_record& r, described& d) {
                                q.request_id, q.prompt.size(), q.max_output_tokens,
                                q.arrival_ns / 1e6),
                    std::nullopt};
+             },
+             d)
+         || try_describe<request_result>(
+             r,
+             [](const request_result& x) {
+               return described{
+                   x.finished ? fmt::format("request {} finished ({}): tokens [{}]", x.request_id,
+                                            to_string(x.reason), fmt::join(x.output, ", "))
+                              : fmt::format("request {} failed after tokens [{}]: {}", x.request_id,
+                                            fmt::join(x.output, ", "), x.failure),
+                   std::nullopt};
+             },
+             d)
+         || try_describe<request_await>(
+             r,
+             [](const request_await& x) {
+               return described{fmt::format("await request {}", x.request_id), std::nullopt};
              },
              d)
          || try_describe<run_summary>(

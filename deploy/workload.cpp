@@ -35,12 +35,12 @@ expected<std::pair<int32_t, int32_t>> parse_range(const std::string& text, const
     try {
       size_t used = 0;
       long v = std::stol(s, &used);
-      if (used != s.size() || v <= 0 || v > (1 << 24)) throw std::invalid_argument(s);
+      if (used != s.size() || v <= 0 || v > max_tokens_per_request) throw std::invalid_argument(s);
       return static_cast<int32_t>(v);
     } catch (const std::exception&) {
-      return make_error(
-          errc::invalid_argument,
-          fmt::format("{}: '{}' is not a positive token count (N or MIN:MAX)", flag, text));
+      return make_error(errc::invalid_argument,
+                        fmt::format("{}: '{}' is not a token count in [1, {}] (N or MIN:MAX)", flag,
+                                    text, max_tokens_per_request));
     }
   };
   auto colon = text.find(':');

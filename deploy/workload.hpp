@@ -12,7 +12,10 @@
 
 namespace kvactor {
 
-/// "N" or "MIN:MAX" (inclusive, positive); errors name `flag`.
+/// The longest prompt or output a request of the synthetic workload (or `generate`) may ask for.
+inline constexpr int32_t max_tokens_per_request = 1 << 24;
+
+/// "N" or "MIN:MAX" (inclusive, in [1, max_tokens_per_request]); errors name `flag`.
 expected<std::pair<int32_t, int32_t>> parse_range(const std::string& text, const char* flag);
 
 /// "inf" (0: every request arrives at once) or a positive rate in requests per second; errors

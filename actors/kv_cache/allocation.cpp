@@ -131,8 +131,12 @@ expected<kv_allocation> kv_cache_allocator::allocate(int64_t num_blocks,
   if (bytes_ > 0) {
     auto memory = memory_factory_(bytes_);
     if (!memory)
-      return make_error(memory.err().code, fmt::format("kv_cache: allocating {} bytes: {}", bytes_,
-                                                       memory.err().message));
+      return make_error(
+          memory.err().code,
+          fmt::format("kv_cache: allocating {} blocks of {} bytes{} ({} bytes): {}", num_blocks,
+                      bytes_per_block(config_.groups),
+                      request_.num_gpu_blocks_override > 0 ? " (--num-gpu-blocks-override)" : "",
+                      bytes_, memory.err().message));
     memory_ = std::move(*memory);
   }
   auto views = build_views(config_, groups_, kbs, shared_kv_cache_layers(model_.layers));

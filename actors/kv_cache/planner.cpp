@@ -259,6 +259,11 @@ expected<kv_plan> plan_kv_cache(const std::vector<layer_spec_list>& specs_per_ra
     }
     if (auto ok = check_enough_memory(groups, specs_per_rank[r], opt.limits, avail); !ok) {
       auto e = ok.err();
+      // Sized by the override, the budget flags have nothing to do with it: name the override.
+      if (opt.num_gpu_blocks_override > 0)
+        e.message = fmt::format("--num-gpu-blocks-override {}: {} blocks of {} bytes; {}",
+                                opt.num_gpu_blocks_override, opt.num_gpu_blocks_override, per_block,
+                                e.message);
       if (specs_per_rank.size() > 1) e.message = fmt::format("rank {}: {}", r, e.message);
       return e;
     }

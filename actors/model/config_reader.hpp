@@ -25,6 +25,9 @@ constexpr int64_t int32_max = std::numeric_limits<int32_t>::max();
 constexpr int64_t int64_max = std::numeric_limits<int64_t>::max();
 /// Bounds layer counts so that a corrupt config cannot make us allocate without limit.
 constexpr int64_t max_layers = 1 << 16;
+/// Bounds a head's width (the widest real ones are 256, MLA's 576) so that page sizes stay far
+/// from overflow.
+constexpr int64_t max_head_dim = 1 << 12;
 
 class config_reader {
 public:

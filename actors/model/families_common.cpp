@@ -29,7 +29,7 @@ expected<attention_shape> read_attention_shape(const build_context& ctx,
   }
   int64_t head_size = 0;
   if (cfg.has("head_dim")) {
-    KVACTOR_MODEL_TRY(dim, cfg.positive("head_dim"));
+    KVACTOR_MODEL_TRY(dim, cfg.positive("head_dim", max_head_dim));
     head_size = dim;
   } else {
     KVACTOR_MODEL_TRY(hidden, cfg.positive(fields.hidden));
@@ -38,6 +38,11 @@ expected<attention_shape> read_attention_shape(const build_context& ctx,
                          fmt::format("{} is not divisible by {} {} (and there is no head_dim)",
                                      hidden, fields.heads, heads));
     head_size = hidden / heads;
+    if (head_size > max_head_dim)
+      return cfg.invalid(fields.hidden,
+                         fmt::format("{} / {} {} gives heads of {}, wider than {} (and there is "
+                                     "no head_dim)",
+                                     hidden, fields.heads, heads, head_size, max_head_dim));
   }
   KVACTOR_MODEL_TRY(heads_per_rank, split_evenly(fields.heads, heads, ctx.tp));
   KVACTOR_MODEL_TRY(kv_per_rank, split_kv_heads(kv_field, kv_heads, ctx.tp));
@@ -139,7 +144,7 @@ std::vector<attention_layer> make_decoder_stack(const std::vector<bool>& sliding
 
 status fill_totals(const build_context& ctx, const attention_shape& shape, model_layout& out,
                    std::string_view positions_key) {
-  KVACTOR_MODEL_TRY(positions, ctx.cfg.positive(positions_key, int64_max));
+  KVACTOR_MODEL_TRY(positions, ctx.cfg.positive(positions_key, int32_max));
   out.num_heads = static_cast<int32_t>(shape.num_heads_total);
   out.num_kv_heads = static_cast<int32_t>(shape.num_kv_heads_total);
   out.max_position_embeddings = positions;

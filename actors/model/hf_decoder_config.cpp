@@ -52,11 +52,21 @@ expected<double> number_or(const json& obj, const std::string& key, double fallb
   return obj[key].get<double>();
 }
 
+// A number that must be finite and above zero (a RoPE base, a norm's epsilon, a scaling factor).
+expected<double> positive_number_or(const json& obj, const std::string& key, double fallback,
+                                    const std::string& t) {
+  auto v = number_or(obj, key, fallback, t);
+  if (!v) return v;
+  if (!std::isfinite(*v) || *v <= 0)
+    return invalid(t, key, fmt::format("{} is not a finite number > 0", *v));
+  return v;
+}
+
 // One RoPE parameter set: transformers 5's rope_parameters entry, or the Hub's rope_scaling with
 // the base passed in. Types: default, linear, llama3; others are refused by name.
 expected<kernels::rope_spec> read_rope(const json& p, double theta, const std::string& t) {
   kernels::rope_spec r;
-  auto base = number_or(p, "rope_theta", theta, t);
+  auto base = positive_number_or(p, "rope_theta", theta, t);
   if (!base) return base.err();
   r.theta = *base;
   const std::string type =
@@ -65,9 +75,11 @@ expected<kernels::rope_spec> read_rope(const json& p, double theta, const std::s
                                                             : "default";
   auto partial = number_or(p, "partial_rotary_factor", 1.0, t);
   if (!partial) return partial.err();
+  if (!(*partial > 0 && *partial <= 1))
+    return invalid(t, "partial_rotary_factor", fmt::format("{} is outside (0, 1]", *partial));
   r.partial_rotary_factor = *partial;
   if (type == "default") return r;
-  auto factor = number_or(p, "factor", 1.0, t);
+  auto factor = positive_number_or(p, "factor", 1.0, t);
   if (!factor) return factor.err();
   if (type == "linear") {
     r.linear_factor = *factor;
@@ -75,8 +87,8 @@ expected<kernels::rope_spec> read_rope(const json& p, double theta, const std::s
   }
   if (type != "llama3")
     return make_error(errc::unsupported,
-                      fmt::format("rope_type {}: kvactor runs default, linear and llama3 RoPE "
-                                  "(model_type {})",
+                      fmt::format("rope_scaling (or rope_parameters): rope_type {}: kvactor "
+                                  "runs default, linear and llama3 RoPE (model_type {})",
                                   type, t));
   r.llama3 = true;
   r.factor = *factor;
@@ -110,15 +122,18 @@ expected<std::pair<kernels::rope_spec, kernels::rope_spec>> read_ropes(const jso
     if (!one) return one.err();
     return std::pair{*one, *one};
   }
-  auto theta = number_or(c, "rope_theta", 10000.0, t);
+  auto theta = positive_number_or(c, "rope_theta", 10000.0, t);
   if (!theta) return theta.err();
+  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null() && !c["rope_scaling"].is_object())
+    return invalid(t, "rope_scaling",
+                   fmt::format("{} is not an object", model_detail::short_dump(c["rope_scaling"])));
   json scaling = c.contains("rope_scaling") && c["rope_scaling"].is_object() ? c["rope_scaling"]
                                                                              : json::object();
   if (c.contains("partial_rotary_factor"))
     scaling["partial_rotary_factor"] = c["partial_rotary_factor"];
   auto full = read_rope(scaling, *theta, t);
   if (!full) return full.err();
-  auto local_theta = number_or(c, "rope_local_base_freq", *theta, t);
+  auto local_theta = positive_number_or(c, "rope_local_base_freq", *theta, t);
   if (!local_theta) return local_theta.err();
   kernels::rope_spec local = *full;
   if (c.contains("rope_local_base_freq")) local = kernels::rope_spec{}, local.theta = *local_theta;
@@ -207,7 +222,8 @@ status read_sizes(const config_reader& r, hf_decoder_config& out) {
     return r.invalid("hidden_size", fmt::format("{} is not divisible by num_attention_heads {} "
                                                 "(and there is no head_dim)",
                                                 hidden, heads));
-  KVACTOR_MODEL_TRY(head_dim, r.positive_or("head_dim", hidden / heads));
+  KVACTOR_MODEL_TRY(head_dim,
+                    r.positive_or("head_dim", hidden / heads, model_detail::max_head_dim));
   KVACTOR_MODEL_TRY(q_share, model_detail::split_evenly("num_attention_heads", heads, out.tp));
   KVACTOR_MODEL_TRY(kv_share,
                     model_detail::split_kv_heads("num_key_value_heads", kv_heads, out.tp));
@@ -331,7 +347,7 @@ expected<hf_decoder_config> read_checked_config(const json& c, int32_t tp, int32
   config_reader r(c, "config", t);
   if (auto sized = read_sizes(r, out); !sized) return sized.err();
   if (auto layered = read_layers(c, r, out); !layered) return layered.err();
-  auto eps = number_or(c, "rms_norm_eps", 1e-6, t);
+  auto eps = positive_number_or(c, "rms_norm_eps", 1e-6, t);
   if (!eps) return eps.err();
   out.spec.rms_eps = static_cast<float>(*eps);
   auto act = read_activation(c, t);

@@ -73,6 +73,7 @@ TEST(BadInput, EveryEngineValueOutsideItsRangeIsRefusedBeforeAnyWorkNamingTheFla
       {{"--record", "t.kvtrace", "--chaos", "1:0.1"},
        "--record with --chaos: lost, repeated and late messages"},
       {{"--record", "t.kvtrace", "--chaos-stall", "0:3"}, "--record with --chaos-stall"},
+      {{"--record", "t.kvtrace", "--chaos-kill", "0:3"}, "--record with --chaos-kill"},
   };
   for (const auto& c : cases) {
     auto r = run_cli(small_run(c.flags));

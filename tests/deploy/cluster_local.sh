@@ -80,6 +80,18 @@ expect_error "another build" "build" run --nodes "$other" --tensor-parallel-size
 expect_error "too few slots" "offer 4 slot" run --nodes "$a,$b" --tensor-parallel-size 6 --no-progress
 expect_error "unreachable node" "unreachable" run --nodes 127.0.0.1:1 --no-progress
 expect_error "no TLS off loopback" "tls" node --listen 0.0.0.0:0 --cpu-ranks 1
+# A setup a rank cannot serve is refused by the driver before it reaches a node (the rank also
+# refuses a bad rank_config by name: tests/actors/node_relay_test.cpp), and the nodes serve the
+# next driver.
+expect_error "a block of no tokens" "--block-size: 0 is outside" \
+  run --nodes "$a,$b" --tensor-parallel-size 4 --block-size 0 --requests 2 --no-progress
+expect_error "the same node twice" "the same node twice" \
+  run --nodes "$a,$a" --tensor-parallel-size 2 --requests 2 --no-progress
+"$kvactor" run --nodes "$a,$b" --tensor-parallel-size 4 --seed 3 --no-progress \
+  >"$dir/after_bad.out" 2>"$dir/after_bad.err" ||
+  { cat "$dir/after_bad.err"; fail "the nodes did not serve the driver after a bad setup"; }
+[[ $(awk '/^digest/ {print $2}' "$dir/after_bad.out") == "$cluster_digest" ]] ||
+  fail "after a bad setup the nodes served another digest"
 
 # 3. Mutual TLS: a driver with a certificate of the nodes' CA is served (the same digest); one
 # without a certificate, or with a certificate of another CA, is refused; off loopback a node
