@@ -92,7 +92,10 @@ std::optional<std::string> checkpoint_directory(std::string_view model) {
 status check_weights_present(std::string_view model) {
   std::error_code ec;
   const fs::path dir{model};
-  if (model.empty() || !fs::is_directory(dir, ec) || checkpoint_directory(model)) return ok();
+  // A directory without config.json is resolve_model_path's error to report.
+  if (model.empty() || !fs::is_directory(dir, ec) || !is_file(dir / "config.json")
+      || checkpoint_directory(model))
+    return ok();
   return make_error(errc::io_error,
                     fmt::format("model '{}': a model directory without weights (looked for {} and "
                                 "{}); give --load-format synthetic to run it with weights "
