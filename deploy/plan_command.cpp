@@ -78,15 +78,15 @@ status check_as_run_reads(const plan_flags& f) {
 } // namespace
 
 status check_engine_flags(const plan_flags& f) {
-  const std::pair<const setting_range&, int64_t> flags[] = {
-      {limits::tensor_parallel_size, f.tensor_parallel_size},
-      {limits::block_size, f.block_size},
-      {limits::max_model_len, f.max_model_len},
-      {limits::max_num_seqs, f.max_num_seqs},
-      {limits::max_num_batched_tokens, f.max_num_batched_tokens},
-      {limits::num_gpu_blocks_override, f.num_gpu_blocks_override}};
-  for (const auto& [range, value] : flags)
-    if (auto ok = check_setting(range, value, named_as::flag); !ok) return ok;
+  if (auto ok = check_settings({{limits::tensor_parallel_size, f.tensor_parallel_size},
+                                {limits::block_size, f.block_size},
+                                {limits::max_model_len, f.max_model_len},
+                                {limits::max_num_seqs, f.max_num_seqs},
+                                {limits::max_num_batched_tokens, f.max_num_batched_tokens},
+                                {limits::num_gpu_blocks_override, f.num_gpu_blocks_override}},
+                               named_as::flag);
+      !ok)
+    return ok;
   if (f.num_speculative_tokens < 0 || f.num_speculative_tokens >= f.max_num_batched_tokens)
     return make_error(errc::invalid_argument,
                       fmt::format("--num-speculative-tokens: {} is outside [0, {}] (a decode "

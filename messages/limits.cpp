@@ -1,7 +1,5 @@
 #include "messages/limits.hpp"
 
-#include <utility>
-
 #include <fmt/format.h>
 
 #include "messages/runtime.hpp"
@@ -15,16 +13,16 @@ error invalid(std::string message) {
 }
 
 status check_counts(const rank_config& c) {
-  const std::pair<const setting_range&, int64_t> fields[] = {
-      {limits::tensor_parallel_size, c.tensor_parallel_size},
-      {limits::block_size, c.block_size},
-      {limits::max_model_len, c.max_model_len},
-      {limits::max_num_seqs, c.max_num_seqs},
-      {limits::max_num_batched_tokens, c.max_num_batched_tokens},
-      {limits::num_gpu_blocks_override, c.num_gpu_blocks_override},
-      {limits::num_ubatches, c.num_ubatches}};
-  for (const auto& [range, value] : fields)
-    if (auto ok = check_setting(range, value, named_as::field); !ok) return ok;
+  if (auto ok = check_settings({{limits::tensor_parallel_size, c.tensor_parallel_size},
+                                {limits::block_size, c.block_size},
+                                {limits::max_model_len, c.max_model_len},
+                                {limits::max_num_seqs, c.max_num_seqs},
+                                {limits::max_num_batched_tokens, c.max_num_batched_tokens},
+                                {limits::num_gpu_blocks_override, c.num_gpu_blocks_override},
+                                {limits::num_ubatches, c.num_ubatches}},
+                               named_as::field);
+      !ok)
+    return ok;
   if (c.rank < 0 || c.rank >= c.tensor_parallel_size)
     return invalid(fmt::format("rank_config.rank: {} is outside [0, {}) (tensor_parallel_size)",
                                c.rank, c.tensor_parallel_size));
@@ -61,6 +59,12 @@ status check_setting(const setting_range& range, int64_t value, named_as as) {
                                          : fmt::format("rank_config.{}", range.field);
   return invalid(fmt::format("{}: {} is outside [{}, {}] ({})", name, value, range.min, range.max,
                              range.meaning));
+}
+
+status check_settings(std::initializer_list<setting_value> values, named_as as) {
+  for (const auto& v : values)
+    if (auto ok = check_setting(v.range, v.value, as); !ok) return ok;
+  return ok();
 }
 
 status check_rank_config(const rank_config& c) {

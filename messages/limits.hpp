@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
 
 #include "messages/errc.hpp"
@@ -47,6 +48,15 @@ enum class named_as : uint8_t { flag, field };
 
 /// "--block-size: 0 is outside [1, 8192] (tokens per KV cache block)" when `value` is outside.
 status check_setting(const setting_range& range, int64_t value, named_as as);
+
+/// One setting's value, for check_settings.
+struct setting_value {
+  const setting_range& range;
+  int64_t value;
+};
+
+/// check_setting over each in turn: the first one outside its range is the error.
+status check_settings(std::initializer_list<setting_value> values, named_as as);
 
 /// Every field of a rank_config a rank must be able to trust before it loads anything: a driver
 /// of another process may send any bytes. Errors name the field ("rank_config.block_size: ...").

@@ -8,6 +8,7 @@
 #include "actors/driver/kv_budget.hpp"
 #include "actors/kv_cache/allocation.hpp"
 #include "actors/registry/assignment.hpp"
+#include "messages/limits.hpp"
 
 namespace kvactor {
 
@@ -18,22 +19,18 @@ error invalid(std::string msg) {
 }
 
 status validate(const plan_request& r) {
-  if (r.block_size <= 0)
-    return invalid(
-        fmt::format("--block-size: {} is not a positive number of tokens", r.block_size));
-  if (r.max_model_len < 0)
-    return invalid(fmt::format("--max-model-len: {} is negative", r.max_model_len));
-  if (r.max_num_seqs <= 0)
-    return invalid(fmt::format("--max-num-seqs: {} is not positive", r.max_num_seqs));
-  if (r.max_num_batched_tokens <= 0)
-    return invalid(
-        fmt::format("--max-num-batched-tokens: {} is not positive", r.max_num_batched_tokens));
+  // The ranges `kvactor plan` checked its flags against; a plan_request may come from elsewhere.
+  if (auto ok = check_settings({{limits::block_size, r.block_size},
+                                {limits::max_model_len, r.max_model_len},
+                                {limits::max_num_seqs, r.max_num_seqs},
+                                {limits::max_num_batched_tokens, r.max_num_batched_tokens},
+                                {limits::num_gpu_blocks_override, r.num_gpu_blocks_override}},
+                               named_as::flag);
+      !ok)
+    return ok;
   if (r.num_speculative_tokens < 0)
     return invalid(
         fmt::format("--num-speculative-tokens: {} is negative", r.num_speculative_tokens));
-  if (r.num_gpu_blocks_override < 0)
-    return invalid(
-        fmt::format("--num-gpu-blocks-override: {} is negative", r.num_gpu_blocks_override));
   const auto& b = r.budget;
   if (!b.kv_cache_memory.empty() && b.gpu_memory > 0)
     return invalid("--kv-cache-memory and --gpu-memory: give one way to size the budget, not both");

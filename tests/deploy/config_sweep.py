@@ -10,11 +10,9 @@ with an error that names the field. A field left out, or null, is a case too.
 Usage: config_sweep.py KVACTOR_BINARY SOURCE_DIR WORK_DIR"""
 import json
 import os
-import subprocess
 import sys
 
-SLOWDOWN = int(os.environ.get("KVACTOR_TEST_SLOWDOWN", "1"))
-TIMEOUT_S = 120 * SLOWDOWN
+from sweep_support import ended_badly, last_line, run, sweep
 ABSENT = object()
 
 COUNTS = ["hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -64,25 +62,13 @@ def write_config(base, field, value, path):
         json.dump(config, f)
 
 
-def run(args):
-    try:
-        r = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
-        return r.returncode, r.stderr
-    except subprocess.TimeoutExpired:
-        return None, "(timed out)"
-
-
 def judge(field, must_refuse, code, err):
-    if code is None:
-        return f"hung past {TIMEOUT_S} s"
-    if code < 0:
-        return f"killed by signal {-code}"
-    if code not in (0, 1, 2):
-        return f"exit {code}"
+    if ended_badly(code):
+        return ended_badly(code)
     # A value that may be valid may still be refused for what it leads to (the memory a model of
     # that size needs); a value that is never valid must be refused by name.
     if code == 2 and must_refuse and field not in err:
-        return f"refused without naming {field}: {err.strip().splitlines()[-1:]}"
+        return f"refused without naming {field}: {last_line(err)}"
     if must_refuse and code != 2:
         return f"accepted (exit {code}) a value that is never valid"
     return None
@@ -100,23 +86,14 @@ def main():
                 "--output-len", "2", "--no-progress", "--device", "cpu", "--kv-cache-memory",
                 "8MiB"],
     }
-    findings, count = [], 0
+    results = sweep("config_sweep")
     for field, value, must_refuse in cases():
         write_config(base, field, value, path)
         shown = "absent" if value is ABSENT else json.dumps(value)
         for name, args in commands.items():
             code, err = run(args)
-            count += 1
-            finding = judge(field, must_refuse, code, err)
-            if finding:
-                findings.append(f"{name} with {field} = {shown}: {finding}")
-    for f in findings:
-        print(f"config_sweep: {f}")
-    if findings:
-        print(f"config_sweep: {len(findings)} of {count} cases failed")
-        return 1
-    print(f"config_sweep: ok ({count} cases)")
-    return 0
+            results.judge(f"{name} with {field} = {shown}", judge(field, must_refuse, code, err))
+    return results.report()
 
 
 if __name__ == "__main__":

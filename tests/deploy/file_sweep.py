@@ -13,8 +13,7 @@ import shutil
 import subprocess
 import sys
 
-SLOWDOWN = int(os.environ.get("KVACTOR_TEST_SLOWDOWN", "1"))
-TIMEOUT_S = 120 * SLOWDOWN
+from sweep_support import ended_badly, last_line, run, sweep
 
 
 def damages(original):
@@ -39,25 +38,13 @@ def model_dir(work, source, family, broken, content):
     return d
 
 
-def run(args):
-    try:
-        r = subprocess.run(args, capture_output=True, timeout=TIMEOUT_S)
-        return r.returncode, r.stderr.decode("utf-8", "replace")
-    except subprocess.TimeoutExpired:
-        return None, "(timed out)"
-
-
 def judge(name, code, err, optional):
-    if code is None:
-        return f"hung past {TIMEOUT_S} s"
-    if code < 0:
-        return f"killed by signal {-code}"
+    if ended_badly(code):
+        return ended_badly(code)
     if code == 0 and not (optional and name in err and "warning" in err):
         return "succeeded without a word about the file"
-    if code not in (0, 1, 2):
-        return f"exit {code}"
     if name not in err:
-        return f"the error does not name {name}: {err.strip().splitlines()[-1:]}"
+        return f"the error does not name {name}: {last_line(err)}"
     return None
 
 
@@ -139,21 +126,12 @@ def file_cases(kvactor, source, work):
 def main():
     kvactor, source, work = sys.argv[1:4]
     os.makedirs(work, exist_ok=True)
-    findings, count = [], 0
+    results = sweep("file_sweep")
     for cases in (directory_cases(kvactor, source, work), file_cases(kvactor, source, work)):
         for label, args, name, optional in cases:
             code, err = run(args)
-            count += 1
-            finding = judge(name, code, err, optional)
-            if finding:
-                findings.append(f"{label}: {finding}")
-    for f in findings:
-        print(f"file_sweep: {f}")
-    if findings:
-        print(f"file_sweep: {len(findings)} of {count} cases failed")
-        return 1
-    print(f"file_sweep: ok ({count} cases)")
-    return 0
+            results.judge(label, judge(name, code, err, optional))
+    return results.report()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Every numeric flag of every kvactor subcommand at hostile values, as the real binary takes
-them: 0, -1, the limits of 32 and 64 bits, past 64 bits, and text that is not a number.
+them: 0, -1, the limits of 32 and 64 bits, past 64 bits, and text that is not a number; and the
+flags whose text holds numbers (byte sizes, token ranges, lists) at their own hostile values.
 
 Each value must end in one of three ways, never a signal, never a hang:
   - refused before any work: exit 2, with an error that names the flag;
@@ -18,15 +19,32 @@ import subprocess
 import sys
 import time
 
-SLOWDOWN = int(os.environ.get("KVACTOR_TEST_SLOWDOWN", "1"))
-TIMEOUT_S = 120 * SLOWDOWN
+from sweep_support import TIMEOUT_S, ended_badly, last_line, run, sweep
+
 OPTION = re.compile(r"^\s+((?:-\w+, )?--[\w-]+(?:,--?[\w-]+)*)\s+(INT|UINT|FLOAT)\b")
 NEVER_VALID = ["-1", "abc", "", "nan", "inf", "1e999", "99999999999999999999", "0x10"]
 MAYBE_VALID = ["0", "1", "2147483647", "9223372036854775807"]
+# Flags whose text holds numbers (byte sizes, token ranges, lists, RANK:STEP): --help calls them
+# TEXT, so they are named here.
+NUMBER_TEXT_FLAGS = {
+    ("plan",): ["--kv-cache-memory", "--gpu-memory", "--weights-memory",
+                "--cudagraph-capture-sizes"],
+    ("run",): ["--kv-cache-memory", "--prompt-len", "--output-len", "--arrival-rate",
+               "--cudagraph-capture-sizes", "--cudagraph-memory", "--max-message-bytes",
+               "--gpu-ids", "--chaos", "--chaos-kill", "--chaos-stall", "--debug-stall",
+               "--collective-timeout", "--step-timeout"],
+    ("generate",): ["--prompt-ids", "--stop-token-ids"],
+    ("node",): ["--max-message-bytes", "--gpus"],
+    ("inject",): ["--max-message-bytes"],
+}
+NEVER_VALID_TEXT = ["-1", "abc", "", "nan", "99999999999999999999", "-5GiB", "1,,2", "0:-1"]
+# Text flags that take a real number: 1e20 (a rate, seconds) is silly, not wrong.
+REAL_TEXT_FLAGS = {"--arrival-rate", "--collective-timeout", "--step-timeout"}
+MAYBE_VALID_TEXT = ["0", "1", "1:1", "0,0"]
 
 
 def numeric_flags(kvactor, command):
-    """[(flag, type)] of `kvactor COMMAND --help`."""
+    """[(flag, type)] of `kvactor COMMAND --help`, and the TEXT flags that hold numbers."""
     text = subprocess.run([kvactor, *command, "--help"], capture_output=True, text=True,
                           check=True).stdout
     out = []
@@ -35,6 +53,10 @@ def numeric_flags(kvactor, command):
         if m:
             names = [n.strip() for n in re.split(r"[, ]+", m.group(1)) if n.strip()]
             out.append((next(n for n in names if n.startswith("--")), m.group(2)))
+    for flag in NUMBER_TEXT_FLAGS.get(tuple(command), []):
+        if flag not in text:
+            raise SystemExit(f"flag_sweep: {' '.join(command)} has no {flag} any more")
+        out.append((flag, "TEXT"))
     return out
 
 
@@ -92,32 +114,29 @@ def run_node(args):
 
 
 def run_case(args, is_node):
-    if is_node:
-        return run_node(args)
-    try:
-        r = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S)
-        return r.returncode, r.stderr
-    except subprocess.TimeoutExpired:
-        return None, "(timed out)"
+    return run_node(args) if is_node else run(args)
 
 
-def never_valid(value, kind):
+def values_for(kind):
+    return NEVER_VALID_TEXT + MAYBE_VALID_TEXT if kind == "TEXT" else NEVER_VALID + MAYBE_VALID
+
+
+def never_valid(flag, value, kind):
     """Past 64 bits is a count no flag takes, but a finite number (1e20 seconds is silly, not
     wrong)."""
+    if kind == "TEXT":
+        return value in NEVER_VALID_TEXT and not (
+            flag in REAL_TEXT_FLAGS and value == "99999999999999999999")
     return value in NEVER_VALID and not (kind == "FLOAT" and value == "99999999999999999999")
 
 
 def judge(flag, kind, value, code, err):
     """The finding for one case, or None when it ended as it must."""
-    if code is None:
-        return f"hung past {TIMEOUT_S} s"
-    if code < 0:
-        return f"killed by signal {-code}"
-    if code not in (0, 1, 2):
-        return f"exit {code}"
+    if ended_badly(code):
+        return ended_badly(code)
     if code == 2 and flag not in err:
-        return f"refused without naming {flag}: {err.strip().splitlines()[-1:]}"
-    if never_valid(value, kind) and code != 2:
+        return f"refused without naming {flag}: {last_line(err)}"
+    if never_valid(flag, value, kind) and code != 2:
         return f"accepted (exit {code}) a value that is never valid"
     return None
 
@@ -135,25 +154,17 @@ def prepare(kvactor, work):
 def main():
     kvactor, source, work = sys.argv[1:4]
     prepare(kvactor, work)
-    findings, cases = [], 0
+    results = sweep("flag_sweep")
     for command, base in base_arguments(source, work).items():
         for flag, kind in numeric_flags(kvactor, command):
-            for value in NEVER_VALID + MAYBE_VALID:
+            for value in values_for(kind):
                 args = command_line(kvactor, command, base, flag, value)
                 code, err = run_case(args, command == ("node",))
-                cases += 1
-                finding = judge(flag, kind, value, code, err)
-                if finding:
-                    findings.append(f"{' '.join(command)} {flag}={value!r}: {finding}")
-    if cases < 100:
-        findings.append(f"only {cases} cases: the flags were not read from --help")
-    for f in findings:
-        print(f"flag_sweep: {f}")
-    if findings:
-        print(f"flag_sweep: {len(findings)} of {cases} cases failed")
-        return 1
-    print(f"flag_sweep: ok ({cases} cases)")
-    return 0
+                results.judge(f"{' '.join(command)} {flag}={value!r}",
+                              judge(flag, kind, value, code, err))
+    if results.cases < 100:
+        results.judge("the sweep", f"only {results.cases} cases: were the flags read from --help?")
+    return results.report()
 
 
 if __name__ == "__main__":
