@@ -149,8 +149,8 @@ void print_summary(const run_summary& s, std::ostream& out) {
   const double gen_s = s.wall_s > 0 ? static_cast<double>(s.generated_tokens) / s.wall_s : 0.0;
   fmt::print(out, "throughput prompt {:.1f} tok/s, generated {:.1f} tok/s\n", prompt_s, gen_s);
   fmt::print(out,
-             "latency    TTFT p50 {:.2f} ms p99 {:.2f} ms, TPOT p50 {:.2f} ms p99 {:.2f} ms, "
-             "end-to-end p50 {:.2f} ms p99 {:.2f} ms\n",
+             "latency    TTFT p50 {:.2f} ms p99 {:.2f} ms, TPOT p50 {:.2f} ms p99 {:.2f} ms\n"
+             "           end-to-end p50 {:.2f} ms p99 {:.2f} ms\n",
              s.ttft_ms_p50, s.ttft_ms_p99, s.tpot_ms_p50, s.tpot_ms_p99, s.e2e_ms_p50,
              s.e2e_ms_p99);
   fmt::print(out, "steps      {} (p50 {:.2f} ms, p99 {:.2f} ms)\n", s.steps, s.step_ms_p50,

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# The README's sample outputs are what the commands print: each deterministic sample is run again
-# and its lines must stand in README.md word for word (timings, which vary, are not compared, and
-# the chaos line's counts only in shape; a log line's timestamp is written "[...]" there). Run
+# The documentation's sample outputs are what the commands print: each deterministic sample is run
+# again and its lines must stand in README.md or a page of docs/ word for word (timings, which
+# vary, are not compared, and the chaos line's counts only in shape; a log line's timestamp is
+# written "[...]" there). Run
 # from the source tree so that the samples' relative model paths resolve, on the CPU (the samples
 # say "on cpu").
 #   usage: tests/readme_samples_test.sh SOURCE_DIR KVACTOR_BINARY
 set -uo pipefail
 root=${1:?usage: readme_samples_test.sh SOURCE_DIR KVACTOR_BINARY}
 kvactor=${2:?usage: readme_samples_test.sh SOURCE_DIR KVACTOR_BINARY}
-readme=$root/README.md
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# The samples stand in the README and in the pages of docs/ it links to.
+readme=$dir/documentation.md
+cat "$root/README.md" "$root"/docs/*.md >"$readme"
 export CUDA_VISIBLE_DEVICES=
 cd "$root" || exit 1
 failures=0
@@ -34,7 +37,7 @@ expect_lines() {
       [[ $line == "$prefix"* ]] || continue
       found=1
       line=$(untimed <<<"$line")
-      grep -qxF -- "$line" "$readme" || fail "$sample prints a line the README does not show: $line"
+      grep -qxF -- "$line" "$readme" || fail "$sample prints a line the documentation does not show: $line"
     done <<<"$output"
     [ "$found" = 1 ] || fail "$sample printed no line starting with \"$prefix\": $output"
   done
@@ -50,7 +53,7 @@ expect_shape() {
   # shellcheck disable=SC2016
   pattern=$(sed -E 's#[][\\.*^$()+?{}|]#\\&#g; s#[0-9]+#[0-9]+#g' <<<"$line")
   if [ -z "$pattern" ] || ! grep -qxE -- "$pattern" "$readme"; then
-    fail "$sample prints a line of no shape in the README: $line"
+    fail "$sample prints a line of no shape in the documentation: $line"
   fi
 }
 
@@ -62,15 +65,15 @@ expect_lines "kvactor run" "$out" "kvactor run:" "requests " "kv blocks " "graph
 
 qwen3=(generate --model tests/data/transformers/qwen3 --prompt-ids "39,177,182,216,62" --max-tokens 8)
 out=$(sample "${qwen3[@]}")
-grep -qxF -- "$out" "$readme" || fail "generate (qwen3) prints \"$out\", not the README's"
+grep -qxF -- "$out" "$readme" || fail "generate (qwen3) prints \"$out\", not the documentation's"
 out=$(sample "${qwen3[@]}" --json)
-grep -qxF -- "$out" "$readme" || fail "generate --json (qwen3) prints \"$out\", not the README's"
+grep -qxF -- "$out" "$readme" || fail "generate --json (qwen3) prints \"$out\", not the documentation's"
 
 mistral=(generate --model tests/data/transformers/mistral --prompt Hello --max-tokens 8)
 out=$(sample "${mistral[@]}")
-grep -qxF -- "$out" "$readme" || fail "generate (mistral) prints \"$out\", not the README's"
+grep -qxF -- "$out" "$readme" || fail "generate (mistral) prints \"$out\", not the documentation's"
 out=$(sample "${mistral[@]}" --json)
-grep -qxF -- "$out" "$readme" || fail "generate --json (mistral) prints \"$out\", not the README's"
+grep -qxF -- "$out" "$readme" || fail "generate --json (mistral) prints \"$out\", not the documentation's"
 
 sample run --record "$dir/t.kvtrace" --no-progress >/dev/null ||
   fail "kvactor run --record failed"
