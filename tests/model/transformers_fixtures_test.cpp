@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -73,7 +72,6 @@ TEST_P(TransformersFixtures, GreedyTokensAndLogitsMatchTransformers) {
                                  << "transformers: " << want["min_margin"][p] << ")";
   }
   RecordProperty("worst_relative_l2", std::to_string(worst));
-  std::printf("%s: worst relative L2 of the prompt logits %.3g\n", family.c_str(), worst);
 }
 
 // vLLM's FP8 KV cache (e4m3, scales of 1 as for a checkpoint without k_scale / v_scale): each K and
@@ -103,9 +101,12 @@ TEST_P(TransformersFixtures, AnFp8CacheStaysNearTransformers) {
       ++tokens_equal;
     tokens += static_cast<int>(continuation.size());
   }
-  std::printf("%s fp8 cache: worst relative L2 %.3g, first tokens %d/%zu, leading tokens equal "
-              "%d/%d\n",
-              family.c_str(), worst, first_tokens_equal, prompts.size(), tokens_equal, tokens);
+  // What the FP8 cache keeps on every fixture: each prompt's first token (the README says so).
+  // How far a continuation then follows depends on its first near-tie: recorded, not asserted.
+  EXPECT_EQ(first_tokens_equal, static_cast<int>(prompts.size())) << family;
+  RecordProperty("worst_relative_l2", std::to_string(worst));
+  RecordProperty("leading_tokens_equal",
+                 std::to_string(tokens_equal) + "/" + std::to_string(tokens));
 }
 
 INSTANTIATE_TEST_SUITE_P(DenseFamilies, TransformersFixtures,
