@@ -118,7 +118,7 @@ run_tool() {
   extra+=("${options[@]}")
   [ -n "${PEAK_RSS:-}" ] && [ -x "$time_binary" ] &&
     measure=("$time_binary" -f "peak RSS %M kB" -o "${log%.log}.rss")
-  KVACTOR_GPU_TIMING_REPS=${KVACTOR_GPU_TIMING_REPS:-3} "${measure[@]}" \
+  "${measure[@]}" \
     timeout "${KVACTOR_SANITIZE_LIMIT:-170}" "$sanitizer" --tool "$tool" "${extra[@]}" \
     --print-limit 20 --error-exitcode 3 \
     bash .devpack/run.sh kvactor_gpu_tests --gtest_filter="$tests" >"$log" 2>&1

@@ -1,11 +1,10 @@
 // CUDA graphs of the GPU decoder (the llama GPU fixture): a FULL replay equals the eager forward
-// bit for bit for the same batch, reads its inputs from the persistent buffers at replay time,
-// and is faster than eager for a small decode batch; a PIECEWISE replay (attention eager between
-// the pieces) equals the eager forward of a mixed batch bit for bit, and is faster too.
+// bit for bit for the same batch and reads its inputs from the persistent buffers at replay time;
+// a PIECEWISE replay (attention eager between the pieces) equals the eager forward of a mixed
+// batch bit for bit. How much faster a replay is than eager is measured by bench/graph_bench.cpp
+// (a test on a shared GPU cannot say it reliably).
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
 
 #include "decoder_fixtures.hpp"
@@ -14,40 +13,6 @@
 
 namespace kvactor::kernels::gpu_test {
 namespace {
-
-// Timed launches per measurement: 200, or KVACTOR_GPU_TIMING_REPS. compute-sanitizer's racecheck
-// keeps host state per replayed launch and runs out of the machine's memory at 200 replays of a
-// decoder graph, so its runs set a handful; the speed is then not asserted (the sanitizer
-// serialises kernels) and the test says so.
-int timing_reps() {
-  const char* env = std::getenv("KVACTOR_GPU_TIMING_REPS");
-  const int n = env != nullptr ? std::atoi(env) : 200;
-  return n > 0 ? n : 200;
-}
-
-bool asserts_speed() {
-  return timing_reps() >= 50;
-}
-
-void expect_faster(double replay_us, double eager_us, const char* what) {
-  if (!asserts_speed()) {
-    std::printf("[ graph    ] speed not asserted: KVACTOR_GPU_TIMING_REPS=%d (< 50)\n",
-                timing_reps());
-    return;
-  }
-  EXPECT_LT(replay_us, eager_us) << what;
-}
-
-double mean_us(const std::function<void()>& f, cudaStream_t s, int n) {
-  f();
-  cudaStreamSynchronize(s);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i)
-    f();
-  cudaStreamSynchronize(s);
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count()
-         / n;
-}
 
 std::vector<float> download(const device_vec<float>& d, size_t n) {
   std::vector<float> h(n);
@@ -92,17 +57,7 @@ TEST(StackGraph, ReplayEqualsEagerBitForBitAndReadsThePersistentInputs) {
   EXPECT_TRUE(same_bits(e2, r2)) << "replay with the new tokens differs from eager";
   EXPECT_FALSE(same_bits(e, e2)) << "the new tokens changed nothing";
 
-  const double eager_us = mean_us([&] { (void)gpu.forward(step, run.views(), {}, eager.get()); },
-                                  d->stream, timing_reps());
-  const double replay_us = mean_us([&] { (void)graph.replay(); }, d->stream, timing_reps());
-  std::printf("[ graph    ] %zu nodes, %lld bytes; decode step of 4 x %zu layers: eager %.1f us, "
-              "replay %.1f us (%.2fx)\n",
-              graph.nodes(), static_cast<long long>(graph.bytes()), run.views().size(), eager_us,
-              replay_us, eager_us / replay_us);
   EXPECT_GT(graph.nodes(), run.views().size());
-  // This small decoder is launch-bound; asserted only as faster, since timings on a shared GPU
-  // vary.
-  expect_faster(replay_us, eager_us, "the replay is not faster than eager");
 }
 
 TEST(PiecewiseGraph, ReplayWithEagerAttentionEqualsEagerBitForBit) {
@@ -137,15 +92,6 @@ TEST(PiecewiseGraph, ReplayWithEagerAttentionEqualsEagerBitForBit) {
   auto refused = graph.replay(other, run.views());
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("not the one captured"), std::string::npos);
-  const double eager_us = mean_us([&] { (void)gpu.forward(step, run.views(), {}, eager.get()); },
-                                  d->stream, timing_reps());
-  const double replay_us =
-      mean_us([&] { (void)graph.replay(step, run.views()); }, d->stream, timing_reps());
-  std::printf("[ piecewise] %zu pieces, %zu nodes, %lld bytes; mixed step of %zu tokens: eager "
-              "%.1f us, replay %.1f us (%.2fx)\n",
-              graph.pieces(), graph.nodes(), static_cast<long long>(graph.bytes()), tokens.size(),
-              eager_us, replay_us, eager_us / replay_us);
-  expect_faster(replay_us, eager_us, "the piecewise replay is not faster than eager");
 }
 
 TEST(StackGraph, RefusesEmptySteps) {
