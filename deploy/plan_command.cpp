@@ -12,7 +12,7 @@
 #include "actors/model/hf_decoder.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/registry/assignment.hpp"
-#include "deploy/byte_size.hpp"
+#include "messages/byte_size.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/plan_report.hpp"
 #include "deploy/run_config.hpp"

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include "deploy/byte_size.hpp"
+#include "messages/byte_size.hpp"
 
 namespace kvactor {
 

@@ -11,7 +11,7 @@
 #include "actors/cudagraph/capture_sizes.hpp"
 #include "actors/driver/kv_budget.hpp"
 #include "actors/node/node_core.hpp"
-#include "deploy/byte_size.hpp"
+#include "messages/byte_size.hpp"
 #include "deploy/lists.hpp"
 #include "deploy/plan_command.hpp"
 #include "deploy/tp_flags.hpp"

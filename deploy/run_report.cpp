@@ -7,7 +7,7 @@
 #include <fmt/ostream.h>
 #include <spdlog/spdlog.h>
 
-#include "deploy/byte_size.hpp"
+#include "messages/byte_size.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/interrupt.hpp"
 #include "deploy/workload.hpp"

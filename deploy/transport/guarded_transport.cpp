@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "deploy/byte_size.hpp"
+#include "messages/byte_size.hpp"
 #include "deploy/transport/cookie.hpp"
 #include "deploy/transport/peer_auth.hpp"
 #include "deploy/transport/rate_limited_log.hpp"

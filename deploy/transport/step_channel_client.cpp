@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/step_timeline.hpp"
-#include "deploy/tcp_probe.hpp"
+#include "deploy/transport/tcp_probe.hpp"
 #include "deploy/transport/step_frame.hpp"
 
 namespace kvactor {

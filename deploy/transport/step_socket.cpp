@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "deploy/tcp_probe.hpp"
+#include "deploy/transport/tcp_probe.hpp"
 #include "deploy/transport/peer_auth.hpp"
 
 namespace kvactor {

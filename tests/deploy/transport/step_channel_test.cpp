@@ -18,7 +18,7 @@
 
 #include "actors/driver/actor.hpp"
 #include "actors/node/actor.hpp"
-#include "deploy/tcp_probe.hpp"
+#include "deploy/transport/tcp_probe.hpp"
 #include "deploy/transport/step_channel_client.hpp"
 #include "deploy/transport/step_channel_server.hpp"
 #include "deploy/transport/step_frame.hpp"

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "deploy/tcp_probe.hpp"
+#include "deploy/transport/tcp_probe.hpp"
 
 namespace kvactor::test {
 namespace {

@@ -1,4 +1,4 @@
-#include "deploy/byte_size.hpp"
+#include "messages/byte_size.hpp"
 
 #include <cctype>
 #include <charconv>

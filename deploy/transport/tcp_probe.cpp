@@ -1,4 +1,4 @@
-#include "deploy/tcp_probe.hpp"
+#include "deploy/transport/tcp_probe.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "deploy/byte_size.hpp"
+#include "messages/byte_size.hpp"
 
 using namespace kvactor;
 
