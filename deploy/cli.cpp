@@ -307,9 +307,11 @@ void add_node_flags(CLI::App& cmd, node_flags& f) {
       ->group("Testing");
 }
 
-void add_generate_flags(CLI::App& cmd, generate_flags& f) {
-  cmd.add_option("--model", f.model, "a Hugging Face model directory (config.json, safetensors)")
-      ->required();
+void add_generate_flags(CLI::App& cmd, generate_flags& f, vllm_options& v) {
+  f.engine.device = "auto";
+  add_model_flags(cmd, f.engine, true, v); // the engine flags, as run takes them
+  cmd.get_option("--model")->description(
+      "a Hugging Face model directory (config.json, safetensors)");
   cmd.add_option("--prompt", f.prompt, "the prompt as text (needs the model's tokenizer)");
   cmd.add_option("--prompt-ids", f.prompt_ids, "the prompt as token ids: 1,2,3");
   cmd.add_option("--max-tokens", f.max_tokens, "tokens to generate at most");
@@ -320,8 +322,6 @@ void add_generate_flags(CLI::App& cmd, generate_flags& f) {
   cmd.add_option("--stop-token-ids", f.stop_token_ids, "more token ids that end the request");
   cmd.add_flag("--ignore-eos", f.ignore_eos,
                "do not stop at the model's end-of-sequence tokens (generation_config.json)");
-  cmd.add_option("--device", f.device, "auto|cpu|cuda");
-  cmd.add_option("--tensor-parallel-size", f.tensor_parallel_size, "ranks that split the heads");
   cmd.add_flag("--json", f.json, "one object: prompt_ids, output_ids, text, finish_reason");
 }
 
@@ -353,7 +353,7 @@ struct cli_flags {
   node_flags node;
   inject_flags inject;
   generate_flags generate;
-  vllm_options plan_vllm, run_vllm;
+  vllm_options plan_vllm, run_vllm, generate_vllm;
 };
 
 // The subcommands, to tell after parsing which one was given.
@@ -379,7 +379,7 @@ subcommands add_subcommands(CLI::App& app, cli_flags& f) {
   add_run_flags(*cmd.run, f.run, f.run_vllm);
   cmd.generate = app.add_subcommand(
       "generate", "continue one prompt with a real model (a Hugging Face directory)");
-  add_generate_flags(*cmd.generate, f.generate);
+  add_generate_flags(*cmd.generate, f.generate, f.generate_vllm);
   auto* trace = app.add_subcommand("trace", "read a trace recorded with run --record");
   trace->require_subcommand(1);
   cmd.show = trace->add_subcommand("show", "a readable timeline of a trace");
@@ -606,6 +606,9 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (auto code = set_log_level(f.log_level, f.log_format, errors)) return *code;
   if (*cmd.plan)
     if (auto code = apply_vllm(f.plan_vllm, f.plan, f.plan.json, out, errors)) return *code;
+  if (*cmd.generate)
+    if (auto code = apply_vllm(f.generate_vllm, f.generate.engine, f.generate.json, out, errors))
+      return *code;
   if (!*cmd.plan && !*cmd.show && !*cmd.export_trace && !*cmd.replay && !*cmd.inject
       && !*cmd.generate && !*cmd.node)
     if (auto code = apply_vllm(f.run_vllm, f.run.plan, false, out, errors)) return *code;

@@ -27,9 +27,7 @@ using nlohmann::json;
 // The run flags of one request: the prompt, max_tokens generated, all at once.
 run_flags flags_for(const generate_flags& g, const std::vector<int32_t>& prompt) {
   run_flags f;
-  f.plan.model = g.model;
-  f.plan.device = g.device;
-  f.plan.tensor_parallel_size = g.tensor_parallel_size;
+  f.plan = g.engine;
   f.requests = 1;
   f.prompt_len = std::to_string(prompt.size());
   f.output_len = std::to_string(g.max_tokens);
@@ -52,7 +50,7 @@ struct prompt_input {
 };
 
 expected<prompt_input> text_prompt(const generate_flags& g) {
-  auto tok = load_tokenizer(g.model);
+  auto tok = load_tokenizer(g.engine.model);
   if (!tok)
     return make_error(errc::invalid_argument,
                       fmt::format("--prompt: {}{}", tok.err().message,
@@ -79,7 +77,7 @@ expected<prompt_input> prompt_of(const generate_flags& g, std::ostream& err) {
     return make_error(errc::missing_field, "--prompt-ids: required (or --prompt TEXT)");
   auto ids = parse_prompt_ids(g.prompt_ids);
   if (!ids) return ids.err();
-  auto tok = load_tokenizer(g.model);
+  auto tok = load_tokenizer(g.engine.model);
   if (!tok && tok.err().code != errc::io_error)
     fmt::print(err, "kvactor generate: warning: {}; the output stays token ids\n",
                tok.err().message);
@@ -87,11 +85,11 @@ expected<prompt_input> prompt_of(const generate_flags& g, std::ostream& err) {
 }
 
 status check_model(const generate_flags& g) {
-  if (!checkpoint_directory(g.model))
+  if (!checkpoint_directory(g.engine.model))
     return make_error(errc::invalid_argument,
                       fmt::format("--model {}: not a Hugging Face model directory with weights "
                                   "(config.json and model.safetensors or its index)",
-                                  g.model));
+                                  g.engine.model));
   if (g.max_tokens < 1)
     return make_error(errc::invalid_argument,
                       fmt::format("--max-tokens: {} must be at least 1", g.max_tokens));
@@ -216,7 +214,7 @@ int run_generate(const generate_flags& g, std::ostream& out, std::ostream& err) 
   if (auto ok = check_model(g); !ok) return fail(g, out, err, exit_bad_input, ok.err().message);
   auto prompt = prompt_of(g, err);
   if (!prompt) return fail(g, out, err, exit_bad_input, prompt.err().message);
-  auto eos = model_eos_token_ids(g.model);
+  auto eos = model_eos_token_ids(g.engine.model);
   if (!eos) return fail(g, out, err, exit_bad_input, eos.err().message);
   const auto flags = flags_for(g, prompt->ids);
   auto options = check_run_flags(flags);

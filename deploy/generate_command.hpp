@@ -10,12 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "deploy/plan_command.hpp"
 #include "messages/errc.hpp"
 
 namespace kvactor {
 
 struct generate_flags {
-  std::string model;                 // a Hugging Face model directory
+  /// The engine flags `run` takes too (model directory, device, tensor-parallel size, dtypes, KV
+  /// cache, graphs), checked as run checks them.
+  plan_flags engine;
   std::optional<std::string> prompt; // text: encoded by the model directory's tokenizer
   std::string prompt_ids;            // "1,2,3"
   int32_t max_tokens = 16;
@@ -25,8 +28,6 @@ struct generate_flags {
   uint64_t seed = 0;
   bool ignore_eos = false;    // generate max_tokens whatever is sampled
   std::string stop_token_ids; // "5,9": more tokens that end the request
-  std::string device = "auto";
-  int32_t tensor_parallel_size = 1;
   bool json = false;
 };
 

@@ -169,5 +169,30 @@ TEST(GenerateCliErrors, NameTheFlagAndTheValue) {
   EXPECT_THAT(big.json()["error"].get<std::string>(), HasSubstr("256"));
 }
 
+// generate takes the engine flags run takes (vLLM's spellings too) and checks them in run's words.
+TEST(GenerateCli, TakesTheEngineFlagsRunTakes) {
+  const auto want = expected_of("qwen3");
+  const auto prompt = want["prompts"][0].get<std::vector<int32_t>>();
+  const auto continuation = want["continuations"][0].get<std::vector<int32_t>>();
+  const std::string ids = fmt::format("{}", fmt::join(prompt, ","));
+  const std::string n = std::to_string(continuation.size());
+  for (const std::vector<std::string>& engine :
+       {std::vector<std::string>{"--dtype", "float32"},
+        {"--block-size", "32", "--max-model-len", "128", "--kv-cache-memory", "16MiB"},
+        {"-tp", "2", "--enforce-eager"}}) {
+    std::vector<std::string> args{
+        "generate",     "--model", fixture("qwen3"), "--prompt-ids", ids,
+        "--max-tokens", n,         "--device",       "cpu",          "--json"};
+    args.insert(args.end(), engine.begin(), engine.end());
+    auto r = run_cli(args);
+    ASSERT_EQ(r.code, 0) << engine.front() << ": " << r.err;
+    EXPECT_EQ(r.json()["output_ids"].get<std::vector<int32_t>>(), continuation) << engine.front();
+  }
+  auto bad =
+      run_cli({"generate", "--model", fixture("qwen3"), "--prompt-ids", ids, "--block-size", "0"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--block-size: 0 is outside [1, 8192]"));
+}
+
 } // namespace
 } // namespace kvactor::test
