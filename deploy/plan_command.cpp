@@ -12,11 +12,11 @@
 #include "actors/model/hf_decoder.hpp"
 #include "actors/model/loader.hpp"
 #include "actors/registry/assignment.hpp"
-#include "messages/byte_size.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/plan_report.hpp"
 #include "deploy/run_config.hpp"
 #include "kvactor/kernels/device_runtime.h"
+#include "messages/byte_size.hpp"
 #include "messages/limits.hpp"
 
 namespace kvactor {

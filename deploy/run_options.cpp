@@ -11,11 +11,11 @@
 #include "actors/cudagraph/capture_sizes.hpp"
 #include "actors/driver/kv_budget.hpp"
 #include "actors/node/node_core.hpp"
-#include "messages/byte_size.hpp"
 #include "deploy/lists.hpp"
 #include "deploy/plan_command.hpp"
 #include "deploy/tp_flags.hpp"
 #include "deploy/workload.hpp"
+#include "messages/byte_size.hpp"
 #include "messages/limits.hpp"
 
 namespace kvactor {

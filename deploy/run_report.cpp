@@ -7,10 +7,10 @@
 #include <fmt/ostream.h>
 #include <spdlog/spdlog.h>
 
-#include "messages/byte_size.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/interrupt.hpp"
 #include "deploy/workload.hpp"
+#include "messages/byte_size.hpp"
 
 namespace kvactor {
 

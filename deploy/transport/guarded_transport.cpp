@@ -22,10 +22,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "messages/byte_size.hpp"
 #include "deploy/transport/cookie.hpp"
 #include "deploy/transport/peer_auth.hpp"
 #include "deploy/transport/rate_limited_log.hpp"
+#include "messages/byte_size.hpp"
 
 namespace kvactor {
 

@@ -8,8 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/step_timeline.hpp"
-#include "deploy/transport/tcp_probe.hpp"
 #include "deploy/transport/step_frame.hpp"
+#include "deploy/transport/tcp_probe.hpp"
 
 namespace kvactor {
 

@@ -19,8 +19,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "deploy/transport/tcp_probe.hpp"
 #include "deploy/transport/peer_auth.hpp"
+#include "deploy/transport/tcp_probe.hpp"
 
 namespace kvactor {
 

@@ -18,11 +18,11 @@
 
 #include "actors/driver/actor.hpp"
 #include "actors/node/actor.hpp"
-#include "deploy/transport/tcp_probe.hpp"
 #include "deploy/transport/step_channel_client.hpp"
 #include "deploy/transport/step_channel_server.hpp"
 #include "deploy/transport/step_frame.hpp"
 #include "deploy/transport/step_socket.hpp"
+#include "deploy/transport/tcp_probe.hpp"
 #include "messages/codec.hpp"
 #include "tests/support/errors.hpp"
 #include "tests/support/node_fixture.hpp"
