@@ -21,10 +21,10 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/cudagraph/capture_sizes.hpp"
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/loader.hpp"
 #include "actors/rank/weight_upload.hpp"
 #include "kvactor/kernels/cuda/stack_graph.h"
+#include "model/hf_decoder.hpp"
+#include "model/loader.hpp"
 
 using namespace kvactor;
 using namespace kvactor::kernels;

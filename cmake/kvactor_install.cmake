@@ -1,5 +1,5 @@
 # cmake --install: the kvactor command, every library kvactor_export() named, the headers under
-# include/kvactor (the repository's own include paths: "messages/...", "actors/...") and include/
+# include/kvactor (the repository's own include paths: "messages/...", "model/...", "actors/...") and include/
 # ("kvactor/kernels/..."), the shipped model configs under share/kvactor/models, and the CMake
 # package (find_package(kvactor): kvactor:: targets, their dependencies found again).
 include(GNUInstallDirs)
@@ -10,7 +10,7 @@ install(TARGETS kvactor ${kvactor_exported} EXPORT kvactorTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-foreach(dir messages actors deploy)
+foreach(dir messages model actors deploy)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvactor
     FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
 endforeach()

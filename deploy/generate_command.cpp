@@ -9,14 +9,14 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/loader.hpp"
-#include "actors/model/tokenizer.hpp"
 #include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/run_modes.hpp"
 #include "deploy/workload.hpp"
 #include "messages/register.hpp"
+#include "model/hf_decoder.hpp"
+#include "model/loader.hpp"
+#include "model/tokenizer.hpp"
 
 namespace kvactor {
 

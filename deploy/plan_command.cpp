@@ -9,8 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/loader.hpp"
 #include "actors/registry/assignment.hpp"
 #include "deploy/cli.hpp"
 #include "deploy/plan_report.hpp"
@@ -18,6 +16,8 @@
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/byte_size.hpp"
 #include "messages/limits.hpp"
+#include "model/hf_decoder.hpp"
+#include "model/loader.hpp"
 
 namespace kvactor {
 

@@ -7,10 +7,10 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/driver/kv_budget.hpp"
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/hf_decoder_plan.hpp"
-#include "actors/model/loader.hpp"
 #include "deploy/workload.hpp"
+#include "model/hf_decoder.hpp"
+#include "model/hf_decoder_plan.hpp"
+#include "model/loader.hpp"
 
 namespace kvactor {
 

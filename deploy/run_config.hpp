@@ -7,12 +7,12 @@
 #include <optional>
 #include <vector>
 
-#include "actors/model/hf_decoder.hpp"
 #include "deploy/run_command.hpp"
 #include "deploy/run_options.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/request.hpp"
 #include "messages/runtime.hpp"
+#include "model/hf_decoder.hpp"
 
 namespace kvactor {
 

@@ -7,7 +7,6 @@
 
 #include "actors/driver/actor.hpp"
 #include "actors/inject/actor.hpp"
-#include "actors/model/loader.hpp"
 #include "actors/rank/group.hpp"
 #include "actors/runtime_config.hpp"
 #include "deploy/cli.hpp"
@@ -21,6 +20,7 @@
 #include "kvactor/kernels/device_runtime.h"
 #include "kvactor/kernels/nccl_communicator.h"
 #include "messages/register.hpp"
+#include "model/loader.hpp"
 
 namespace kvactor {
 

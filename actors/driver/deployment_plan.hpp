@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "actors/kv_cache/planner.hpp"
-#include "actors/model/loader.hpp"
 #include "actors/registry/registry.hpp"
 #include "messages/backend.hpp"
 #include "messages/cudagraph.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
+#include "model/loader.hpp"
 
 namespace kvactor {
 

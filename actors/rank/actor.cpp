@@ -14,7 +14,6 @@
 #include "actors/chaos/actor.hpp"
 #include "actors/cudagraph/actor.hpp"
 #include "actors/kv_cache/actor.hpp"
-#include "actors/model/loader.hpp"
 #include "actors/rank/device_memory.hpp"
 #include "actors/rank/padding_sync.hpp"
 #include "actors/rank/startup.hpp"
@@ -26,6 +25,7 @@
 #include "kvactor/kernels/host_communicator.h"
 #include "messages/caf_error.hpp"
 #include "messages/limits.hpp"
+#include "model/loader.hpp"
 
 namespace kvactor {
 

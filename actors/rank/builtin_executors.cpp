@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/hf_decoder_plan.hpp"
-#include "actors/model/loader.hpp"
 #include "actors/rank/executor_registry.hpp"
+#include "model/hf_decoder.hpp"
+#include "model/hf_decoder_plan.hpp"
+#include "model/loader.hpp"
 
 namespace kvactor {
 

@@ -13,7 +13,6 @@
 
 #include "actors/metadata/builder.hpp"
 #include "actors/metadata/step_batch.hpp"
-#include "actors/model/hf_decoder.hpp"
 #include "actors/rank/upload_progress.hpp"
 #include "kvactor/kernels/communicator.h"
 #include "kvactor/kernels/decoder.h"
@@ -21,6 +20,7 @@
 #include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
 #include "messages/runtime.hpp"
+#include "model/hf_decoder.hpp"
 
 namespace kvactor {
 

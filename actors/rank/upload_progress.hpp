@@ -8,7 +8,7 @@
 #include <functional>
 #include <optional>
 
-#include "actors/model/safetensors.hpp"
+#include "model/safetensors.hpp"
 
 namespace kvactor {
 

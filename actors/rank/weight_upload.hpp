@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
-#include "actors/model/hf_decoder_plan.hpp"
 #include "actors/rank/upload_progress.hpp"
 #include "kvactor/kernels/cuda/decoder_cuda.h"
 #include "messages/errc.hpp"
+#include "model/hf_decoder_plan.hpp"
 
 namespace kvactor {
 

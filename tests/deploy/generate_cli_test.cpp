@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "actors/model/tokenizer.hpp"
 #include "cli_support.hpp"
 #include "deploy/generate_command.hpp"
+#include "model/tokenizer.hpp"
 
 namespace kvactor::test {
 namespace {

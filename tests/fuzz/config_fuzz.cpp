@@ -3,8 +3,8 @@
 // give errors, never a crash, an escaped exception or an allocation the config asks for.
 #include <nlohmann/json.hpp>
 
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/loader.hpp"
+#include "model/hf_decoder.hpp"
+#include "model/loader.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

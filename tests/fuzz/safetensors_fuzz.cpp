@@ -1,6 +1,6 @@
 // libFuzzer target: a .safetensors file (8-byte header length, JSON header, data). Every header
 // is checked before a byte of data is trusted: bad files are errors that name what is wrong.
-#include "actors/model/safetensors.hpp"
+#include "model/safetensors.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

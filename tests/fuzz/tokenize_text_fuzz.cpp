@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "actors/model/tokenizer.hpp"
+#include "model/tokenizer.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 
 namespace {

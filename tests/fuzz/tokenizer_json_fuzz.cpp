@@ -2,7 +2,7 @@
 // added tokens). A file that loads must then encode and decode without crashing.
 #include <array>
 
-#include "actors/model/tokenizer.hpp"
+#include "model/tokenizer.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

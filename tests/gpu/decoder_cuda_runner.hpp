@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "../model/runner_step.hpp"
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/hf_decoder_plan.hpp"
 #include "actors/rank/weight_upload.hpp"
 #include "kvactor/kernels/cuda/decoder_cuda.h"
+#include "model/hf_decoder.hpp"
+#include "model/hf_decoder_plan.hpp"
 
 namespace kvactor::kernels::gpu_test {
 

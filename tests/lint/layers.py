@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when a lower layer of the tree includes a higher one. The layers, lowest first:
-messages/ (the vocabulary), kernels/ (CPU references, CUDA kernels, communicators), actors/ (the
-actors and their pure cores), deploy/transport/ (the guarded transport and the step channel, a
+messages/ (the vocabulary), kernels/ (CPU references, CUDA kernels, communicators), model/
+(checkpoints, model configs, tokenizers), actors/ (the actors and their pure cores), deploy/transport/ (the guarded transport and the step channel, a
 networking library), deploy/ (the kvactor command). A file may include its own layer and those
 below, except that kernels/ knows no messages/ (device pointers never enter a message); tests/,
 bench/ and examples/ stand above them all.
@@ -11,8 +11,8 @@ import os
 import re
 import sys
 
-LAYERS = [("messages/", 0), ("kernels/", 1), ("kvactor/kernels/", 1), ("actors/", 2),
-          ("deploy/transport/", 3), ("deploy/", 4)]
+LAYERS = [("messages/", 0), ("kernels/", 1), ("kvactor/kernels/", 1), ("model/", 2),
+          ("actors/", 3), ("deploy/transport/", 4), ("deploy/", 5)]
 APART = {(1, 0)}  # (including layer, included layer) pairs not allowed though downward
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -25,7 +25,7 @@ def layer_of(path):
 
 
 def findings(root):
-    for folder in ("messages", "kernels", "actors", "deploy"):
+    for folder in ("messages", "kernels", "model", "actors", "deploy"):
         for dirpath, _, files in os.walk(os.path.join(root, folder)):
             for name in sorted(files):
                 if not name.endswith((".cpp", ".hpp", ".h", ".cu", ".cuh")):

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/safetensors.hpp"
+#include "model/hf_decoder.hpp"
+#include "model/safetensors.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace kvactor::test {

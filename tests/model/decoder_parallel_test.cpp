@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/model/hf_decoder.hpp"
 #include "decoder_runner.hpp"
 #include "kvactor/kernels/host_communicator.h"
+#include "model/hf_decoder.hpp"
 
 namespace kvactor::test {
 namespace {

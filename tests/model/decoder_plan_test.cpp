@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/model/hf_decoder_plan.hpp"
 #include "kvactor/kernels/float_convert.h"
 #include "kvactor/kernels/sampler.h"
+#include "model/hf_decoder_plan.hpp"
 
 namespace kvactor::test {
 namespace {

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/model/loader.hpp"
+#include "model/loader.hpp"
 
 namespace kvactor::test {
 

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/model/tokenizer.hpp"
+#include "model/tokenizer.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace kvactor::test {

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/model/hf_decoder.hpp"
 #include "decoder_runner.hpp"
+#include "model/hf_decoder.hpp"
 
 namespace kvactor::test {
 namespace {

@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "actors/kv_cache/allocation.hpp"
-#include "actors/model/loader.hpp"
 #include "messages/request.hpp"
 #include "messages/runtime.hpp"
+#include "model/loader.hpp"
 
 namespace kvactor::test {
 

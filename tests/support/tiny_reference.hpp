@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/model/hf_decoder.hpp"
-#include "actors/model/loader.hpp"
+#include "model/hf_decoder.hpp"
+#include "model/loader.hpp"
 #include "tests/model/decoder_runner.hpp"
 
 namespace kvactor::test {

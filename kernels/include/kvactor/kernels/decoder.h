@@ -2,7 +2,7 @@
 // on, checked against Hugging Face transformers (tests/model/transformers_fixtures_test.cpp).
 // One spec covers the dense families kvactor serves (llama, mistral, qwen2, qwen3, gemma2,
 // gemma3 text, phi3); the family's quirks are fields, filled from config.json by the model loader
-// (actors/model/hf_decoder.hpp).
+// (model/hf_decoder.hpp).
 //
 // Per layer l, over the step's T tokens (x is the residual stream, [T, hidden]):
 //   h  = norm_in(x)

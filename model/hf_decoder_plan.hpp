@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "actors/model/hf_decoder.hpp"
 #include "kvactor/kernels/decoder.h"
+#include "model/hf_decoder.hpp"
 
 namespace kvactor {
 

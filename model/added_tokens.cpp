@@ -2,7 +2,7 @@
 // "<|eot_id|>" inside a sentence is one id and never a run of punctuation pieces.
 #include <algorithm>
 
-#include "actors/model/tokenizer_parts.hpp"
+#include "model/tokenizer_parts.hpp"
 
 namespace kvactor::tokenizer_parts {
 

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "actors/model/loader.hpp"
 #include "messages/suggest.hpp"
+#include "model/loader.hpp"
 
 namespace kvactor {
 

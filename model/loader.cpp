@@ -1,5 +1,5 @@
 // The loader's entry points: flags, dtypes, the model_type -> family table, per-rank layouts.
-#include "actors/model/loader.hpp"
+#include "model/loader.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "actors/model/families.hpp"
+#include "model/families.hpp"
 
 namespace kvactor {
 

@@ -1,4 +1,4 @@
-#include "actors/model/hf_decoder_plan.hpp"
+#include "model/hf_decoder_plan.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <sentencepiece_processor.h>
 
-#include "actors/model/tokenizer.hpp"
-#include "actors/model/tokenizer_parts.hpp"
+#include "model/tokenizer.hpp"
+#include "model/tokenizer_parts.hpp"
 
 namespace kvactor {
 

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/model/tokenizer.hpp"
-#include "actors/model/tokenizer_parts.hpp"
+#include "model/tokenizer.hpp"
+#include "model/tokenizer_parts.hpp"
 
 namespace kvactor {
 

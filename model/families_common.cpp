@@ -1,7 +1,7 @@
 // The pieces every model family shares: heads and their split, layer_types, names.
 #include <fmt/format.h>
 
-#include "actors/model/families.hpp"
+#include "model/families.hpp"
 
 namespace kvactor::model_detail {
 

@@ -3,7 +3,7 @@
 // heads, so every rank keeps the whole latent while the query heads are split.
 #include <fmt/format.h>
 
-#include "actors/model/families.hpp"
+#include "model/families.hpp"
 
 namespace kvactor::model_detail {
 

@@ -1,4 +1,4 @@
-#include "actors/model/tokenizer.hpp"
+#include "model/tokenizer.hpp"
 
 #include <filesystem>
 

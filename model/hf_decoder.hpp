@@ -10,9 +10,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "actors/model/safetensors.hpp"
 #include "kvactor/kernels/decoder.h"
 #include "messages/errc.hpp"
+#include "model/safetensors.hpp"
 
 namespace kvactor {
 

@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/model/config_reader.hpp"
-#include "actors/model/families.hpp"
-#include "actors/model/hf_decoder.hpp"
+#include "model/config_reader.hpp"
+#include "model/families.hpp"
+#include "model/hf_decoder.hpp"
 
 namespace kvactor {
 

@@ -2,7 +2,7 @@
 // Gemma-3n's last layers reuse the KV cache of an earlier layer of the same type.
 #include <fmt/format.h>
 
-#include "actors/model/families.hpp"
+#include "model/families.hpp"
 
 namespace kvactor::model_detail {
 

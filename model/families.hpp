@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/model/config_reader.hpp"
 #include "messages/layer.hpp"
+#include "model/config_reader.hpp"
 
 namespace kvactor::model_detail {
 

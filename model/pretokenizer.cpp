@@ -8,7 +8,7 @@
 #include <unicode/normalizer2.h>
 #include <unicode/unistr.h>
 
-#include "actors/model/tokenizer_parts.hpp"
+#include "model/tokenizer_parts.hpp"
 
 namespace kvactor::tokenizer_parts {
 

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/model/hf_decoder.hpp"
 #include "kvactor/kernels/sampler.h"
+#include "model/hf_decoder.hpp"
 
 namespace kvactor {
 

@@ -1,4 +1,4 @@
-#include "actors/model/config_reader.hpp"
+#include "model/config_reader.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "actors/model/safetensors.hpp"
+#include "model/safetensors.hpp"
 
 #include <cstring>
 #include <fstream>

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "actors/model/families.hpp"
+#include "model/families.hpp"
 
 namespace kvactor::model_detail {
 

@@ -1,7 +1,7 @@
 // Decoder-only families with ordinary attention: Llama, Mistral, Qwen2/3, Phi-3, gpt-oss, Llama-4.
 #include <fmt/format.h>
 
-#include "actors/model/families.hpp"
+#include "model/families.hpp"
 
 namespace kvactor::model_detail {
 

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/model/tokenizer_parts.hpp"
+#include "model/tokenizer_parts.hpp"
 
 namespace kvactor::tokenizer_parts {
 

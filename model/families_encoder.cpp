@@ -2,7 +2,7 @@
 // the encoder output, bidirectional encoder) and BERT (encoder only).
 #include <fmt/format.h>
 
-#include "actors/model/families.hpp"
+#include "model/families.hpp"
 
 namespace kvactor::model_detail {
 
