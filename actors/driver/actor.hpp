@@ -1,5 +1,7 @@
 // The driver actor: configures every rank, agrees on one block count, then runs the
 // continuous-batching loop: schedule -> step_plan to every rank -> gather step_done -> apply.
+// How a step reaches the ranks and comes back is its rank fabric's business (fabric/): the
+// driver keeps the scheduler, the replies of the step in flight and its phase.
 //
 //   start ─► [NCCL: unique_id(rank 0) ─► join(id, i) every rank] ─►
 //            configure(rank i) ... ─► min(planned blocks) ─► allocate(rank i) ... ─► ready
@@ -9,7 +11,7 @@
 // A rank that rejects a step names the requests at fault: those fail (reported, never dropped)
 // and the step is re-sent without them under the same sequence number. A rank that does not
 // answer within the step timeout ends the run, named (step_deadlines.hpp); under --chaos the
-// links lose, repeat and delay messages and the driver re-sends what was not answered. A rank whose
+// links lose, repeat and delay messages and the fabric re-sends what was not answered. A rank whose
 // collective failed (errc::collective_failed) ends the run: the driver gathers every rank's
 // collective ledger (at most the collective timeout), fails the step's requests with the diagnosis
 // of which rank diverged and where, fails every other unfinished request, and reports the run's
@@ -24,45 +26,16 @@
 #include <vector>
 
 #include "actors/chaos/chaos_link.hpp"
-#include "actors/driver/collective_diagnosis.hpp"
-#include "actors/driver/latency.hpp"
-#include "actors/driver/node_channel.hpp"
+#include "actors/driver/arrival_queue.hpp"
+#include "actors/driver/fabric/actor_host.hpp"
+#include "actors/driver/fabric/node_fabric.hpp"
+#include "actors/driver/run_stats.hpp"
 #include "actors/driver/scheduler.hpp"
 #include "actors/driver/step_deadlines.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/trace_recorder.hpp"
 
 namespace kvactor {
-
-/// Progress of a run, as the driver reports it after every step.
-struct run_progress {
-  int64_t steps = 0;
-  int64_t finished = 0;
-  int64_t failed = 0;
-  int64_t total = 0;
-  int64_t generated_tokens = 0;
-  int64_t prompt_tokens = 0; // prompts of the requests whose prefill ended (a first token)
-  int32_t running = 0, waiting = 0;
-  int64_t kv_blocks_used = 0, kv_blocks_total = 0; // the null block not counted
-  int64_t preemptions = 0;
-  int64_t graph_replays = 0, eager_steps = 0;
-  // Ranks whose last collective timed out, or failed otherwise (count_collective_outcomes).
-  int64_t collective_timeouts = 0, collective_failures = 0;
-  int64_t prefix_hit_tokens = 0; // prompt tokens admissions took from the prefix cache
-  link_counts chaos;             // --chaos: what the links did, both directions of every link
-  int64_t steps_resent = 0;      // copies of a step re-sent to a rank that had not answered
-  double elapsed_s = 0.0;
-  // Since the previous report: the steps' durations, each first token's TTFT, and the TPOT
-  // (requests of two tokens or more) and end-to-end latency of each request that finished.
-  std::vector<double> step_s, ttft_s, tpot_s, e2e_s;
-};
-
-/// Cluster mode: one node and the ranks it hosts for this run.
-struct node_route {
-  node_actor node;
-  std::vector<int32_t> ranks; // rank indices
-  std::vector<int32_t> slots; // [ranks]: the node's slot of each
-};
 
 struct driver_setup {
   std::vector<rank_actor> ranks;
@@ -89,49 +62,45 @@ struct driver_setup {
   std::shared_ptr<node_step_channel> channel = nullptr;
 };
 
-struct step_flight; // the step in flight: its plan and replies (actor.cpp)
+struct step_flight; // the step in flight: its delivery and the ranks' replies (actor.cpp)
+
+/// Where a driver is in its one run.
+enum class driver_phase : uint8_t {
+  created,  // start not asked yet, or it failed
+  starting, // configuring and allocating the ranks (start's answer owed)
+  ready,    // started: run may begin
+  idle,     // running, no step in flight (waiting for an arrival)
+  stepping, // running, a step in flight
+  finished, // the run ended: a driver serves one run
+};
+
+/// The answers the driver owes.
+struct driver_promises {
+  caf::typed_response_promise<std::vector<rank_ready>> start;
+  caf::typed_response_promise<run_summary> run;
+  // request_await promises by request id, delivered once the request is done
+  std::multimap<uint64_t, caf::typed_response_promise<request_result>> awaits;
+};
+
+using driver_host = actor_host<driver_actor::base>;
 
 struct driver_state {
   driver_setup setup;
-  std::unique_ptr<scheduler> sched;
-  std::vector<kv_cache_group> groups;
-  int64_t num_blocks = 0;
-  std::vector<request_spec> pending; // sorted by arrival
-  size_t next_arrival = 0;
-  int64_t prompt_tokens = 0; // counted at each request's first token
-  uint64_t seq = 0;
-  bool running = false;
-  bool stepping = false; // a step is in flight
-  caf::typed_response_promise<run_summary> done;
-  caf::typed_response_promise<std::vector<rank_ready>> starting;
-  bool start_pending = false;
-  bool finished = false; // a driver serves one run
-  std::string drain;     // why the run was told to stop (atom::drain); empty: it was not
-  // request_await promises by request id, delivered once the request is done
-  std::multimap<uint64_t, caf::typed_response_promise<request_result>> awaits;
-  std::chrono::steady_clock::time_point started;
-  std::vector<double> step_ms;
-  request_latencies latencies;
-  run_progress events; // latency and step events not yet reported (with on_progress only)
-  int64_t steps = 0;
-  int64_t graph_replays = 0;
-  int64_t eager_steps = 0;
-  collective_outcomes collectives;     // of the failed step that ended the run, if one did
-  kvactor::error error;                // why the run stopped early (run_summary::error)
+  driver_phase phase = driver_phase::created;
+  std::unique_ptr<scheduler> sched;    // from start on
+  std::unique_ptr<driver_host> host;   // requests and timers for the fabric
+  std::unique_ptr<rank_fabric> fabric; // how steps reach the ranks
   std::shared_ptr<step_flight> flight; // the step in flight, if one is
-  bool watchdog_armed = false;         // a step-timeout check is pending
-  std::map<uint64_t, std::function<void()>> timers; // due on atom::timer
-  uint64_t next_timer = 0;
-  std::vector<chaos_link> to_rank, from_rank; // --chaos: [ranks] each direction of each link
-  int64_t steps_resent = 0;
+  arrival_queue arrivals;
+  run_stats stats{false};
+  uint64_t seq = 0; // the next step's
+  run_end end;      // why the run stopped early, if it did
+  driver_promises owed;
   static inline const char* name = "kvactor.driver";
   driver_state() = default;
 };
 
 driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> self,
                                    driver_setup setup);
-
-/// Hex digest (FNV-1a, 64 bit) of every generated token, in request order.
-std::string output_digest(const std::vector<request_result>& results);
 
 } // namespace kvactor

@@ -1,6 +1,7 @@
-// The driver actor's parts, shared by its files: start.cpp (start-up: the communicator,
-// configure, the common block count, allocate), collectives.cpp (gathering the ranks' collective
-// ledgers) and actor.cpp (the behaviour and the step loop).
+// The driver actor's parts, shared by its files: actor.cpp (the behaviour, its handlers and the
+// end of a run), step_loop.cpp (schedule, deliver through the fabric, gather, apply), start.cpp
+// (start-up: the communicator, configure, the common block count, allocate) and collectives.cpp
+// (gathering the ranks' collective ledgers).
 #pragma once
 
 #include <chrono>
@@ -25,5 +26,27 @@ caf::result<std::vector<rank_ready>> start_ranks(driver_self self);
 /// calls `then` with every rank's answer (in rank order) once each answered or timed out.
 void gather_ledgers(driver_self self, std::chrono::milliseconds within,
                     std::function<void(std::vector<rank_ledger>)> then);
+
+/// Schedules and sends the next step when the driver is idle; ends the run when all is done.
+void next_step(driver_self self);
+
+inline bool running(const driver_state& st) {
+  return st.phase == driver_phase::idle || st.phase == driver_phase::stepping;
+}
+
+/// Calls on_progress, if set, with the progress now.
+void report(driver_state& st);
+/// Answers every request_await whose request is done.
+void deliver_awaited(driver_state& st);
+/// Fails every request that has not finished (those not yet arrived too), with `why`.
+void fail_unfinished(driver_state& st, const std::string& why);
+/// The run is over: answers `run` with the summary, and every await.
+void finish_run(driver_self self);
+/// The run ends now with `err`: the requests of `plan` (if any) fail with `why`, every other
+/// unfinished request with `rest`.
+void end_run(driver_self self, error err, const step_plan* plan, const std::string& why,
+             const std::string& rest);
+/// Rank r, with its location when it has one ("rank 1 on node 10.0.0.2:7400").
+std::string describe_rank(const driver_state& st, int32_t r);
 
 } // namespace kvactor::driver_detail

@@ -18,23 +18,29 @@ namespace {
 template <class T>
 void deliver_start(driver_self self, T&& x) {
   auto& st = self->state;
-  if (!st.start_pending) return;
-  st.start_pending = false;
-  st.starting.deliver(std::forward<T>(x));
+  if (st.phase != driver_phase::starting) return;
+  st.phase = st.sched ? driver_phase::ready : driver_phase::created;
+  st.owed.start.deliver(std::forward<T>(x));
 }
 
 std::string rank_name(size_t i) {
   return "rank[" + std::to_string(i) + "]";
 }
 
-void allocate_all(driver_self self, std::shared_ptr<bool> failed) {
+// The ranks' KV cache groups and the block count they agreed on.
+struct kv_pool {
+  std::vector<kv_cache_group> groups;
+  int64_t num_blocks = 0;
+};
+
+void allocate_all(driver_self self, std::shared_ptr<bool> failed, kv_pool kv) {
   auto& st = self->state;
   const auto n = st.setup.ranks.size();
   auto readies = std::make_shared<std::vector<rank_ready>>();
   for (const auto& r : st.setup.ranks)
-    self->request(r, caf::infinite, atom::allocate_v, st.num_blocks)
+    self->request(r, caf::infinite, atom::allocate_v, kv.num_blocks)
         .then(
-            [self, readies, failed, n](rank_ready& ready) mutable {
+            [self, readies, failed, n, kv](rank_ready& ready) mutable {
               if (self->state.setup.recorder)
                 self->state.setup.recorder->record(rank_name(static_cast<size_t>(ready.rank)),
                                                    "driver", ready);
@@ -48,11 +54,11 @@ void allocate_all(driver_self self, std::shared_ptr<bool> failed) {
               cfg.num_ubatches = st.setup.configs[0].num_ubatches;
               cfg.vocab_size = readies->front().vocab_size;
               cfg.enable_prefix_caching = st.setup.configs[0].enable_prefix_caching;
-              if (auto ok = scheduler::validate(cfg, st.groups, st.num_blocks); !ok) {
+              if (auto ok = scheduler::validate(cfg, kv.groups, kv.num_blocks); !ok) {
                 deliver_start(self, to_caf_error(ok.err()));
                 return;
               }
-              st.sched = std::make_unique<scheduler>(cfg, st.groups, st.num_blocks);
+              st.sched = std::make_unique<scheduler>(cfg, kv.groups, kv.num_blocks);
               std::sort(readies->begin(), readies->end(),
                         [](const auto& a, const auto& b) { return a.rank < b.rank; });
               deliver_start(self, std::move(*readies));
@@ -76,16 +82,13 @@ void configure_all(driver_self self, std::shared_ptr<bool> failed) {
               if (self->state.setup.recorder) self->state.setup.recorder->record(name, "driver", p);
               plans->push_back(std::move(p));
               if (*failed || plans->size() < n) return;
-              auto& st = self->state;
               // The minimum over ranks, so that the scheduler sees one pool; every rank checks
               // it against the minimum the ranks agree on among themselves.
               int64_t min_blocks = plans->front().kv.config.num_blocks;
               for (const auto& x : *plans)
                 min_blocks = std::min(min_blocks, x.kv.config.num_blocks);
-              st.num_blocks = min_blocks;
-              st.groups = plans->front().kv.config.groups;
               spdlog::info("driver: {} rank(s) planned; common block count {}", n, min_blocks);
-              allocate_all(self, failed);
+              allocate_all(self, failed, kv_pool{plans->front().kv.config.groups, min_blocks});
             },
             [self, failed](caf::error& e) mutable {
               if (!*failed) deliver_start(self, std::move(e));
@@ -135,14 +138,18 @@ caf::result<std::vector<rank_ready>> start_ranks(driver_self self) {
     return to_caf_error(make_error(errc::invalid_argument,
                                    fmt::format("ranks: {} handles for {} configs",
                                                st.setup.ranks.size(), st.setup.configs.size())));
-  st.starting = self->make_response_promise<std::vector<rank_ready>>();
-  st.start_pending = true;
+  if (st.phase != driver_phase::created)
+    return to_caf_error(
+        make_error(errc::invalid_argument,
+                   "start: the ranks are already started (or starting); a driver starts once"));
+  st.owed.start = self->make_response_promise<std::vector<rank_ready>>();
+  st.phase = driver_phase::starting;
   auto failed = std::make_shared<bool>(false);
   if (st.setup.bootstrap_communicator)
     bootstrap_communicator(self, failed);
   else
     configure_all(self, failed);
-  return st.starting;
+  return st.owed.start;
 }
 
 } // namespace kvactor::driver_detail

@@ -48,6 +48,7 @@ rank_actor::behavior_type mock_rank(mock_ptr self, std::shared_ptr<mock_rank_scr
         case step_outcome::kind::reply: return std::move(out.done);
         case step_outcome::kind::reject: return std::move(out.err);
         case step_outcome::kind::die: break;
+        case step_outcome::kind::ignore: return self->make_response_promise<step_done>();
         }
         // Quit without replying: the request stays unanswered, as with a crashed rank.
         auto promise = self->make_response_promise<step_done>();

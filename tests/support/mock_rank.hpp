@@ -18,7 +18,7 @@ namespace kvactor::test {
 
 /// What the mock does with one step_plan.
 struct step_outcome {
-  enum class kind { reply, reject, die };
+  enum class kind { reply, reject, die, ignore };
   kind what = kind::reply;
   step_done done;  // kind::reply
   caf::error err;  // kind::reject
@@ -27,6 +27,8 @@ struct step_outcome {
   static step_outcome reply(step_done d) { return {kind::reply, std::move(d), {}, {}}; }
   static step_outcome reject(caf::error e) { return {kind::reject, {}, std::move(e), {}}; }
   static step_outcome die(caf::error reason) { return {kind::die, {}, {}, std::move(reason)}; }
+  /// Never answered (as a step lost on its way): the request stays open.
+  static step_outcome ignore() { return {kind::ignore, {}, {}, {}}; }
 };
 
 /// The mock's answers. Empty = unexpected: the test fails when that message arrives.
