@@ -128,8 +128,8 @@ std::string bench_case::describe_batch() const {
 }
 
 std::vector<bench_case> default_cases() {
-  // Goals: issue 16. Anchors: vLLM's Triton unified attention on the lent H200 (2026-12-02); for
-  // prefill also cuDNN's contiguous SDPA.
+  // Anchors: vLLM's Triton unified attention on an H200; for prefill also cuDNN's contiguous
+  // SDPA.
   const bench_goal none{};
   return {
       decode(1, 4096, 32, {goal_kind::max_us, 8.0}, "31.4 us"),
@@ -148,7 +148,7 @@ std::vector<bench_case> default_cases() {
       on_mma_sync(prefill(8, 4096, none, "")),
       prefill(1, 16384, none, "75 TF/s; cuDNN 582"),
       per_tile(prefill(1, 16384, none, "")),
-      // Issue 16: FP8 decode at (128, 4096) moves >= 90% of the copy ceiling on its halved bytes.
+      // The goal: FP8 decode at (128, 4096) moves >= 90% of the copy ceiling on its halved bytes.
       with_fp8(decode(1, 4096, 32, none, ""), none),
       with_fp8(decode(32, 4096, 32, none, ""), none),
       with_fp8(decode(128, 4096, 32, none, ""), {goal_kind::min_copy_pct, 90.0}),

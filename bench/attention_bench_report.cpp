@@ -228,7 +228,7 @@ void print_progress(size_t index, size_t count, const case_report& r) {
 void print_table(const report& rep) {
   fmt::print("\n{:<38} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>8} {:>10}  {:<16} {:<4} {}\n", "case",
              "us p50", "us p10", "us p90", "KV TB/s", "% copy", "TFLOP/s", "rel L2", "checked",
-             "goal (issue 5)", "met", "vLLM (anchors)");
+             "goal", "met", "vLLM (anchors)");
   int met = 0, goals = 0;
   for (const case_report& r : rep.cases) {
     const case_result& res = r.result;

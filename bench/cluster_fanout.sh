@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Step fan-out latency of cluster mode (issues 9 and 22): driver -> NODES node processes (RANKS
+# Step fan-out latency of cluster mode: driver -> NODES node processes (RANKS
 # ranks each, one tensor-parallel group of NODES x RANKS) -> step_done, with the step protocol
 # alone (--no-kernels: builders and the graph manager run, no attention stack), on loopback; next
 # to local mode (the same ranks in the driver's process). Cluster mode runs twice: with steps on the
@@ -9,7 +9,7 @@
 # local mode's, the control plane's share.
 #   usage: bench/cluster_fanout.sh KVACTOR_BINARY [REPEATS [JSON_OUT [NODESxRANKS [MODEL]]]]
 # JSON_OUT (may be "") receives the medians for bench/plot.py --fanout; NODESxRANKS is 2x1 unless
-# given (issue 22's goals: 2x2 and 8x1); MODEL is kvactor-tiny unless given (its 4 heads allow
+# given (the goals: 2x2 and 8x1); MODEL is kvactor-tiny unless given (its 4 heads allow
 # at most 4 ranks: 8x1 takes llama-3.1-8b, whose KV cache is then held to 64 MiB per rank).
 # FANOUT_SPIN_US=N gives the nodes and the channel runs --step-spin-us N. FANOUT_STEP_TIMES=DIR
 # keeps every process's step marks (--debug-step-times) in DIR and prints, run by run, where the

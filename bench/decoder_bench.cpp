@@ -1,5 +1,5 @@
 // kvactor_decoder_bench: a real checkpoint on the GPU decoder, measured against what the machine
-// can do in the same run (issue 15's figures):
+// can do in the same run:
 //   - the disk: each safetensors file read cold (evicted from the page cache with
 //     posix_fadvise) and warm, as GB/s
 //   - loading: config + checkpoint mapping + device allocation + the pinned-staging upload, cold

@@ -1,4 +1,4 @@
-// Where a cluster step's time goes (issue 22, the profile): round trips of the pieces a remote
+// Where a cluster step's time goes: round trips of the pieces a remote
 // step is made of, each timed alone on the same machine in the same run.
 //   tcp               a 64-byte ping-pong on a raw TCP socket (the wire's floor on loopback)
 //   local hop         a step_plan request/response between two event-based actors of one process
@@ -76,7 +76,7 @@ void configure(caf::actor_system_config& cfg, const probe_settings& s) {
     cfg.set("work-stealing.aggressive-poll-attempts", 100'000'000); // never sleeps while busy
   }
   if (s.poll == "timed") {
-    // kvactor's settings before issue 22: 1000 polls with a 5 us sleep between them.
+    // The timed polling CAF's defaults suggest: 1000 polls with a 5 us sleep between them.
     configure_step_latency(cfg);
     cfg.set("work-stealing.moderate-poll-attempts", 1000);
     cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(5)});

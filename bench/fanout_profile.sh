@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The profile of a cluster step (issue 22): kvactor_fanout_probe's round trips (raw TCP, local
+# The profile of a cluster step: kvactor_fanout_probe's round trips (raw TCP, local
 # actor hops, the middleman to another process behind the guarded transport) under each setting
 # given, both processes alike. See bench/fanout_probe.cpp for what each line times.
 #   usage: bench/fanout_profile.sh PROBE_BINARY [ROUNDS] [-- SETTINGS ...]

@@ -3,7 +3,7 @@
 // TP 1, bf16): one decode step (forward, without the LM head) eager vs replayed as a FULL graph and
 // as PIECEWISE graphs (attention eager) for batch 1, 2, 4, 8, 16, 64 and 256 at context 512, and
 // the capture of the default ladder (kvactor's capture sizes for max_num_seqs 256) as the default
-// mode full_and_piecewise captures it: time and device memory. Issue 6's goals: replay >= 2x faster
+// mode full_and_piecewise captures it: time and device memory. The goals: replay >= 2x faster
 // than eager for batch <= 8; the ladder in <= 3 s using <= 0.5 GiB. Exits 0 with a message without
 // a GPU.
 //   usage: kvactor_graph_bench [--quick]

@@ -2,7 +2,7 @@
 """Where a kernel's warps wait, from ncu's per-instruction PC sampling.
 
 Reads the CSV that `ncu -i REPORT --page source --csv --print-source sass` prints (as
-bench/prefill_device_run.sh writes to logs/ncu_source.csv) and prints the stall reasons over the
+bench/device/prefill.sh writes to logs/ncu_source.csv) and prints the stall reasons over the
 whole kernel, then the instructions with the most samples: their index in the SASS listing, share
 of all samples, times executed, the instruction, and their two largest reasons.
 

@@ -1,5 +1,5 @@
 // kvactor_attention_bench: paged_attention_cuda on the device against the copy ceiling measured in
-// the same run, on the shapes of the H200 anchors, with issue 5's goals next to the results.
+// the same run, on the shapes of the H200 anchors, with the goals next to the results.
 // Prints one progress line per case, a table, and one parseable summary line; --out FILE also
 // writes the results as JSON (or CSV when FILE ends in .csv; --out may repeat). Without a CUDA
 // device it says so and exits 0. Exits 1 when a CUDA call fails or an output holds NaN/inf or
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   using namespace kvactor::bench;
   cli_options cli;
   CLI::App app{"kvactor_attention_bench: paged_attention_cuda against the device's copy ceiling, "
-               "on the H200 anchors' shapes, with issue 5's goals"};
+               "on the H200 anchors' shapes, with the goals"};
   app.add_option("--out", cli.out,
                  "write the results to FILE: JSON, or CSV when it ends in .csv (repeatable)");
   app.add_option("--replays", cli.run.replays, "timed graph replays per case (median of them)")

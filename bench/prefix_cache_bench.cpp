@@ -1,4 +1,4 @@
-// Prefix caching's host cost per block (issue 21's goal: hashing and lookup <= 1 us per block).
+// Prefix caching's host cost per block (the goal: hashing and lookup <= 1 us per block).
 // A 2048-token prompt (128 blocks of 16) whose blocks are cached:
 //   hit       take_cached_prefix (hash chain, lookup, a reference on each block, the table
 //             writes for the ranks), then free (the blocks go back to the free queue, cached)

@@ -1,4 +1,4 @@
-// The projections of a single-token step at Llama-3.1-8B's shapes (issue 16 part 4): kvactor's
+// The projections of a single-token step at Llama-3.1-8B's shapes: kvactor's
 // skinny kernel (a warp per output row) and cuBLAS (cublasGemmEx; for gate/up followed by the
 // activation kernel, the same work) in the same run, against the device-to-device copy ceiling.
 // Two timings per kernel and shape:

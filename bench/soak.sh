@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A soak of cluster mode on one machine (issue 20 part 4): two `kvactor node` processes with one
+# A soak of cluster mode on one machine: two `kvactor node` processes with one
 # CPU rank each serve run after run (TP 2, requests arriving at a steady rate) for DURATION
 # seconds under --restart-policy rebuild. In every run node b is killed with -9 once the run is
 # serving and started again at its address; the driver must rebuild the group and finish every

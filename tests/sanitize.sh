@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU configuration built with sanitizers, and its suites run under them (issue 20 part 1).
+# The CPU configuration built with sanitizers, and its suites run under them.
 #   usage: tests/sanitize.sh asan|tsan [BUILD_DIR] [-- CTEST_ARGS...]
 #   asan   AddressSanitizer + UndefinedBehaviorSanitizer (leaks checked at exit; any UB report
 #          stops the test that hit it)
@@ -7,7 +7,7 @@
 # BUILD_DIR defaults to build-asan or build-tsan. KVACTOR_SANITIZE_SUITES="messages node ..." builds
 # and runs only those test binaries (kvactor_<suite>_tests), each in full: CI's ASan+UBSan run of the
 # unit suites (.ci/run), which the whole suite's build would not fit beside. CUDA is off (these are the CPU paths; the GPU
-# kernels are checked by compute-sanitizer on a GPU machine: bench/sanitize_device_run.sh).
+# kernels are checked by compute-sanitizer on a GPU machine: bench/device/sanitize.sh).
 # Debian's CAF is not instrumented. ASan and UBSan still check kvactor's side of every call. TSan
 # must see CAF's mailboxes and scheduler to know that a message's sender happened before its
 # receiver, so the tsan build links a CAF built with -fsanitize=thread from Debian's source
@@ -30,7 +30,7 @@ asan)
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export KVACTOR_TEST_SLOWDOWN=3 # as tests/support/sanitizer_slowdown.hpp
   # Both runtimes linked in: with g++ 12's shared libasan and libubsan in one process, only one
-  # honours log_path, and UBSan's reports went to stderr alone (seen 2026-12-07), unseen where
+  # honours log_path, and UBSan's reports went to stderr alone, unseen where
   # nobody reads a process's stderr.
   link_flags="$flags -static-libasan -static-libubsan"
   ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/sanitize_device_run.sh's per-test mode, with a stand-in for compute-sanitizer and for the
+# bench/device/sanitize.sh's per-test mode, with a stand-in for compute-sanitizer and for the
 # GPU test binary (the real ones need a GPU): a verdict per kind of ending (clean, no CUDA call,
 # skipped, failed with the tool clean, reports, the tool's own error only, crashed, stopped at the
 # limit), the tally, the kernel filter and the extra options passed to the tool, never more than
@@ -19,8 +19,8 @@ fail() {
   echo "sanitize_device_run_test: $*"
   exit 1
 }
-mkdir -p "$dir/repo/bench" "$dir/repo/.devpack" "$dir/repo/deploy"
-cp "$root/bench/sanitize_device_run.sh" "$root/bench/device_prelude.sh" "$dir/repo/bench/"
+mkdir -p "$dir/repo/bench/device" "$dir/repo/.devpack" "$dir/repo/deploy"
+cp "$root/bench/device/sanitize.sh" "$root/bench/device/prelude.sh" "$dir/repo/bench/device/"
 
 # The test binary: seven tests, one per way a test can end. Each logs its start and its end
 # (one-line appends: in the order they happened), so that the order and the number of tests
@@ -123,7 +123,7 @@ events() { cat "$dir/events.log"; }
 out=$(PATH="$dir/bin:$PATH" KVACTOR_SANITIZE_KERNELS=kvactor KVACTOR_SANITIZE_LIMIT=2 \
   KVACTOR_SANITIZE_RESUME=1 \
   KVACTOR_SANITIZE_OPTIONS="--racecheck-report hazard" KVACTOR_SANITIZE_ALONE='A.clean:A.slow' \
-  bash bench/sanitize_device_run.sh "$dir/out" 'A.*')
+  bash bench/device/sanitize.sh "$dir/out" 'A.*')
 for want in "A.clean: clean" "A.host_only: no CUDA call" "A.skips: skipped by the test" \
   "A.fails: test failed (the tool: ERROR SUMMARY: 0 errors)" "A.races: reports (exit 3)" \
   "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error: a hardware exception; an \
@@ -155,12 +155,12 @@ awk '/^end/ { ended++ } /^start A.clean/ && ended < 5 { exit 1 }
 # The second call resumes with the same limit: every test has its verdict, so the tool runs none
 # again.
 : >"$dir/tool.log"
-out=$(KVACTOR_SANITIZE_LIMIT=2 KVACTOR_SANITIZE_RESUME=1 bash bench/sanitize_device_run.sh \
+out=$(KVACTOR_SANITIZE_LIMIT=2 KVACTOR_SANITIZE_RESUME=1 bash bench/device/sanitize.sh \
   "$dir/out" 'A.*')
 [ "$(grep -c "\[earlier run\]" <<<"$out")" -eq 7 ] || fail "the second call did not resume: $out"
 [ ! -s "$dir/tool.log" ] || fail "the second call ran tests again: $(cat "$dir/tool.log")"
 # A third with a larger limit runs again the one test stopped at the smaller, and only that one.
-out=$(KVACTOR_SANITIZE_LIMIT=3 KVACTOR_SANITIZE_RESUME=1 bash bench/sanitize_device_run.sh \
+out=$(KVACTOR_SANITIZE_LIMIT=3 KVACTOR_SANITIZE_RESUME=1 bash bench/device/sanitize.sh \
   "$dir/out" 'A.*')
 [ "$(grep -c "\[earlier run\]" <<<"$out")" -eq 6 ] || fail "the third call did not resume: $out"
 grep -qF "A.slow: stopped at the limit of 3 s" <<<"$out" ||
@@ -168,13 +168,13 @@ grep -qF "A.slow: stopped at the limit of 3 s" <<<"$out" ||
 [ "$(wc -l <"$dir/tool.log")" -eq 1 ] || fail "the third call ran more: $(cat "$dir/tool.log")"
 
 # A process that dies with no OOM kill logged meanwhile gets no OOM note.
-out=$(PATH="$dir/bin:$PATH" NO_OOM=1 bash bench/sanitize_device_run.sh "$dir/out7" 'A.crashes')
+out=$(PATH="$dir/bin:$PATH" NO_OOM=1 bash bench/device/sanitize.sh "$dir/out7" 'A.crashes')
 grep -qF "A.crashes: crashed (exit 139): ========= Internal Sanitizer Error: a hardware exception (" \
   <<<"$out" || fail "a crash without an OOM kill got a note: $out"
 
 # A run whose only error is the tool's own (it lost track of a launch) is told apart from one
 # that also reports on the program, a race, or an invalid write beside a leak summary.
-out=$(bash bench/sanitize_device_run.sh "$dir/out9" 'A.untracked:A.both:A.leaks')
+out=$(bash bench/device/sanitize.sh "$dir/out9" 'A.untracked:A.both:A.leaks')
 for want in "A.untracked: the tool's own error, no report on the program (exit 3): Internal \
 Sanitizer Error: Detected a failure to track a kernel launch." \
   "A.both: reports (exit 3): ========= RACECHECK SUMMARY: 2 hazards" \
@@ -184,14 +184,14 @@ Sanitizer Error: Detected a failure to track a kernel launch." \
 done
 
 # A budget already spent starts nothing, and says so per test.
-out=$(KVACTOR_SANITIZE_BUDGET=-1 bash bench/sanitize_device_run.sh "$dir/out2" 'A.*')
+out=$(KVACTOR_SANITIZE_BUDGET=-1 bash bench/device/sanitize.sh "$dir/out2" 'A.*')
 grep -q "racecheck: 7 not started" <<<"$out" || fail "a spent budget still started tests: $out"
 
 # Windows of launches: three processes per test (two windows of 100 launches and the rest), each
 # instrumenting its own; a test is clean when all are, else the worst window is named (a race
 # before a window that outlasts the limit), and the others that are not clean are listed.
 : >"$dir/tool.log"
-out=$(KVACTOR_SANITIZE_WINDOWS=100:2 KVACTOR_SANITIZE_LIMIT=2 bash bench/sanitize_device_run.sh \
+out=$(KVACTOR_SANITIZE_WINDOWS=100:2 KVACTOR_SANITIZE_LIMIT=2 bash bench/device/sanitize.sh \
   "$dir/out4" 'A.clean:A.races')
 for want in "racecheck A.clean: clean (every one of 3 windows)" \
   "racecheck A.races: reports (exit 3): ========= ERROR SUMMARY: 2 errors in window 1 (launches \
@@ -209,16 +209,16 @@ done
 
 # Windows that never started leave the test without a verdict: a resumed run checks it.
 KVACTOR_SANITIZE_WINDOWS=100:2 KVACTOR_SANITIZE_BUDGET=-1 KVACTOR_SANITIZE_RESUME=1 \
-  bash bench/sanitize_device_run.sh "$dir/out5" 'A.clean:A.races' >/dev/null
+  bash bench/device/sanitize.sh "$dir/out5" 'A.clean:A.races' >/dev/null
 : >"$dir/tool.log"
-out=$(KVACTOR_SANITIZE_RESUME=1 bash bench/sanitize_device_run.sh "$dir/out5" 'A.clean:A.races')
+out=$(KVACTOR_SANITIZE_RESUME=1 bash bench/device/sanitize.sh "$dir/out5" 'A.clean:A.races')
 [ "$(wc -l <"$dir/tool.log")" -eq 3 ] || fail "the resumed run did not check all three: $out"
 
 # Windows refuse a malformed size and initcheck, before any test.
 : >"$dir/tool.log"
 for bad in "KVACTOR_SANITIZE_WINDOWS=100|expected N:K" "KVACTOR_SANITIZE_WINDOWS=0:2|expected N:K" \
   "KVACTOR_SANITIZE_TOOLS=initcheck|no windows with initcheck"; do
-  if out=$(env KVACTOR_SANITIZE_WINDOWS=100:2 "${bad%%|*}" bash bench/sanitize_device_run.sh \
+  if out=$(env KVACTOR_SANITIZE_WINDOWS=100:2 "${bad%%|*}" bash bench/device/sanitize.sh \
     "$dir/out6" 'A.*' 2>&1); then
     fail "${bad%%|*} was accepted: $out"
   fi
@@ -228,7 +228,7 @@ done
 
 # A limit that is not whole seconds is refused before any test (a resumed run compares limits).
 : >"$dir/tool.log"
-if out=$(KVACTOR_SANITIZE_LIMIT=1.5 bash bench/sanitize_device_run.sh "$dir/out8" 'A.*' 2>&1); then
+if out=$(KVACTOR_SANITIZE_LIMIT=1.5 bash bench/device/sanitize.sh "$dir/out8" 'A.*' 2>&1); then
   fail "a limit of 1.5 was accepted: $out"
 fi
 grep -qF "KVACTOR_SANITIZE_LIMIT=1.5: not a whole number of seconds" <<<"$out" ||
@@ -237,7 +237,7 @@ grep -qF "KVACTOR_SANITIZE_LIMIT=1.5: not a whole number of seconds" <<<"$out" |
 
 # A tool without a kernel filter is refused before any test runs.
 : >"$dir/tool.log"
-if out=$(NO_FILTER=1 KVACTOR_SANITIZE_KERNELS=kvactor bash bench/sanitize_device_run.sh \
+if out=$(NO_FILTER=1 KVACTOR_SANITIZE_KERNELS=kvactor bash bench/device/sanitize.sh \
   "$dir/out3" 'A.*' 2>&1); then
   fail "a tool without --kernel-name was accepted: $out"
 fi

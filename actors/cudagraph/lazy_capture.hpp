@@ -1,4 +1,4 @@
-// Lazy CUDA graph capture (issue 6): serve eagerly from the first step, and capture between
+// Lazy CUDA graph capture: serve eagerly from the first step, and capture between
 // steps the graphs that the traffic actually wants, most wanted first, under a memory cap.
 // Pure C++, no CAF, no CUDA: the graph manager asks it what to capture next and tells it what
 // each capture cost; it builds the dispatcher over what is captured so far.

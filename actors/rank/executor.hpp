@@ -40,7 +40,7 @@ struct host_layer_batches {
 expected<host_layer_batches> host_layer_batches_of(const executed_ubatch& u,
                                                    const std::vector<std::string>& names);
 
-/// What a GPU executor needs before it captures CUDA graphs (issue 6).
+/// What a GPU executor needs before it captures CUDA graphs.
 struct graph_setup {
   std::vector<int32_t> layer_group; // [stack layers] metadata group of each layer (0, 1, ...)
   int32_t max_reqs = 0;             // requests of one step (max_num_seqs)

@@ -1,4 +1,4 @@
-// CUDA graphs of a GPU rank (issue 6): persistent input buffers at fixed addresses, the graphs
+// CUDA graphs of a GPU rank: persistent input buffers at fixed addresses, the graphs
 // captured over them (FULL: the whole forward of a uniform decode batch; PIECEWISE: the forward
 // between its attention ops, attention eager), and the staging of each step's batch into those
 // buffers. Padded tokens get token 0, position 0 and slot -1 (no KV write); padded requests (FULL

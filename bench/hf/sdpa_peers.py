@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch's scaled-dot-product-attention back-ends on the shapes of kvactor_attention_bench, in
-the same device call, printed beside kvactor's figures (issue 16's peers). Runs on the H200
+the same device call, printed beside kvactor's figures. Runs on the H200
 machine, where PyTorch is installed; a benchmark peer, not a dependency of kvactor.
 
     python3 bench/hf/sdpa_peers.py [--kvactor attention.json] [--out peers.json] [--replays 30]

@@ -122,7 +122,7 @@ TEST(VllmFlagsCli, VersionNamesKvactorItsCommitAndItsParts) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " in " << r.out;
 }
 
-// The rough edges a newcomer hit (issue 18 part 6).
+// The rough edges a newcomer hit.
 TEST(CliRoughEdges, AMistypedFlagNamesTheSubcommandAndTheFlagItMeant) {
   auto r = run_cli({"run", "--kv-cache-memroy", "20GiB"});
   EXPECT_EQ(r.code, 2);
@@ -151,7 +151,7 @@ TEST(CliRoughEdges, ABudgetBelowOneBlockSaysSoWithoutANegativeFigure) {
 
 // Without a budget flag, plan measures the local GPU as run does; with none (CI), it says which
 // flags to give and why it could not measure. (On the H200 it plans from GPU 0's memory less
-// the decoder's estimated bytes: see the closing note of issue 18.)
+// the decoder's estimated bytes.)
 TEST(CliRoughEdges, PlanWithoutABudgetMeasuresTheLocalGpuOrSaysWhyItCannot) {
   std::string why;
   if (kernels::probe_gpu(0, &why)) {

@@ -280,8 +280,8 @@ TEST(DeviceLocalCommunicator, ACapturedAllReduceSumsEachLaunchsInputsLikeAnEager
   // Under compute-sanitizer a stream synchronize seems to wait for more than its stream: one
   // rank's, its own collectives complete, did not return for over 9 minutes while a peer's next
   // launch spun on the device for that rank's, and another rank sat blocked in cudaEventRecord
-  // (2026-12-06, H100, racecheck). There the ranks end each launch together; plainly they drift,
-  // one launching its next graph while a peer still waits for the last.
+  // (seen on an H100 under racecheck). There the ranks end each launch together; plainly they
+  // drift, one launching its next graph while a peer still waits for the last.
   const bool in_step = ::kvactor::test::slowed_run();
   std::barrier launch_done(world);
   on_every_rank(g, [&](int r) {
@@ -413,7 +413,7 @@ TEST(DeviceLocalCommunicator, AGraphLaunchWhosePeerNeverComesTimesOutOnTheDevice
 // ---- kvactor run with ranks sharing the GPU -------------------------------------------------
 
 // A `--collective-timeout` of `seconds` times the slowdown of a tool around the process: under
-// racecheck a collective's kernels outlast the plain value although no rank stalls (2026-12-06:
+// racecheck a collective's kernels outlast the plain value although no rank stalls (on an H100
 // 0.5 s expired before the stalled rank reached its stall, and 10 s in a run with no stall), and
 // these tests check what a timeout does, not its length.
 std::string timeout_seconds(double seconds) {

@@ -4,8 +4,8 @@
 // Tolerance: the GPU decoder computes in bf16 with float accumulation, the CPU decoder in float
 // over the same bf16 cache, so a near-tie in the greedy argmax may flip one token; after a flip a
 // request's continuation legitimately differs. The default model's weights are random
-// (generated from the seed), so its logits are flat and near-ties are common: on the H200
-// (2026-12-03) 96% of first tokens and 58% of the 24 requests' whole outputs were identical.
+// (generated from the seed), so its logits are flat and near-ties are common: on an H200
+// 96% of first tokens and 58% of the 24 requests' whole outputs were identical.
 // Stated bound: >= 90% of first generated tokens identical, and >= 50% of requests identical in
 // every token. How close the GPU decoder is to an independent reference is tested against
 // transformers' fixtures (decoder_cuda_test.cpp), not here.

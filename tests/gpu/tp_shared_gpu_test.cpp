@@ -1,4 +1,4 @@
-// Tensor-parallel shards of real checkpoints on one GPU (issue 17): the ranks of TP 2, 4 and 8,
+// Tensor-parallel shards of real checkpoints on one GPU: the ranks of TP 2, 4 and 8,
 // each its slice of the checkpoint on its own thread and stream, joined by the device-local
 // communicator. Every rank ends with the same logits bit for bit (one rank-order reduction for
 // all); those logits are within 2e-2 relative L2 of TP 1's and of transformers', the first

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds CAF 0.17.6 from Debian's source package with ThreadSanitizer into PREFIX, so that TSan
-# sees the happens-before edges inside CAF's mailboxes and scheduler (issue 20 part 1). Debian's
+# sees the happens-before edges inside CAF's mailboxes and scheduler. Debian's
 # libcaf is not instrumented: with it, every object handed from one actor to another through a
 # mailbox reads to TSan as a race.
 #   usage: tests/sanitize/build_caf.sh PREFIX [SOURCE_TARBALL]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Counts LeakSanitizer reports at the exit of cluster drivers (issue 20): a fresh node, one
+# Counts LeakSanitizer reports at the exit of cluster drivers: a fresh node, one
 # two-rank run on it, the node stopped, RUNS times. A shutdown race inside CAF 0.17 showed in a
 # few exits in a hundred; bench/RESULTS.md has the figures and the remedy.
 #   usage: tests/sanitize/driver_exit_leaks.sh ASAN_KVACTOR [RUNS [OUT_DIR]]

@@ -35,7 +35,7 @@ constexpr int sanitizer_slowdown() {
 }
 
 /// The slowdown to allow for at run time: this build's, or that of a tool around the process
-/// (KVACTOR_TEST_SLOWDOWN: tests/sanitize.sh sets it for its builds, bench/sanitize_device_run.sh
+/// (KVACTOR_TEST_SLOWDOWN: tests/sanitize.sh sets it for its builds, bench/device/sanitize.sh
 /// for compute-sanitizer), whichever is larger. Bounds on how long a diagnosis may take scale by
 /// it, and so do the time-outs a test sets where it checks what a time-out does rather than its
 /// length (a collective that healthy ranks outlast under the tool would fire it by mistake).

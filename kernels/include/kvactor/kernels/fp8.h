@@ -1,6 +1,6 @@
 // FP8 E4M3, the format of vLLM's FP8 KV cache (OCP "e4m3fn"): 1 sign bit, 4 exponent bits (bias
 // 7), 3 mantissa bits; no infinities; 0x7F and 0xFF are NaN; the largest finite value is 448.
-// The host reference for the FP8 KV cache (issue 16): the GPU kernels must give these codes.
+// The host reference for the FP8 KV cache: the GPU kernels must give these codes.
 #pragma once
 
 #include <array>
