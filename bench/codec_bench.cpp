@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "deploy/transport/step_frame.hpp"
 #include "messages/codec.hpp"
 #include "messages/node.hpp"
 #include "messages/step.hpp"
+#include "net/step_frame.hpp"
 
 namespace {
 

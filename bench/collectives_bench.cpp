@@ -20,10 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include "kvactor/kernels/device_local_communicator.h"
+#include "kvactor/comm/device_local_communicator.h"
+#include "kvactor/comm/host_communicator.h"
+#include "kvactor/comm/nccl_communicator.h"
 #include "kvactor/kernels/device_runtime.h"
-#include "kvactor/kernels/host_communicator.h"
-#include "kvactor/kernels/nccl_communicator.h"
 
 namespace {
 

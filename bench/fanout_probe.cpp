@@ -38,9 +38,9 @@
 #include "actors/runtime_config.hpp"
 #include "actors/spawn_plain.hpp"
 #include "deploy/cluster.hpp"
-#include "deploy/transport/guarded_transport.hpp"
 #include "messages/register.hpp"
 #include "messages/step.hpp"
+#include "net/guarded_transport.hpp"
 
 namespace {
 

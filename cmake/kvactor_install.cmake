@@ -1,6 +1,6 @@
 # cmake --install: the kvactor command, every library kvactor_export() named, the headers under
 # include/kvactor (the repository's own include paths: "messages/...", "model/...", "actors/...") and include/
-# ("kvactor/kernels/..."), the shipped model configs under share/kvactor/models, and the CMake
+# ("kvactor/kernels/...", "kvactor/comm/..."), the shipped model configs under share/kvactor/models, and the CMake
 # package (find_package(kvactor): kvactor:: targets, their dependencies found again).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -14,8 +14,8 @@ foreach(dir messages model actors deploy)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kvactor
     FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
 endforeach()
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  FILES_MATCHING PATTERN "*.h")
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels/include/ ${PROJECT_SOURCE_DIR}/comm/include/
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/models/ DESTINATION ${KVACTOR_MODELS_INSTALL_DIR}
   FILES_MATCHING PATTERN "*.json" PATTERN "*.md")
 

@@ -1,7 +1,7 @@
 #include "deploy/cluster.hpp"
 
 #include "deploy/run_session.hpp"
-#include "deploy/transport/tcp_probe.hpp"
+#include "net/tcp_probe.hpp"
 
 #include <algorithm>
 #include <fstream>

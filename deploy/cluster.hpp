@@ -12,11 +12,11 @@
 
 #include "actors/driver/actor.hpp"
 #include "actors/interfaces.hpp"
-#include "deploy/transport/guarded_transport.hpp"
-#include "deploy/transport/step_channel_client.hpp"
 #include "messages/errc.hpp"
 #include "messages/request.hpp"
 #include "messages/runtime.hpp"
+#include "net/guarded_transport.hpp"
+#include "net/step_channel_client.hpp"
 
 namespace kvactor {
 

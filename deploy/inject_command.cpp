@@ -10,7 +10,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "deploy/transport/guarded_transport.hpp"
+#include "net/guarded_transport.hpp"
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <nlohmann/json.hpp>

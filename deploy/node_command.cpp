@@ -21,10 +21,10 @@
 #include "deploy/interrupt.hpp"
 #include "deploy/lists.hpp"
 #include "deploy/metrics_server.hpp"
-#include "deploy/transport/step_channel_server.hpp"
 #include "kvactor/kernels/device_runtime.h"
 #include "messages/codec.hpp"
 #include "messages/register.hpp"
+#include "net/step_channel_server.hpp"
 
 namespace kvactor {
 

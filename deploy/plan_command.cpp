@@ -78,15 +78,10 @@ status check_as_run_reads(const plan_flags& f) {
 } // namespace
 
 status check_engine_flags(const plan_flags& f) {
-  if (auto ok = check_settings({{limits::tensor_parallel_size, f.tensor_parallel_size},
-                                {limits::block_size, f.block_size},
-                                {limits::max_model_len, f.max_model_len},
-                                {limits::max_num_seqs, f.max_num_seqs},
-                                {limits::max_num_batched_tokens, f.max_num_batched_tokens},
-                                {limits::num_gpu_blocks_override, f.num_gpu_blocks_override}},
-                               named_as::flag);
-      !ok)
-    return ok;
+  for (auto ok : {check(static_cast<const parallel_settings&>(f), named_as::flag),
+                  check(static_cast<const cache_settings&>(f), named_as::flag),
+                  check(static_cast<const scheduler_limits&>(f), named_as::flag)})
+    if (!ok) return ok;
   if (f.num_speculative_tokens < 0 || f.num_speculative_tokens >= f.max_num_batched_tokens)
     return make_error(errc::invalid_argument,
                       fmt::format("--num-speculative-tokens: {} is outside [0, {}] (a decode "
@@ -110,18 +105,14 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
   // The model first: a name that resolves nowhere is the error to report, not the budget.
   if (auto path = resolve_model_path(f.model); !path) return path.err();
   if (auto ok = check_engine_flags(f); !ok) return ok.err();
-  r.load.tensor_parallel_size = f.tensor_parallel_size;
-  // The loader checks --dtype and --kv-cache-dtype, naming the flag.
-  r.load.dtype = f.dtype;
-  r.load.kv_cache_dtype = f.kv_cache_dtype;
+  take<parallel_settings>(r.load, f);
+  take<dtype_settings>(r.load, f); // the loader checks --dtype and --kv-cache-dtype
+  take<cache_settings>(r, f);
+  take<scheduler_limits>(r, f);
   auto device = parse_device(f.device);
   if (!device) return device.err();
   r.device = *device;
   r.attention_backend = f.attention_backend;
-  r.block_size = f.block_size;
-  r.max_model_len = f.max_model_len;
-  r.max_num_seqs = f.max_num_seqs;
-  r.max_num_batched_tokens = f.max_num_batched_tokens;
   r.num_speculative_tokens = f.num_speculative_tokens;
   if (!f.kv_cache_memory.empty()) {
     auto v = parse_byte_sizes(f.kv_cache_memory, "--kv-cache-memory");
@@ -140,7 +131,6 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
     r.budget.weights_memory = *v;
   }
   r.budget.gpu_memory_utilization = f.gpu_memory_utilization;
-  r.num_gpu_blocks_override = f.num_gpu_blocks_override;
   auto mode = parse_cudagraph_mode(f.cudagraph_mode);
   if (!mode) return mode.err();
   r.cudagraph = *mode;

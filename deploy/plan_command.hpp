@@ -6,27 +6,21 @@
 #include <string>
 
 #include "actors/driver/deployment_plan.hpp"
+#include "messages/engine_config.hpp"
 #include "messages/errc.hpp"
 
 namespace kvactor {
 
 /// The flags of `kvactor plan`, as strings where kvactor (not the parser) checks the value, so
 /// that errors name the flag and the value the same way everywhere.
-struct plan_flags {
+/// The engine settings bind straight into their groups (engine_config.hpp).
+struct plan_flags : parallel_settings, dtype_settings, cache_settings, scheduler_limits {
   std::string model;
-  int32_t tensor_parallel_size = 1;
-  std::string dtype = "auto";
-  std::string kv_cache_dtype = "auto";
-  int32_t block_size = 16;
-  int64_t max_model_len = 0;
-  int32_t max_num_seqs = 256;
-  int32_t max_num_batched_tokens = 2048;
   int32_t num_speculative_tokens = 0;
   std::string kv_cache_memory;
   std::string gpu_memory;
   double gpu_memory_utilization = 0.9;
   std::string weights_memory;
-  int64_t num_gpu_blocks_override = 0;
   std::string cudagraph_mode = "full_and_piecewise";
   std::string cudagraph_capture_sizes;
   std::string device = "cuda";

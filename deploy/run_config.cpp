@@ -54,9 +54,8 @@ expected<model_layout> load_rank0_model(const run_flags& f, const run_options& o
     spdlog::info("model {}: weights generated from --seed {} ({})", o.model, f.seed,
                  f.load_format == "synthetic" ? "--load-format synthetic" : "a config alone");
   load_options opt;
-  opt.tensor_parallel_size = f.plan.tensor_parallel_size;
-  opt.dtype = f.plan.dtype;
-  opt.kv_cache_dtype = f.plan.kv_cache_dtype;
+  take<parallel_settings>(opt, f.plan);
+  take<dtype_settings>(opt, f.plan);
   auto layouts = load_model(o.model, opt);
   if (!layouts) return layouts.err();
   auto model = std::move(layouts->front());
@@ -80,19 +79,16 @@ rank_config rank_config_of(const run_flags& f, const run_options& o, device_kind
                            int32_t rank, int64_t max_model_len, int64_t budget) {
   const auto& p = f.plan;
   rank_config c;
+  take<parallel_settings>(c, p);
+  take<dtype_settings>(c, p);
+  take<cache_settings>(c, p);
+  take<scheduler_limits>(c, p);
+  c.max_model_len = max_model_len; // resolved against the model's
   c.rank = rank;
-  c.tensor_parallel_size = p.tensor_parallel_size;
   c.model = o.model;
-  c.dtype = p.dtype;
-  c.kv_cache_dtype = p.kv_cache_dtype;
   c.device = device;
   c.attention_backend = p.attention_backend;
-  c.block_size = p.block_size;
-  c.max_model_len = max_model_len;
-  c.max_num_seqs = p.max_num_seqs;
-  c.max_num_batched_tokens = p.max_num_batched_tokens;
   c.kv_cache_memory = budget;
-  c.num_gpu_blocks_override = p.num_gpu_blocks_override;
   c.cudagraph = o.cudagraph;
   c.cudagraph_capture_sizes = o.capture_sizes;
   c.cudagraph_lazy = o.lazy_capture;

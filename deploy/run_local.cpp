@@ -15,12 +15,12 @@
 #include "deploy/run_modes.hpp"
 #include "deploy/run_report.hpp"
 #include "deploy/tp_flags.hpp"
-#include "deploy/transport/guarded_transport.hpp"
-#include "kvactor/kernels/device_local_communicator.h"
+#include "kvactor/comm/device_local_communicator.h"
+#include "kvactor/comm/nccl_communicator.h"
 #include "kvactor/kernels/device_runtime.h"
-#include "kvactor/kernels/nccl_communicator.h"
 #include "messages/register.hpp"
 #include "model/loader.hpp"
+#include "net/guarded_transport.hpp"
 
 namespace kvactor {
 
@@ -45,7 +45,7 @@ expected<local_device> resolve_device(std::optional<device_kind> wanted, int32_t
   if (!wanted) {
     std::string ignored;
     const bool gpus_for_tp =
-        tp == 1 || (kernels::nccl_available(&ignored) && tp <= kernels::gpu_count(&ignored));
+        tp == 1 || (comm::nccl_available(&ignored) && tp <= kernels::gpu_count(&ignored));
     d.device = d.gpu && gpus_for_tp ? device_kind::cuda : device_kind::cpu;
     spdlog::info("--device auto: {}{}", to_string(d.device),
                  d.gpu ? "" : fmt::format(" ({})", no_gpu));
@@ -86,9 +86,9 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   group.recorder = s.recorder;
   group.gpus = s.tp.gpus;
   if (s.tp.device_local) try {
-      group.communicators = kernels::make_device_local_group(
+      group.communicators = comm::make_device_local_group(
           group.world, s.tp.gpus.empty() ? 0 : s.tp.gpus.front(), s.tp.collective_timeout);
-    } catch (const kernels::collective_error& e) {
+    } catch (const comm::collective_error& e) {
       session_result failed;
       failed.failure = run_failure{exit_failure, make_error(errc::collective_failed, e.what())};
       return failed;

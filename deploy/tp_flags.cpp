@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "kvactor/kernels/device_local_communicator.h"
+#include "kvactor/comm/device_local_communicator.h"
+#include "kvactor/comm/nccl_communicator.h"
 #include "kvactor/kernels/device_runtime.h"
-#include "kvactor/kernels/nccl_communicator.h"
 
 namespace kvactor {
 
@@ -167,12 +167,12 @@ expected<tp_setup> resolve_tp_flags(const tp_flags& flags, device_kind device, i
     out = std::move(*placed);
   }
   std::string why;
-  if (out.nccl && !kernels::nccl_available(&why))
+  if (out.nccl && !comm::nccl_available(&why))
     return bad(fmt::format("--tensor-parallel-size {} on --device cuda: {}", tp, why));
-  if (out.device_local && tp > kernels::max_device_local_ranks)
+  if (out.device_local && tp > comm::max_device_local_ranks)
     return bad(fmt::format("--gpu-ids: {} ranks on one GPU; the device-local communicator joins "
                            "at most {}",
-                           tp, kernels::max_device_local_ranks));
+                           tp, comm::max_device_local_ranks));
   if (gpu && (out.nccl || !out.gpus.empty()))
     if (auto visible = check_visible(out, tp); !visible) return visible.err();
   auto timeout = parse_collective_timeout(flags.collective_timeout_s);

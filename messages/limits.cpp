@@ -13,16 +13,11 @@ error invalid(std::string message) {
 }
 
 status check_counts(const rank_config& c) {
-  if (auto ok = check_settings({{limits::tensor_parallel_size, c.tensor_parallel_size},
-                                {limits::block_size, c.block_size},
-                                {limits::max_model_len, c.max_model_len},
-                                {limits::max_num_seqs, c.max_num_seqs},
-                                {limits::max_num_batched_tokens, c.max_num_batched_tokens},
-                                {limits::num_gpu_blocks_override, c.num_gpu_blocks_override},
-                                {limits::num_ubatches, c.num_ubatches}},
-                               named_as::field);
-      !ok)
-    return ok;
+  for (auto ok : {check(static_cast<const parallel_settings&>(c), named_as::field),
+                  check(static_cast<const cache_settings&>(c), named_as::field),
+                  check(static_cast<const scheduler_limits&>(c), named_as::field),
+                  check_setting(limits::num_ubatches, c.num_ubatches, named_as::field)})
+    if (!ok) return ok;
   if (c.rank < 0 || c.rank >= c.tensor_parallel_size)
     return invalid(fmt::format("rank_config.rank: {} is outside [0, {}) (tensor_parallel_size)",
                                c.rank, c.tensor_parallel_size));

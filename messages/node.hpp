@@ -29,7 +29,7 @@ struct node_info {
   int64_t pid = 0;
   int64_t gpu_total_bytes = 0; // device memory of its first GPU (cuda nodes)
   int64_t gpu_free_bytes = 0;
-  /// The node's step channel (deploy/transport/step_frame.hpp) on the host of `address`; 0:
+  /// The node's step channel (net/step_frame.hpp) on the host of `address`; 0:
   /// none, steps come through the middleman.
   uint16_t step_port = 0;
 

@@ -12,26 +12,20 @@
 #include "messages/backend.hpp"
 #include "messages/cudagraph.hpp"
 #include "messages/device.hpp"
+#include "messages/engine_config.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
 
 namespace kvactor {
 
 /// Everything a rank needs to configure itself: the model, its parallel slot and its budget.
-struct rank_config {
+/// The engine settings come from their groups (engine_config.hpp); max_model_len is resolved.
+struct rank_config : parallel_settings, dtype_settings, cache_settings, scheduler_limits {
   int32_t rank = 0;
-  int32_t tensor_parallel_size = 1;
   std::string model; // path or shipped name
-  std::string dtype = "auto";
-  std::string kv_cache_dtype = "auto";
   device_kind device = device_kind::cpu;
   std::string attention_backend = "auto";
-  int32_t block_size = 16;
-  int64_t max_model_len = 0;
-  int32_t max_num_seqs = 256;
-  int32_t max_num_batched_tokens = 2048;
   int64_t kv_cache_memory = 0; // this rank's budget in bytes
-  int64_t num_gpu_blocks_override = 0;
   cudagraph_mode cudagraph = cudagraph_mode::full_and_piecewise;
   std::vector<int32_t> cudagraph_capture_sizes;
   bool cudagraph_lazy = false;                 // capture between steps, as batches are seen
@@ -96,11 +90,9 @@ auto inspect(Inspector& f, backend_assignment& x) {
 }
 
 /// Rank -> kv_cache: plan this rank's layers with its own budget.
-struct kv_plan_request {
+struct kv_plan_request : cache_settings {
   memory_limits limits;
-  int32_t block_size = 16;
   int64_t available_bytes = 0;
-  int64_t num_gpu_blocks_override = 0;
   kv_cache_layout layout = kv_cache_layout::lbhnc;
 
   bool operator==(const kv_plan_request&) const = default;
@@ -113,12 +105,11 @@ auto inspect(Inspector& f, kv_plan_request& x) {
 }
 
 /// Rank -> cudagraph: which graphs this rank may capture.
-struct cudagraph_request {
+/// Of scheduler_limits, the graph manager reads max_num_seqs and max_num_batched_tokens.
+struct cudagraph_request : scheduler_limits {
   cudagraph_mode requested = cudagraph_mode::full_and_piecewise;
   graph_support_info support;
   int32_t uniform_decode_query_len = 1;
-  int32_t max_num_seqs = 256;
-  int32_t max_num_batched_tokens = 2048;
   std::vector<int32_t> capture_sizes;
   bool has_mamba = false;
   int64_t num_blocks = 0;

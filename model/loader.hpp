@@ -8,17 +8,14 @@
 #include <string_view>
 #include <vector>
 
+#include "messages/engine_config.hpp"
 #include "messages/errc.hpp"
 #include "messages/layer.hpp"
 
 namespace kvactor {
 
 /// The flags that change how a config is read (vLLM's spellings in comments).
-struct load_options {
-  int32_t tensor_parallel_size = 1;    // --tensor-parallel-size
-  std::string dtype = "auto";          // --dtype: auto|bfloat16|float16|float32 (model dtype)
-  std::string kv_cache_dtype = "auto"; // --kv-cache-dtype: auto (= model dtype)|fp8 (fp8_e4m3)
-};
+struct load_options : parallel_settings, dtype_settings {};
 
 /// Returns `path_or_name` itself when it names an existing file; its config.json when it is a
 /// Hugging Face model directory; otherwise the first

@@ -25,8 +25,7 @@ caf::result<cudagraph_plan> plan_for(cudagraph_state& st, const cudagraph_reques
   opt.requested = capturable ? req.requested : cudagraph_mode::none;
   opt.support = req.support;
   opt.uniform_decode_query_len = req.uniform_decode_query_len;
-  opt.max_num_seqs = req.max_num_seqs;
-  opt.max_num_batched_tokens = req.max_num_batched_tokens;
+  take<scheduler_limits>(opt, req);
   opt.capture_sizes = req.capture_sizes;
   opt.has_mamba = req.has_mamba;
   opt.num_blocks = req.num_blocks;

@@ -9,18 +9,18 @@
 #include "actors/cudagraph/capture_sizes.hpp"
 #include "messages/backend.hpp"
 #include "messages/cudagraph.hpp"
+#include "messages/engine_config.hpp"
 #include "messages/errc.hpp"
 
 namespace kvactor {
 
-struct cudagraph_options {
+/// Of scheduler_limits, max_num_seqs and max_num_batched_tokens bound the captured sizes.
+struct cudagraph_options : scheduler_limits {
   cudagraph_mode requested = cudagraph_mode::full_and_piecewise;
   graph_support_info support;           // weakest attention support + backend
   int32_t uniform_decode_query_len = 1; // 1 + speculative tokens
-  int32_t max_num_seqs = 256;
-  int32_t max_num_batched_tokens = 2048;
-  std::vector<int32_t> capture_sizes; // empty = default ladder
-  bool attention_splitting = true;    // piecewise compilation splits at attention ops
+  std::vector<int32_t> capture_sizes;   // empty = default ladder
+  bool attention_splitting = true;      // piecewise compilation splits at attention ops
   bool has_mamba = false;
   int64_t num_blocks = 0; // for the Mamba check (§7.3 step 7); 0 = not known yet
 };

@@ -103,7 +103,7 @@ expected<kv_plan> plan_kv_cache_per_rank(deployment_plan& plan, const spec_optio
   if (!available) return available.err();
   kv_plan_options kopt;
   kopt.limits = plan.limits;
-  kopt.num_gpu_blocks_override = req.num_gpu_blocks_override;
+  take<cache_settings>(kopt, req);
   kopt.layout = req.layout;
   kopt.grouping.disable_hybrid = req.disable_hybrid_kv_cache_manager;
   kopt.grouping.allow_chunked_local_hybrid = req.allow_chunked_local_attn_with_hybrid_kv_cache;
@@ -143,8 +143,7 @@ status plan_graphs(deployment_plan& plan) {
   copt.requested = req.device == device_kind::cpu ? cudagraph_mode::none : req.cudagraph;
   copt.support = plan.graph_support;
   copt.uniform_decode_query_len = 1 + req.num_speculative_tokens;
-  copt.max_num_seqs = req.max_num_seqs;
-  copt.max_num_batched_tokens = req.max_num_batched_tokens;
+  take<scheduler_limits>(copt, req);
   copt.capture_sizes = req.cudagraph_capture_sizes;
   copt.has_mamba = std::any_of(plan.groups.begin(), plan.groups.end(), [](const auto& g) {
     return group_kind(g.spec) == kv_cache_spec_kind::mamba;
@@ -206,7 +205,9 @@ expected<deployment_plan> plan_deployment(const plan_request& request) {
   plan.request = request;
   if (auto s = load_ranks(plan); !s) return s.err();
   if (auto s = resolve_limits(plan); !s) return s.err();
-  const spec_options sopt{plan.request.block_size, plan.request.max_model_len};
+  spec_options sopt;
+  take<cache_settings>(sopt, plan.request);
+  take<scheduler_limits>(sopt, plan.request);
   auto kv = plan_kv_cache_per_rank(plan, sopt);
   if (!kv) return kv.err();
   if (auto s = plan_groups_and_backends(plan, sopt); !s) return s.err();

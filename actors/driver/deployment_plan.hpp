@@ -14,6 +14,7 @@
 #include "actors/registry/registry.hpp"
 #include "messages/backend.hpp"
 #include "messages/cudagraph.hpp"
+#include "messages/engine_config.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
 #include "model/loader.hpp"
@@ -29,18 +30,14 @@ struct memory_budget {
   int64_t weights_memory = 0;
 };
 
-struct plan_request {
+/// load: the split and the dtypes; max_model_len 0: the model's max_position_embeddings.
+struct plan_request : cache_settings, scheduler_limits {
   std::string model; // path or shipped name
   load_options load;
   device_kind device = device_kind::cuda;
   std::string attention_backend = "auto";
-  int32_t block_size = 16;
-  int64_t max_model_len = 0; // 0 = the model's max_position_embeddings
-  int32_t max_num_seqs = 256;
-  int32_t max_num_batched_tokens = 2048;
   int32_t num_speculative_tokens = 0;
   memory_budget budget;
-  int64_t num_gpu_blocks_override = 0;
   cudagraph_mode cudagraph = cudagraph_mode::full_and_piecewise;
   std::vector<int32_t> cudagraph_capture_sizes; // empty = default ladder
   kv_cache_layout layout = kv_cache_layout::lbhnc;

@@ -1,6 +1,6 @@
 // A path for steps beside CAF's middleman (cluster mode). The driver writes each node's step to it
 // from its own thread, and its reader thread sends the node's answer back to the driver as a
-// node_channel_event. The sockets live in deploy/transport (step_channel_client); the driver sees
+// node_channel_event. The sockets live in net (step_channel_client); the driver sees
 // only this interface, so its tests may give it any path.
 #pragma once
 

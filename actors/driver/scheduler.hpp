@@ -28,18 +28,17 @@
 #include "actors/driver/block_pool.hpp"
 #include "actors/driver/kv_block_manager.hpp"
 #include "actors/driver/request.hpp"
+#include "messages/engine_config.hpp"
 #include "messages/errc.hpp"
 #include "messages/kv.hpp"
 #include "messages/step.hpp"
 
 namespace kvactor {
 
-struct scheduler_config {
-  int32_t max_num_seqs = 256;
-  int32_t max_num_batched_tokens = 2048; // the token budget of one step
-  int64_t max_model_len = 0;             // prompt + output never exceeds it
-  int32_t num_ubatches = 1;              // copied into every plan
-  int32_t vocab_size = 0;                // > 0: prompt tokens must lie in [0, vocab_size)
+/// max_model_len: prompt + output never exceeds it.
+struct scheduler_config : scheduler_limits {
+  int32_t num_ubatches = 1; // copied into every plan
+  int32_t vocab_size = 0;   // > 0: prompt tokens must lie in [0, vocab_size)
   // Reuse the KV of cached full blocks of a shared prefix (vLLM's automatic prefix caching; see
   // kv_block_manager for what each kind of group allows).
   bool enable_prefix_caching = false;

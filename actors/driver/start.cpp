@@ -48,9 +48,7 @@ void allocate_all(driver_self self, std::shared_ptr<bool> failed, kv_pool kv) {
               if (*failed || readies->size() < n) return;
               auto& st = self->state;
               scheduler_config cfg;
-              cfg.max_num_seqs = st.setup.configs[0].max_num_seqs;
-              cfg.max_num_batched_tokens = st.setup.configs[0].max_num_batched_tokens;
-              cfg.max_model_len = st.setup.configs[0].max_model_len;
+              take<scheduler_limits>(cfg, st.setup.configs[0]);
               cfg.num_ubatches = st.setup.configs[0].num_ubatches;
               cfg.vocab_size = readies->front().vocab_size;
               cfg.enable_prefix_caching = st.setup.configs[0].enable_prefix_caching;

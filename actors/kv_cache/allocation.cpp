@@ -99,10 +99,12 @@ status check_plan_request(const kv_plan_request& r) {
 expected<kv_local_plan> kv_cache_allocator::plan(const model_layout& model,
                                                  const kv_plan_request& request) {
   if (auto ok = check_plan_request(request); !ok) return ok.err();
-  spec_options sopt{request.block_size, request.limits.max_model_len};
+  spec_options sopt;
+  take<cache_settings>(sopt, request);
+  sopt.max_model_len = request.limits.max_model_len;
   kv_plan_options kopt;
   kopt.limits = request.limits;
-  kopt.num_gpu_blocks_override = request.num_gpu_blocks_override;
+  take<cache_settings>(kopt, request);
   kopt.layout = request.layout;
   auto kv = plan_kv_cache({kv_cache_specs(model.layers, sopt)}, {request.available_bytes}, kopt);
   if (!kv) return kv.err();

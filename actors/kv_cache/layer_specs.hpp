@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "messages/engine_config.hpp"
 #include "messages/kv.hpp"
 #include "messages/layer.hpp"
 
@@ -20,10 +21,8 @@ struct named_spec {
 };
 using layer_spec_list = std::vector<named_spec>;
 
-struct spec_options {
-  int32_t block_size = 16;
-  int64_t max_model_len = 0; // Mamba state blocks span a whole request
-};
+/// block_size: the manager's; max_model_len: Mamba state blocks span a whole request.
+struct spec_options : cache_settings, scheduler_limits {};
 
 /// The spec a layer would need, ignoring KV sharing. Encoder-only layers get an encoder_only
 /// spec (no memory); callers decide whether to plan memory for it.

@@ -12,9 +12,9 @@
 
 namespace kvactor {
 
-struct kv_plan_options {
+/// Of cache_settings, num_gpu_blocks_override (0: plan from memory).
+struct kv_plan_options : cache_settings {
   memory_limits limits;
-  int64_t num_gpu_blocks_override = 0; // 0 = plan from memory
   kv_cache_layout layout = kv_cache_layout::lbhnc;
   grouping_options grouping;
 };

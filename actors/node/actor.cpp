@@ -77,7 +77,7 @@ rank_runtime runtime_for(node_state& st, const rank_spawn& req) {
     rt.nccl = true;
   else
     rt.socket_host = st.setup.socket_host;
-  rt.on_join = [comms = st.comms](std::shared_ptr<kernels::communicator> c) {
+  rt.on_join = [comms = st.comms](std::shared_ptr<comm::communicator> c) {
     std::lock_guard<std::mutex> lock(comms->mu);
     comms->all.push_back(c);
   };

@@ -22,7 +22,7 @@
 #include "actors/node/node_core.hpp"
 #include "actors/node/relay_watch.hpp"
 #include "actors/node/step_sinks.hpp"
-#include "kvactor/kernels/communicator.h"
+#include "kvactor/comm/communicator.h"
 
 namespace kvactor {
 
@@ -48,7 +48,7 @@ struct node_setup {
 /// The communicators of a node's ranks, filled from the ranks' threads as they join.
 struct joined_communicators {
   std::mutex mu;
-  std::vector<std::weak_ptr<kernels::communicator>> all;
+  std::vector<std::weak_ptr<comm::communicator>> all;
   /// Aborts every live one: ranks blocked in a collective (a peer's link is cut, no FIN) fail
   /// at once instead of after the collective timeout, and then take their exit.
   void abort_all(const std::string& why);

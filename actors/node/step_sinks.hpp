@@ -1,5 +1,5 @@
 // Where a node writes the answer to a step that came on a step channel (cluster mode). The
-// channel's sockets live in deploy/transport; the node actor sees only this interface, and answers
+// channel's sockets live in net; the node actor sees only this interface, and answers
 // from its own thread the moment the last rank has answered: the channel's thread, which took the
 // step off the socket, does not have to wake up again to send the answer.
 #pragma once

@@ -21,8 +21,8 @@
 #include "actors/rank/tensor_parallel.hpp"
 #include "actors/registry/actor.hpp"
 #include "actors/unexpected.hpp"
+#include "kvactor/comm/host_communicator.h"
 #include "kvactor/kernels/device_runtime.h"
-#include "kvactor/kernels/host_communicator.h"
 #include "messages/caf_error.hpp"
 #include "messages/limits.hpp"
 #include "model/loader.hpp"
@@ -130,9 +130,8 @@ caf::error accept_config(rank_state& st, const rank_config& cfg) {
 caf::error load_rank_model(rank_state& st) {
   const auto t = clock_type::now();
   load_options opt;
-  opt.tensor_parallel_size = st.config.tensor_parallel_size;
-  opt.dtype = st.config.dtype;
-  opt.kv_cache_dtype = st.config.kv_cache_dtype;
+  take<parallel_settings>(opt, st.config);
+  take<dtype_settings>(opt, st.config);
   auto models = load_model(st.config.model, opt);
   if (!models) return to_caf_error(models.err());
   if (st.config.rank < 0 || st.config.rank >= static_cast<int32_t>(models->size()))
@@ -542,7 +541,7 @@ bool agree_on_padding(rank_self self, const std::shared_ptr<step_join>& j) {
   padding_sync sync;
   try {
     sync = sync_padding(*st.comm, b, j->desc);
-  } catch (const kernels::collective_error& e) {
+  } catch (const comm::collective_error& e) {
     st.steps.busy = false;
     fail_consumed_step(st, *j, fmt::format("agreeing on the graph padding: {}", e.what()),
                        errc::collective_failed);
@@ -743,7 +742,7 @@ rank_actor::behavior_type rank_with(rank_actor::stateful_pointer<rank_state> sel
   st.comm = std::move(runtime.comm);
   st.runtime = std::move(runtime);
   if (!st.comm && !st.runtime.nccl && st.runtime.socket_host.empty())
-    st.comm = kernels::host_communicator::create_group(1).front();
+    st.comm = comm::host_communicator::create_group(1).front();
   st.runtime.metadata_digest = st.runtime.metadata_digest || st.runtime.recorder != nullptr;
   handle_exceptions(self);
   follow_driver(self);

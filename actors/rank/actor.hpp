@@ -30,9 +30,9 @@
 #include "actors/rank/step_answers.hpp"
 #include "actors/rank/step_state.hpp"
 #include "actors/trace_recorder.hpp"
-#include "kvactor/kernels/communicator.h"
+#include "kvactor/comm/communicator.h"
+#include "kvactor/comm/socket_communicator.h"
 #include "kvactor/kernels/layer_batch.h"
-#include "kvactor/kernels/socket_communicator.h"
 
 namespace kvactor {
 
@@ -41,7 +41,7 @@ namespace kvactor {
 struct rank_runtime {
   /// This rank's end of an in-process host group; null: a host group of one, or, with `nccl`,
   /// the NCCL communicator it joins.
-  std::shared_ptr<kernels::communicator> comm;
+  std::shared_ptr<comm::communicator> comm;
   std::shared_ptr<trace_recorder> recorder; // null: no --record
   bool metadata_digest = false;             // builders digest their metadata (always recording)
   bool nccl = false; // GPU ranks: the driver bootstraps an NCCL communicator (unique_id, join)
@@ -52,7 +52,7 @@ struct rank_runtime {
   int32_t device_index = -1;
   /// Called on the rank's thread once it has joined its communicator (cluster nodes keep it to
   /// abort a rank stuck in a collective whose peer's link was cut).
-  std::function<void(std::shared_ptr<kernels::communicator>)> on_join;
+  std::function<void(std::shared_ptr<comm::communicator>)> on_join;
   std::chrono::milliseconds collective_timeout{120'000}; // NCCL init and collective waits
   uint64_t stall_before_collective = 0; // fault injection for NCCL ranks (--debug-stall)
   uint64_t fail_capture = 0;            // fault injection: this rank's graph capture number N fails
@@ -109,10 +109,10 @@ struct rank_trace_names {
 };
 
 struct rank_state {
-  rank_runtime runtime;                        // as the process spawned it
-  caf::actor_addr driver;                      // who configured it; the rank stops when it goes
-  std::shared_ptr<kernels::communicator> comm; // this rank's end of its TP group (world 1 alone)
-  std::unique_ptr<kernels::socket_listener> listener; // rank 0 of a socket group, until join
+  rank_runtime runtime;                     // as the process spawned it
+  caf::actor_addr driver;                   // who configured it; the rank stops when it goes
+  std::shared_ptr<comm::communicator> comm; // this rank's end of its TP group (world 1 alone)
+  std::unique_ptr<comm::socket_listener> listener; // rank 0 of a socket group, until join
   rank_config config;
   model_layout model;
   std::unique_ptr<step_executor> executor; // chosen from the executor registry

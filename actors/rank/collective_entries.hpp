@@ -3,14 +3,14 @@
 
 #include <vector>
 
-#include "kvactor/kernels/collective_ledger.h"
+#include "kvactor/comm/collective_ledger.h"
 #include "messages/collective.hpp"
 
 namespace kvactor {
 
-collective_entry to_entry(const kernels::collective_record& r);
+collective_entry to_entry(const comm::collective_record& r);
 
 /// Every entry the ledger retains, oldest first.
-std::vector<collective_entry> ledger_entries(const kernels::collective_ledger& ledger);
+std::vector<collective_entry> ledger_entries(const comm::collective_ledger& ledger);
 
 } // namespace kvactor

@@ -87,7 +87,7 @@ private:
 class cuda_executor final : public step_executor {
 public:
   cuda_executor(std::unique_ptr<kernels::cuda_stack> stack, cudaStream_t stream,
-                std::shared_ptr<kernels::communicator> comm)
+                std::shared_ptr<comm::communicator> comm)
       : stack_(std::move(stack)), stream_(stream), comm_(std::move(comm)) {}
 
   ~cuda_executor() override {
@@ -135,9 +135,9 @@ public:
     if (comm_ && comm_->world_size() > 1)
       reduce = [this, &collective_failure](float* buf, size_t n) -> kernels::cuda_status {
         try {
-          comm_->all_reduce(buf, n, kernels::reduce_op::sum, stream_);
+          comm_->all_reduce(buf, n, comm::reduce_op::sum, stream_);
           return {};
-        } catch (const kernels::collective_error& e) {
+        } catch (const comm::collective_error& e) {
           collective_failure = e.what();
           return kernels::cuda_status::failure(cudaErrorUnknown, e.what());
         }
@@ -157,7 +157,7 @@ public:
     // Sampling waits on the stream: first make sure no collective on it waits for a peer.
     if (reduce) try {
         comm_->synchronize();
-      } catch (const kernels::collective_error& e) {
+      } catch (const comm::collective_error& e) {
         return make_error(errc::collective_failed, e.what());
       }
     std::vector<int32_t> tokens;
@@ -227,7 +227,7 @@ public:
     // Sampling waits on the stream: first make sure no collective in the graph waits for a peer.
     if (comm_ && comm_->world_size() > 1) try {
         comm_->synchronize();
-      } catch (const kernels::collective_error& e) {
+      } catch (const comm::collective_error& e) {
         return make_error(errc::collective_failed, e.what());
       }
     std::vector<int32_t> tokens;
@@ -258,8 +258,8 @@ private:
     if (!comm_ || comm_->world_size() <= 1) return ok();
     int64_t everyone = 0;
     try {
-      everyone = comm_->agree(captured ? 1 : 0, kernels::reduce_op::min);
-    } catch (const kernels::collective_error& e) {
+      everyone = comm_->agree(captured ? 1 : 0, comm::reduce_op::min);
+    } catch (const comm::collective_error& e) {
       graphs_->drop(graph);
       return make_error(errc::collective_failed, e.what());
     }
@@ -278,8 +278,8 @@ private:
   expected<int64_t> agree_on_bytes(int64_t measured) {
     if (!comm_ || comm_->world_size() <= 1) return measured;
     try {
-      return comm_->agree(measured, kernels::reduce_op::min);
-    } catch (const kernels::collective_error& e) {
+      return comm_->agree(measured, comm::reduce_op::min);
+    } catch (const comm::collective_error& e) {
       return make_error(errc::collective_failed, e.what());
     }
   }
@@ -400,7 +400,7 @@ private:
 
   std::unique_ptr<kernels::cuda_stack> stack_;
   cudaStream_t stream_ = nullptr;
-  std::shared_ptr<kernels::communicator> comm_; // null or world 1: no all-reduce
+  std::shared_ptr<comm::communicator> comm_; // null or world 1: no all-reduce
   std::vector<kernels::kv_view> views_;
   std::vector<std::string> names_;
   float* hidden_ = nullptr; // device [max_tokens, hidden_size]
@@ -415,7 +415,7 @@ private:
 
 // Makes `device` current and checks that the communicator can all-reduce there; a stream for
 // the stack.
-expected<cudaStream_t> open_device(int32_t device, const kernels::communicator* comm,
+expected<cudaStream_t> open_device(int32_t device, const comm::communicator* comm,
                                    int32_t tp_size) {
   int count = 0;
   if (auto e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0)
@@ -429,7 +429,7 @@ expected<cudaStream_t> open_device(int32_t device, const kernels::communicator* 
   if (auto e = cudaSetDevice(device); e != cudaSuccess)
     return make_error(errc::io_error, fmt::format("device: cuda: cudaSetDevice({}): {}", device,
                                                   cudaGetErrorString(e)));
-  if (comm && comm->world_size() > 1 && comm->space() != kernels::memory_space::device)
+  if (comm && comm->world_size() > 1 && comm->space() != comm::memory_space::device)
     return make_error(errc::unsupported,
                       "communicator: a GPU rank all-reduces device memory; this communicator "
                       "holds host memory (use NCCL for tensor parallelism on GPUs)");
@@ -450,7 +450,7 @@ expected<cudaStream_t> open_device(int32_t device, const kernels::communicator* 
 
 expected<std::unique_ptr<step_executor>>
 make_cuda_decoder_executor(const hf_decoder_config& cfg, const gpu_weight_source& weights,
-                           int32_t max_tokens, std::shared_ptr<kernels::communicator> comm,
+                           int32_t max_tokens, std::shared_ptr<comm::communicator> comm,
                            int32_t device) {
   auto stream = open_device(device, comm.get(), cfg.tp);
   if (!stream) return stream.err();

@@ -14,7 +14,7 @@ namespace {
 
 class decoder_executor final : public step_executor {
 public:
-  decoder_executor(std::unique_ptr<kernels::decoder> d, std::shared_ptr<kernels::communicator> comm,
+  decoder_executor(std::unique_ptr<kernels::decoder> d, std::shared_ptr<comm::communicator> comm,
                    int64_t weight_bytes)
       : d_(std::move(d)), comm_(std::move(comm)), weight_bytes_(weight_bytes) {}
 
@@ -42,7 +42,7 @@ public:
       for (const auto& u : ubatches)
         if (auto ran = run_ubatch(b, u, reduce); !ran) return ran.err();
       return sample(d_->logits(hidden_.data(), b.sample_rows), b);
-    } catch (const kernels::collective_error& e) {
+    } catch (const comm::collective_error& e) {
       return make_error(errc::collective_failed, e.what());
     } catch (const std::exception& e) {
       if (comm_) comm_->abort(fmt::format("rank {}: {}", comm_->rank(), e.what()));
@@ -86,7 +86,7 @@ private:
   }
 
   std::unique_ptr<kernels::decoder> d_;
-  std::shared_ptr<kernels::communicator> comm_;
+  std::shared_ptr<comm::communicator> comm_;
   int64_t weight_bytes_;
   std::vector<kernels::kv_view> views_;
   std::vector<std::string> names_;
@@ -96,9 +96,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<step_executor>
-make_cpu_decoder_executor(std::unique_ptr<kernels::decoder> d,
-                          std::shared_ptr<kernels::communicator> comm, int64_t weight_bytes) {
+std::unique_ptr<step_executor> make_cpu_decoder_executor(std::unique_ptr<kernels::decoder> d,
+                                                         std::shared_ptr<comm::communicator> comm,
+                                                         int64_t weight_bytes) {
   return std::make_unique<decoder_executor>(std::move(d), std::move(comm), weight_bytes);
 }
 

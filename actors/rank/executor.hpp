@@ -14,7 +14,7 @@
 #include "actors/metadata/builder.hpp"
 #include "actors/metadata/step_batch.hpp"
 #include "actors/rank/upload_progress.hpp"
-#include "kvactor/kernels/communicator.h"
+#include "kvactor/comm/communicator.h"
 #include "kvactor/kernels/decoder.h"
 #include "kvactor/kernels/layer_batch.h"
 #include "messages/cudagraph.hpp"
@@ -118,9 +118,9 @@ public:
 
 /// The CPU decoder (float, the reference; `weight_bytes` of weights for the ledger); `comm` (host
 /// memory; null or world 1 for one rank) all-reduces its row-parallel projections.
-std::unique_ptr<step_executor>
-make_cpu_decoder_executor(std::unique_ptr<kernels::decoder> d,
-                          std::shared_ptr<kernels::communicator> comm, int64_t weight_bytes);
+std::unique_ptr<step_executor> make_cpu_decoder_executor(std::unique_ptr<kernels::decoder> d,
+                                                         std::shared_ptr<comm::communicator> comm,
+                                                         int64_t weight_bytes);
 
 /// The decoder on CUDA device `device` (made current on the calling thread): this rank's slice
 /// of the weights, uploaded from a checkpoint or generated on the device (checked against
@@ -130,7 +130,7 @@ make_cpu_decoder_executor(std::unique_ptr<kernels::decoder> d,
 /// model's split, or the model needs a kernel the GPU path lacks.
 expected<std::unique_ptr<step_executor>>
 make_cuda_decoder_executor(const hf_decoder_config& cfg, const gpu_weight_source& weights,
-                           int32_t max_tokens, std::shared_ptr<kernels::communicator> comm,
+                           int32_t max_tokens, std::shared_ptr<comm::communicator> comm,
                            int32_t device);
 
 } // namespace kvactor

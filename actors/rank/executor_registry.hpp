@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "actors/rank/executor.hpp"
-#include "kvactor/kernels/communicator.h"
+#include "kvactor/comm/communicator.h"
 #include "messages/device.hpp"
 #include "messages/errc.hpp"
 #include "messages/layer.hpp"
@@ -44,9 +44,9 @@ namespace kvactor {
 /// What a factory gets to build a rank's executor.
 struct executor_context {
   const rank_config& config;
-  const model_layout& model;                   // this rank's tensor-parallel shard
-  std::shared_ptr<kernels::communicator> comm; // this rank's end of its group (world 1 alone)
-  int32_t gpu = 0;                             // the GPU of a CUDA rank
+  const model_layout& model;                // this rank's tensor-parallel shard
+  std::shared_ptr<comm::communicator> comm; // this rank's end of its group (world 1 alone)
+  int32_t gpu = 0;                          // the GPU of a CUDA rank
 };
 
 using executor_factory =

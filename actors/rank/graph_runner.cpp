@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "kvactor/kernels/collective_ledger.h"
+#include "kvactor/comm/collective_ledger.h"
 
 namespace kvactor {
 
@@ -37,15 +37,15 @@ expected<std::unique_ptr<graph_runner>>
 graph_runner::create(kernels::cuda_stack& stack, std::vector<kernels::kv_view> views,
                      std::vector<int32_t> layer_group, int32_t num_groups,
                      graph_runner_limits limits, float* hidden,
-                     std::shared_ptr<kernels::communicator> comm) {
+                     std::shared_ptr<comm::communicator> comm) {
   auto r = allocate(stack, std::move(views), std::move(layer_group), num_groups, limits, hidden);
   if (comm && comm->world_size() > 1) {
     // The warm-up all-reduces: a rank that could not set up its buffers must not leave its
     // peers waiting in them. The group goes on together or not at all.
     int64_t everyone = 0;
     try {
-      everyone = comm->agree(r ? 1 : 0, kernels::reduce_op::min);
-    } catch (const kernels::collective_error& e) {
+      everyone = comm->agree(r ? 1 : 0, comm::reduce_op::min);
+    } catch (const comm::collective_error& e) {
       return make_error(errc::collective_failed, e.what());
     }
     if (!r) return r.err();
@@ -62,7 +62,7 @@ graph_runner::create(kernels::cuda_stack& stack, std::vector<kernels::kv_view> v
     return make_error(errc::io_error, fmt::format("graph_runner: warm-up step: {}", st.message()));
   if (g.comm_) try {
       g.comm_->synchronize(); // a peer that never warms up is a timeout, not a blocked stream
-    } catch (const kernels::collective_error& e) {
+    } catch (const comm::collective_error& e) {
       return make_error(errc::collective_failed,
                         fmt::format("graph_runner: warm-up step: {}", e.what()));
     }
@@ -223,20 +223,20 @@ std::function<kernels::cuda_status(float*, size_t)> graph_runner::reducer() {
   if (!comm_) return {};
   return [this](float* buf, size_t n) -> kernels::cuda_status {
     try {
-      comm_->all_reduce(buf, n, kernels::reduce_op::sum, stack_->stream());
+      comm_->all_reduce(buf, n, comm::reduce_op::sum, stack_->stream());
       return {};
-    } catch (const kernels::collective_error& e) {
+    } catch (const comm::collective_error& e) {
       return kernels::cuda_status::failure(cudaErrorUnknown, e.what());
     }
   };
 }
 
-status graph_runner::launched(const std::vector<kernels::collective_record>& collectives) {
+status graph_runner::launched(const std::vector<comm::collective_record>& collectives) {
   if (!comm_ || collectives.empty()) return ok();
   try {
     comm_->replayed(collectives, stack_->stream());
     return ok();
-  } catch (const kernels::collective_error& e) {
+  } catch (const comm::collective_error& e) {
     return make_error(errc::collective_failed, e.what());
   }
 }
@@ -291,14 +291,14 @@ status graph_runner::capture(const batch_descriptor& graph) {
         *stack_, step_for(graph.num_tokens, graph.num_reqs, true), views_, hidden_, reducer());
     if (!g.status) return failed(g.status);
     full_[graph.num_reqs] = {std::move(g.graph), comm_ ? comm_->take_captured()
-                                                       : std::vector<kernels::collective_record>{}};
+                                                       : std::vector<comm::collective_record>{}};
   } else {
     auto g = kernels::piecewise_graph::capture(*stack_, step_for(graph.num_tokens, 1), hidden_,
                                                reducer());
     if (!g.status) return failed(g.status);
     piecewise_[graph.num_tokens] = {std::move(g.graph),
                                     comm_ ? comm_->take_captured()
-                                          : std::vector<kernels::collective_record>{}};
+                                          : std::vector<comm::collective_record>{}};
   }
   return ok();
 }
@@ -309,7 +309,7 @@ status graph_runner::replay(const batch_descriptor& graph, int32_t reqs) {
                       fmt::format("graph_runner: no {} graph of {} tokens captured",
                                   to_string(graph.mode), graph.num_tokens));
   kernels::cuda_status st;
-  const std::vector<kernels::collective_record>* collectives = nullptr;
+  const std::vector<comm::collective_record>* collectives = nullptr;
   if (graph.mode == cudagraph_mode::full) {
     const auto& g = full_.at(graph.num_reqs);
     if (comm_) comm_->before_replay(g.collectives);

@@ -18,7 +18,7 @@
 
 #include "actors/metadata/builder.hpp"
 #include "actors/metadata/step_batch.hpp"
-#include "kvactor/kernels/communicator.h"
+#include "kvactor/comm/communicator.h"
 #include "kvactor/kernels/cuda/cuda_stack.h"
 #include "kvactor/kernels/cuda/stack_graph.h"
 #include "messages/cudagraph.hpp"
@@ -42,7 +42,7 @@ public:
   static expected<std::unique_ptr<graph_runner>>
   create(kernels::cuda_stack& stack, std::vector<kernels::kv_view> views,
          std::vector<int32_t> layer_group, int32_t num_groups, graph_runner_limits limits,
-         float* hidden, std::shared_ptr<kernels::communicator> comm = nullptr);
+         float* hidden, std::shared_ptr<comm::communicator> comm = nullptr);
   ~graph_runner();
 
   /// Writes the batch (group g's metadata in groups[g]) into the persistent buffers on the
@@ -82,7 +82,7 @@ private:
   /// The forward's all-reduce through comm_ (empty without tensor parallelism).
   std::function<kernels::cuda_status(float*, size_t)> reducer();
   /// After a launch: the collectives it holds join the communicator's ledger.
-  status launched(const std::vector<kernels::collective_record>& collectives);
+  status launched(const std::vector<comm::collective_record>& collectives);
 
   kernels::cuda_stack* stack_ = nullptr;
   std::vector<kernels::kv_view> views_;
@@ -105,11 +105,11 @@ private:
     int32_t* table = nullptr;
   };
   std::vector<group_buffers> groups_;
-  std::shared_ptr<kernels::communicator> comm_; // null: no tensor parallelism
+  std::shared_ptr<comm::communicator> comm_; // null: no tensor parallelism
   template <class G>
   struct held {
     std::unique_ptr<G> graph;
-    std::vector<kernels::collective_record> collectives; // what one launch all-reduces
+    std::vector<comm::collective_record> collectives; // what one launch all-reduces
   };
   std::map<int32_t, held<kernels::stack_graph>> full_;          // by num_reqs
   std::map<int32_t, held<kernels::piecewise_graph>> piecewise_; // by num_tokens

@@ -4,7 +4,7 @@
 
 #include "actors/rank/actor.hpp"
 #include "actors/rank/tensor_parallel.hpp"
-#include "kvactor/kernels/host_communicator.h"
+#include "kvactor/comm/host_communicator.h"
 
 namespace kvactor {
 
@@ -12,7 +12,7 @@ std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_grou
   auto stall_of = [&](int32_t r) -> uint64_t {
     return opt.stall && opt.stall->rank == r ? opt.stall->collective : 0;
   };
-  auto runtime_of = [&](int32_t r, std::shared_ptr<kernels::communicator> comm) {
+  auto runtime_of = [&](int32_t r, std::shared_ptr<comm::communicator> comm) {
     rank_runtime rt;
     rt.comm = with_stall(std::move(comm), opt.nccl ? 0 : stall_of(r), opt.collective_timeout);
     rt.recorder = opt.recorder;
@@ -41,7 +41,7 @@ std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_grou
           rank_with, runtime_of(r, opt.communicators[static_cast<size_t>(r)])));
     return ranks;
   }
-  auto group = kernels::host_communicator::create_group(opt.world, opt.collective_timeout);
+  auto group = comm::host_communicator::create_group(opt.world, opt.collective_timeout);
   for (int32_t r = 0; r < opt.world; ++r) {
     auto rt = runtime_of(r, group[static_cast<size_t>(r)]);
     ranks.push_back(opt.world == 1 ? sys.spawn(rank_with, std::move(rt))

@@ -15,7 +15,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/rank/executor_registry.hpp"
 #include "actors/trace_recorder.hpp"
-#include "kvactor/kernels/communicator.h"
+#include "kvactor/comm/communicator.h"
 
 namespace kvactor {
 
@@ -55,7 +55,7 @@ struct rank_group_options {
   std::shared_ptr<const executor_registry> executors;
   /// One communicator per rank made beforehand (e.g. a device-local group of GPU ranks sharing a
   /// GPU); empty: a host group, or NCCL. Ranks with one are detached.
-  std::vector<std::shared_ptr<kernels::communicator>> communicators;
+  std::vector<std::shared_ptr<comm::communicator>> communicators;
   /// [world] each GPU rank's CUDA ordinal; empty: rank r uses GPU r.
   std::vector<int32_t> gpus;
 };

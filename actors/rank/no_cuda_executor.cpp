@@ -5,7 +5,7 @@ namespace kvactor {
 
 expected<std::unique_ptr<step_executor>>
 make_cuda_decoder_executor(const hf_decoder_config&, const gpu_weight_source&, int32_t,
-                           std::shared_ptr<kernels::communicator>, int32_t) {
+                           std::shared_ptr<comm::communicator>, int32_t) {
   return make_error(errc::unsupported, "device: cuda: this kvactor was built without CUDA "
                                        "(nvcc not found); use --device cpu");
 }

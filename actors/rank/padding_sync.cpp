@@ -26,7 +26,7 @@ padding_sync settle_padding(const std::vector<padding_row>& rows, int32_t self) 
   return out;
 }
 
-padding_sync sync_padding(kernels::communicator& comm, const step_batch& b,
+padding_sync sync_padding(comm::communicator& comm, const step_batch& b,
                           const batch_descriptor& dispatched) {
   const auto table = comm.gather(encode_row(padding_row_of(b, dispatched)));
   return settle_padding(decode_rows(table), comm.rank());

@@ -7,7 +7,7 @@
 
 #include "actors/cudagraph/padding_agreement.hpp"
 #include "actors/metadata/step_batch.hpp"
-#include "kvactor/kernels/communicator.h"
+#include "kvactor/comm/communicator.h"
 #include "messages/cudagraph.hpp"
 
 namespace kvactor {
@@ -25,8 +25,8 @@ struct padding_sync {
 padding_sync settle_padding(const std::vector<padding_row>& rows, int32_t self);
 
 /// Exchanges this rank's row with its peers (one gather on the communicator, blocking) and
-/// settles. Throws kernels::collective_error when the exchange fails.
-padding_sync sync_padding(kernels::communicator& comm, const step_batch& b,
+/// settles. Throws comm::collective_error when the exchange fails.
+padding_sync sync_padding(comm::communicator& comm, const step_batch& b,
                           const batch_descriptor& dispatched);
 
 } // namespace kvactor

@@ -61,9 +61,8 @@ kv_plan_request kv_plan_request_for(const rank_config& cfg, const model_layout& 
       cfg.max_model_len > 0 ? cfg.max_model_len : model.max_position_embeddings;
   req.limits.max_in_flight_tokens = cfg.max_num_batched_tokens;
   req.limits.max_encoder_input_tokens = model.max_encoder_input_tokens;
-  req.block_size = cfg.block_size;
+  take<cache_settings>(req, cfg);
   req.available_bytes = cfg.kv_cache_memory;
-  req.num_gpu_blocks_override = cfg.num_gpu_blocks_override;
   return req;
 }
 
@@ -136,8 +135,7 @@ cudagraph_request cudagraph_request_for(const rank_config& cfg, const graph_supp
   cudagraph_request gr;
   gr.requested = cfg.cudagraph;
   gr.support = support;
-  gr.max_num_seqs = cfg.max_num_seqs;
-  gr.max_num_batched_tokens = cfg.max_num_batched_tokens;
+  take<scheduler_limits>(gr, cfg);
   gr.capture_sizes = cfg.cudagraph_capture_sizes;
   gr.num_blocks = num_blocks;
   gr.gpu = gpu;

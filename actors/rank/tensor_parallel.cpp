@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include "actors/rank/collective_entries.hpp"
-#include "kvactor/kernels/collective_ledger.h"
-#include "kvactor/kernels/nccl_communicator.h"
-#include "kvactor/kernels/stalling_communicator.h"
+#include "kvactor/comm/collective_ledger.h"
+#include "kvactor/comm/nccl_communicator.h"
+#include "kvactor/comm/stalling_communicator.h"
 #include "messages/caf_error.hpp"
 
 namespace kvactor {
@@ -27,11 +27,11 @@ std::chrono::milliseconds max_stall(std::chrono::milliseconds collective_timeout
   return collective_timeout * 4 + std::chrono::seconds(1);
 }
 
-std::shared_ptr<kernels::communicator> with_stall(std::shared_ptr<kernels::communicator> comm,
-                                                  uint64_t at,
-                                                  std::chrono::milliseconds collective_timeout) {
+std::shared_ptr<comm::communicator> with_stall(std::shared_ptr<comm::communicator> comm,
+                                               uint64_t at,
+                                               std::chrono::milliseconds collective_timeout) {
   if (at == 0) return comm;
-  return kernels::make_stalling_communicator(std::move(comm), at, max_stall(collective_timeout));
+  return comm::make_stalling_communicator(std::move(comm), at, max_stall(collective_timeout));
 }
 
 caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t world, uint64_t epoch) {
@@ -43,12 +43,12 @@ caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t worl
   try {
     if (!st.runtime.nccl) {
       // Rank 0 listens until the group has joined; the id is its address.
-      st.listener = kernels::socket_listener::open(st.runtime.socket_host);
+      st.listener = comm::socket_listener::open(st.runtime.socket_host);
       const auto address = st.listener->address();
       return communicator_id{std::vector<char>(address.begin(), address.end()), world, epoch};
     }
-    return communicator_id{kernels::nccl_unique_id(), world, epoch};
-  } catch (const kernels::collective_error& e) {
+    return communicator_id{comm::nccl_unique_id(), world, epoch};
+  } catch (const comm::collective_error& e) {
     return fail(errc::collective_failed, fmt::format("unique_id: {}", e.what()));
   }
 }
@@ -68,23 +68,23 @@ caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id
       if (rank == 0 && !st.listener)
         return fail(errc::invalid_argument,
                     "join: rank 0 of a socket group joins with the id it created (unique_id)");
-      kernels::socket_options opt;
+      comm::socket_options opt;
       opt.timeout = st.runtime.collective_timeout;
-      st.comm = with_stall(kernels::make_socket_communicator(
-                               std::string(id.bytes.begin(), id.bytes.end()), id.world, rank,
-                               rank == 0 ? std::move(st.listener) : nullptr, opt),
-                           st.runtime.stall_before_collective, st.runtime.collective_timeout);
+      st.comm = with_stall(
+          comm::make_socket_communicator(std::string(id.bytes.begin(), id.bytes.end()), id.world,
+                                         rank, rank == 0 ? std::move(st.listener) : nullptr, opt),
+          st.runtime.stall_before_collective, st.runtime.collective_timeout);
       if (st.runtime.on_join) st.runtime.on_join(st.comm);
       return rank;
     }
-    kernels::nccl_options opt;
+    comm::nccl_options opt;
     opt.device = st.runtime.device_index >= 0 ? st.runtime.device_index : rank; // one GPU per rank
     opt.timeout = st.runtime.collective_timeout;
-    st.comm = with_stall(kernels::make_nccl_communicator(id.bytes, id.world, rank, opt),
+    st.comm = with_stall(comm::make_nccl_communicator(id.bytes, id.world, rank, opt),
                          st.runtime.stall_before_collective, st.runtime.collective_timeout);
     if (st.runtime.on_join) st.runtime.on_join(st.comm);
     return rank;
-  } catch (const kernels::collective_error& e) {
+  } catch (const comm::collective_error& e) {
     return fail(errc::collective_failed, fmt::format("join: {}", e.what()));
   }
 }
@@ -92,8 +92,8 @@ caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id
 caf::error agree_on_blocks(rank_state& st, int64_t num_blocks) {
   int64_t agreed = 0;
   try {
-    agreed = st.comm->agree(st.kv.planned_blocks, kernels::reduce_op::min);
-  } catch (const kernels::collective_error& e) {
+    agreed = st.comm->agree(st.kv.planned_blocks, comm::reduce_op::min);
+  } catch (const comm::collective_error& e) {
     return fail(errc::collective_failed,
                 fmt::format("allocate: agreeing on the KV cache block count: {}", e.what()));
   }

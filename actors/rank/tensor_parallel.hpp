@@ -22,9 +22,9 @@ namespace kvactor {
 std::chrono::milliseconds max_stall(std::chrono::milliseconds collective_timeout);
 
 /// Wraps `comm` so that it stops answering before collective number `at` (0: `comm` itself).
-std::shared_ptr<kernels::communicator> with_stall(std::shared_ptr<kernels::communicator> comm,
-                                                  uint64_t at,
-                                                  std::chrono::milliseconds collective_timeout);
+std::shared_ptr<comm::communicator> with_stall(std::shared_ptr<comm::communicator> comm,
+                                               uint64_t at,
+                                               std::chrono::milliseconds collective_timeout);
 
 /// Rank 0 of an NCCL or socket group: a new communicator id for `world` ranks of the driver's
 /// `epoch` (NCCL: its unique id; socket: the address rank 0 now listens on).

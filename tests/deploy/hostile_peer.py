@@ -10,7 +10,7 @@
                                user), so the frames reach the BASP frame guard.
   hostile_peer.py PORT stepburst [COOKIE_FILE]
                                the same against a node's step channel (its frames:
-                               deploy/transport/step_frame.hpp): garbage without the cookie,
+                               net/step_frame.hpp): garbage without the cookie,
                                malformed step frames behind a valid proof.
   hostile_peer.py PORT typed COOKIE_FILE
                                a peer that holds the cookie and completes CAF's BASP handshake:
@@ -77,7 +77,7 @@ def closed_by_listener(sock, wait_s=5.0):
 
 
 def prove_cookie(sock, cookie):
-    """The connecting side of kvactor's cookie proof (deploy/transport/peer_auth.hpp)."""
+    """The connecting side of kvactor's cookie proof (net/peer_auth.hpp)."""
     greeting = b""
     while len(greeting) < 40:
         greeting += sock.recv(40 - len(greeting))

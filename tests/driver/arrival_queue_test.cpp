@@ -14,7 +14,7 @@ request_spec spec(uint64_t id, int64_t arrival_ns) {
 }
 
 scheduler a_scheduler() {
-  return scheduler({4, 64, 1000, 1}, {full_group(4)}, 100);
+  return scheduler({{4, 64, 1000}, 1}, {full_group(4)}, 100);
 }
 
 TEST(ArrivalQueue, AdmitsOnlyTheRequestsDueInArrivalOrder) {

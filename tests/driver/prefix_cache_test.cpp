@@ -29,7 +29,7 @@ tokens prompt_of(int32_t n, int32_t first = 1) {
 }
 
 scheduler_config caching(bool on = true) {
-  scheduler_config c{8, 64, 1000, 1};
+  scheduler_config c{{8, 64, 1000}, 1};
   c.enable_prefix_caching = on;
   return c;
 }
@@ -216,7 +216,8 @@ TEST(PrefixCache, RandomSharedPrefixesKeepEveryBlockOwnedOnceAndItsContentsAgree
     SCOPED_TRACE("model " + std::to_string(mi));
     const auto& groups = models[mi];
     const auto num_blocks = static_cast<int32_t>(16 + 16 * groups.size());
-    scheduler s(scheduler_config{8, 32, 1000, 1, 0, true}, groups, num_blocks);
+    scheduler_config cfg{{8, 32, 1000}, 1, 0, true};
+    scheduler s(cfg, groups, num_blocks);
     std::mt19937 rng(static_cast<unsigned>(11 + mi));
     std::vector<tokens> prefixes;
     for (int32_t p = 0; p < 3; ++p)

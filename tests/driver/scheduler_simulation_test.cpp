@@ -171,18 +171,18 @@ sim_result simulate(scheduler_config cfg, std::vector<kv_cache_group> groups, in
 }
 
 TEST(SchedulerSimulation, TwentyRandomRequestsFinishOnceWithTheRightTokensAndThePoolEndsEmpty) {
-  auto r = simulate({8, 32, 80, 1}, {test::full_group(4)}, 40, 7);
+  auto r = simulate({{8, 32, 80}, 1}, {test::full_group(4)}, 40, 7);
   EXPECT_GT(r.preemptions, 0) << "the pool was meant to be tight enough to preempt";
 }
 
 TEST(SchedulerSimulation, HybridGroupsShareOnePoolWithoutAliasingAndAllRequestsFinish) {
-  auto r = simulate({6, 24, 80, 2},
+  auto r = simulate({{6, 24, 80}, 2},
                     {test::full_group(4), test::sliding_group(4, 8), test::mamba_group(4)}, 60, 11);
   EXPECT_GT(r.steps, 0);
 }
 
 TEST(SchedulerSimulation, AmplePoolNeverPreempts) {
-  auto r = simulate({16, 64, 80, 1}, {test::full_group(16)}, 200, 3);
+  auto r = simulate({{16, 64, 80}, 1}, {test::full_group(16)}, 200, 3);
   EXPECT_EQ(r.preemptions, 0);
 }
 

@@ -21,7 +21,7 @@ using ids = std::vector<uint64_t>;
 using tokens = std::vector<int32_t>;
 
 scheduler_config config(int32_t max_num_seqs, int32_t budget, int64_t max_model_len = 1000) {
-  return {max_num_seqs, budget, max_model_len, 1};
+  return {{max_num_seqs, budget, max_model_len}, 1};
 }
 
 tokens prompt_of(int32_t n, int32_t first = 1) {

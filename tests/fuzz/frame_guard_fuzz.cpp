@@ -3,7 +3,7 @@
 // and as the connecting side. The guard must refuse what CAF cannot take, never crash.
 #include <algorithm>
 
-#include "deploy/transport/frame_guard.hpp"
+#include "net/frame_guard.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

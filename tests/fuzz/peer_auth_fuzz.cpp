@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "deploy/transport/peer_auth.hpp"
+#include "net/peer_auth.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kvactor;

@@ -1,10 +1,10 @@
-// libFuzzer target: the bytes on a step channel after its proof (deploy/transport/step_frame.hpp),
+// libFuzzer target: the bytes on a step channel after its proof (net/step_frame.hpp),
 // in the chunk sizes the input's first byte chooses, read as a node reads a driver's steps and as
 // a driver reads a node's answers and refusals. No input may crash the reader or a frame's parser,
 // and a step that parses must come out of its own encoding unchanged.
 #include <cstdlib>
 
-#include "deploy/transport/step_frame.hpp"
+#include "net/step_frame.hpp"
 
 namespace {
 

@@ -17,19 +17,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../comm/collective_support.hpp"
 #include "../deploy/cli_support.hpp"
-#include "../kernels/collective_support.hpp"
 #include "../support/sanitizer_slowdown.hpp"
+#include "comm/rank_order_reduce.h"
 #include "gpu_support.hpp"
-#include "kernels/comm/rank_order_reduce.h"
-#include "kvactor/kernels/collective_ledger.h"
-#include "kvactor/kernels/device_local_communicator.h"
+#include "kvactor/comm/collective_ledger.h"
+#include "kvactor/comm/device_local_communicator.h"
 
-namespace kvactor::kernels {
+namespace kvactor::comm {
 namespace {
 
 using namespace std::chrono_literals;
-using gpu_test::device_array;
+using kernels::gpu_test::device_array;
 using ::kvactor::test::test_slowdown;
 using test::catch_collective;
 
@@ -584,4 +584,4 @@ TEST(GpuRanksSharingAGpu, AGraphOneRankCannotCaptureRunsEagerlyOnEveryRank) {
 }
 
 } // namespace
-} // namespace kvactor::kernels
+} // namespace kvactor::comm

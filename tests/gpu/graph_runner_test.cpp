@@ -15,11 +15,19 @@
 #include "actors/rank/graph_runner.hpp"
 #include "decoder_fixtures.hpp"
 #include "gpu_support.hpp"
-#include "kvactor/kernels/collective_ledger.h"
-#include "kvactor/kernels/device_local_communicator.h"
+#include "kvactor/comm/collective_ledger.h"
+#include "kvactor/comm/device_local_communicator.h"
 
 namespace kvactor::kernels::gpu_test {
 namespace {
+
+using comm::collective_error;
+using comm::collective_ledger;
+using comm::collective_record;
+using comm::collective_status;
+using comm::communicator;
+using comm::make_device_local_group;
+using comm::reduce_op;
 
 ::testing::AssertionResult bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0)

@@ -10,18 +10,18 @@
 #include <sstream>
 #include <thread>
 
+#include "../comm/collective_support.hpp"
 #include "../deploy/cli_support.hpp"
-#include "../kernels/collective_support.hpp"
 #include "../support/sanitizer_slowdown.hpp"
 #include "gpu_support.hpp"
-#include "kvactor/kernels/collective_ledger.h"
-#include "kvactor/kernels/nccl_communicator.h"
+#include "kvactor/comm/collective_ledger.h"
+#include "kvactor/comm/nccl_communicator.h"
 
-namespace kvactor::kernels {
+namespace kvactor::comm {
 namespace {
 
 using namespace std::chrono_literals;
-using gpu_test::device_array;
+using kernels::gpu_test::device_array;
 using ::kvactor::test::test_slowdown;
 
 int visible_gpus() {
@@ -263,4 +263,4 @@ TEST(GpuRankNccl, TwoGpuRanksServeEveryRequest) {
 }
 
 } // namespace
-} // namespace kvactor::kernels
+} // namespace kvactor::comm

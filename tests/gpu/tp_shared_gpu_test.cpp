@@ -18,10 +18,15 @@
 #include "../support/sanitizer_slowdown.hpp"
 #include "decoder_fixtures.hpp"
 #include "gpu_support.hpp"
-#include "kvactor/kernels/device_local_communicator.h"
+#include "kvactor/comm/device_local_communicator.h"
 
 namespace kvactor::kernels::gpu_test {
 namespace {
+
+using comm::collective_error;
+using comm::communicator;
+using comm::make_device_local_group;
+using comm::reduce_op;
 
 using namespace std::chrono_literals;
 

@@ -28,7 +28,7 @@ inline layer_spec_list layers(std::vector<kv_cache_spec> specs) {
   return out;
 }
 
-inline memory_limits limits(int64_t max_model_len = 16, int64_t in_flight = 2048) {
+inline memory_limits limits_of(int64_t max_model_len = 16, int64_t in_flight = 2048) {
   memory_limits lim;
   lim.max_model_len = max_model_len;
   lim.max_in_flight_tokens = in_flight;

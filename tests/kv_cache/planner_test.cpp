@@ -12,7 +12,7 @@ namespace {
 
 kv_plan_options options(int64_t max_model_len = 16) {
   kv_plan_options opt;
-  opt.limits = limits(max_model_len);
+  opt.limits = limits_of(max_model_len);
   return opt;
 }
 
@@ -158,7 +158,7 @@ TEST(KvPlanner, ZeroOrNegativeBudgetIsAnError) {
 }
 
 TEST(KvCapacity, ConcurrencyDividesBlocksBySumOverGroups) {
-  auto lim = limits(16384, 1024);
+  auto lim = limits_of(16384, 1024);
   auto f = full_attention_spec(16, 32, 128, dtype::float16);
   auto s = sliding_window_spec(16, 32, 128, dtype::float16, 1024);
   kv_cache_config cfg;
@@ -177,9 +177,9 @@ TEST(KvCapacity, EstimatedMaxModelLenIsCappedByTheConfiguredLength) {
   layer_spec_list specs;
   for (int i = 0; i < 32; ++i)
     specs.push_back({std::to_string(i), full_attention_spec(16, 32, 128, dtype::float16)});
-  EXPECT_EQ(estimate_max_model_len(specs, limits(16385), 8 * gib), 16384);
-  EXPECT_EQ(estimate_max_model_len(specs, limits(16383), 8 * gib), 16383);
-  EXPECT_EQ(estimate_max_model_len(specs, limits(16383), 1000), 0);
+  EXPECT_EQ(estimate_max_model_len(specs, limits_of(16385), 8 * gib), 16384);
+  EXPECT_EQ(estimate_max_model_len(specs, limits_of(16383), 8 * gib), 16383);
+  EXPECT_EQ(estimate_max_model_len(specs, limits_of(16383), 1000), 0);
 }
 
 struct llama_row {

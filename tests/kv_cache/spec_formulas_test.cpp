@@ -26,7 +26,7 @@ TEST(KvSpec, PaddedPageKeepsRealPage) {
 
 TEST(KvSpec, SlidingWindowNeedsWindowPlusInFlightPlusOneBlock) {
   auto s = sliding_window_spec(16, 32, 128, dtype::float16, 1024);
-  auto lim = limits(16384, 1024);
+  auto lim = limits_of(16384, 1024);
   EXPECT_EQ(max_memory_usage_bytes(s, lim) / page_size_bytes(s), 129);
 }
 
@@ -36,37 +36,38 @@ TEST(KvSpec, MlaPageHasNoKvDoubling) {
 
 TEST(KvSpec, ChunkedLocalNeedsChunkPlusInFlight) {
   auto s = chunked_local_spec(16, 8, 128, dtype::bfloat16, 8192);
-  EXPECT_EQ(max_memory_usage_bytes(s, limits(131072, 2048)), (8192 + 2048) / 16 * 65536);
-  EXPECT_EQ(max_memory_usage_bytes(s, limits(4096, 2048)), 4096 / 16 * 65536);
+  EXPECT_EQ(max_memory_usage_bytes(s, limits_of(131072, 2048)), (8192 + 2048) / 16 * 65536);
+  EXPECT_EQ(max_memory_usage_bytes(s, limits_of(4096, 2048)), 4096 / 16 * 65536);
 }
 
 TEST(KvSpec, CrossAttentionSizedByEncoderInput) {
   auto s = cross_attention_spec(16, 20, 64, dtype::float16);
-  auto lim = limits(448);
+  auto lim = limits_of(448);
   lim.max_encoder_input_tokens = 1500;
   EXPECT_EQ(max_memory_usage_bytes(s, lim), 94 * page_size_bytes(s));
 }
 
 TEST(KvSpec, EncoderOnlyNeedsNoMemory) {
-  EXPECT_EQ(max_memory_usage_bytes(encoder_only_spec(16, 12, 64, dtype::bfloat16), limits(512)), 0);
+  EXPECT_EQ(max_memory_usage_bytes(encoder_only_spec(16, 12, 64, dtype::bfloat16), limits_of(512)),
+            0);
 }
 
 TEST(KvSpec, MambaPageSumsStatesAndModeSetsPagesPerRequest) {
   auto s = mamba_spec(8192, {{8192, 3}, {8192, 16}}, {dtype::bfloat16, dtype::bfloat16});
   EXPECT_EQ(page_size_bytes(s), (8192 * 3 + 8192 * 16) * 2);
-  EXPECT_EQ(max_memory_usage_bytes(s, limits(8192)), page_size_bytes(s));
+  EXPECT_EQ(max_memory_usage_bytes(s, limits_of(8192)), page_size_bytes(s));
   s.cache_mode = mamba_cache_mode::align;
-  EXPECT_EQ(max_memory_usage_bytes(s, limits(8192)), 2 * page_size_bytes(s));
+  EXPECT_EQ(max_memory_usage_bytes(s, limits_of(8192)), 2 * page_size_bytes(s));
   s.cache_mode = mamba_cache_mode::all;
   s.block_size = 16;
-  EXPECT_EQ(max_memory_usage_bytes(s, limits(160)), 10 * page_size_bytes(s));
+  EXPECT_EQ(max_memory_usage_bytes(s, limits_of(160)), 10 * page_size_bytes(s));
 }
 
 TEST(KvSpec, UniformTypePageSumsLayersAndMemoryTakesLongestLayer) {
   auto w = uniform_type_from_specs({"a", "b"}, {full(2, 128), full(2, 64)});
   ASSERT_TRUE(w);
   EXPECT_EQ(page_size_bytes(*w), 3 * p0);
-  EXPECT_EQ(max_memory_usage_bytes(*w, limits(32)), 2 * 3 * p0);
+  EXPECT_EQ(max_memory_usage_bytes(*w, limits_of(32)), 2 * 3 * p0);
 }
 
 TEST(KvSpecMerge, EqualSpecsMergeToTheFirst) {

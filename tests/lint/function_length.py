@@ -70,7 +70,7 @@ def main():
     root = sys.argv[1]
     limit = int(sys.argv[2]) if len(sys.argv) > 2 else 80
     found = 0
-    for folder in ('model', 'actors', 'deploy'):
+    for folder in ('model', 'actors', 'net', 'comm', 'deploy'):
         for dirpath, _, files in os.walk(os.path.join(root, folder)):
             for name in sorted(files):
                 if not name.endswith(('.cpp', '.hpp', '.h')):

@@ -15,7 +15,7 @@ SPAWN = re.compile(r"\bspawn(<[^;{}()]*?>)?\(")
 COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 LITERAL = re.compile(r'"(\\.|[^"\\\n])*"|\'(\\.|[^\'\\\n])*\'')
 OPEN, CLOSE = "([{", ")]}"
-FOLDERS = ("model", "actors", "deploy", "kernels", "messages", "tests", "bench", "examples")
+FOLDERS = ("model", "actors", "deploy", "kernels", "comm", "net", "messages", "tests", "bench", "examples")
 
 
 def top_level_arguments(code, start):

@@ -10,7 +10,7 @@ import os
 import re
 import sys
 
-FOLDERS = ("model", "actors", "deploy", "kernels", "messages")
+FOLDERS = ("model", "actors", "deploy", "kernels", "comm", "net", "messages")
 ALLOWED = {os.path.join("deploy", "main.cpp")}
 PATTERNS = [
     (re.compile(r"\bstd::cout\b"), "std::cout"),

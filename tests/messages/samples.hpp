@@ -372,7 +372,13 @@ inline backend_assignment sample<backend_assignment>() {
 
 template <>
 inline kv_plan_request sample<kv_plan_request>() {
-  return {sample<memory_limits>(), 32, int64_t{20} << 30, 2048, kv_cache_layout::blnhc};
+  kv_plan_request x;
+  x.limits = sample<memory_limits>();
+  x.block_size = 32;
+  x.available_bytes = int64_t{20} << 30;
+  x.num_gpu_blocks_override = 2048;
+  x.layout = kv_cache_layout::blnhc;
+  return x;
 }
 
 template <>

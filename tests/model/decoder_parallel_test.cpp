@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "decoder_runner.hpp"
-#include "kvactor/kernels/host_communicator.h"
+#include "kvactor/comm/host_communicator.h"
 #include "model/hf_decoder.hpp"
 
 namespace kvactor::test {
@@ -82,7 +82,7 @@ TEST_P(DecoderSplits, TensorParallelRanksGiveTheSingleRanksTokensAndLogits) {
   std::vector<float> want_logits;
   const auto want = decoder_runner(single, 1, 128).greedy(0, prompt, n, &want_logits);
   for (int32_t tp : {2, 4}) {
-    auto comms = kernels::host_communicator::create_group(tp);
+    auto comms = comm::host_communicator::create_group(tp);
     std::vector<std::vector<int32_t>> got(static_cast<size_t>(tp));
     std::vector<std::vector<float>> logits(static_cast<size_t>(tp));
     std::vector<std::thread> ranks;
@@ -137,7 +137,7 @@ TEST(SyntheticDecoder, GeneratedWeightsAreOneModelSlicedAcrossRanks) {
   for (const char* family : {"llama", "qwen2", "gemma2", "phi3"}) {
     const auto one = synthetic(family, 1, 0, 5);
     const auto want = decoder_runner(one, 1, 64).greedy(0, prompt, 12);
-    auto comms = kernels::host_communicator::create_group(2);
+    auto comms = comm::host_communicator::create_group(2);
     std::vector<std::vector<int32_t>> got(2);
     std::vector<std::thread> ranks;
     for (int32_t r = 0; r < 2; ++r)

@@ -9,7 +9,7 @@
 
 #include "actors/rank/padding_sync.hpp"
 #include "actors/rank/step_slicing.hpp"
-#include "kvactor/kernels/host_communicator.h"
+#include "kvactor/comm/host_communicator.h"
 
 namespace kvactor {
 namespace {
@@ -67,7 +67,7 @@ TEST(PaddingSync, RanksWithDifferentGraphsRedispatchToTheLargestBatchAtTheLowerM
 }
 
 TEST(PaddingSync, EveryRankOfAHostGroupReachesTheSameDecisionFromOneGather) {
-  auto group = kernels::host_communicator::create_group(3, std::chrono::seconds(30));
+  auto group = comm::host_communicator::create_group(3, std::chrono::seconds(30));
   const auto b = decode_batch(3);
   std::vector<padding_sync> decided(3);
   std::vector<std::thread> threads;
