@@ -12,7 +12,7 @@
 namespace kvactor::kernels::test {
 namespace {
 
-TEST(dense_ops, rms_norm_gives_unit_mean_square_and_keeps_zero_rows) {
+TEST(DenseOps, RmsNormGivesUnitMeanSquareAndKeepsZeroRows) {
   std::vector<float> x{3, -4, 0, 0, 0, 0, 0, 0};
   std::vector<float> y(x.size());
   rms_norm(x.data(), 2, 4, 1e-6f, y.data());
@@ -22,7 +22,7 @@ TEST(dense_ops, rms_norm_gives_unit_mean_square_and_keeps_zero_rows) {
     EXPECT_EQ(y[i], 0.0f);
 }
 
-TEST(dense_ops, linear_dots_each_output_row) {
+TEST(DenseOps, LinearDotsEachOutputRow) {
   const std::vector<float> x{1, 2, 3, 4, 5, 6}; // [2, 3]
   const std::vector<float> w{1, 0, 0, 0, 1, 1}; // [2, 3]: y0 = x0, y1 = x1 + x2
   std::vector<float> y(4);
@@ -30,7 +30,7 @@ TEST(dense_ops, linear_dots_each_output_row) {
   EXPECT_EQ(y, (std::vector<float>{1, 5, 4, 11}));
 }
 
-TEST(dense_ops, rope_is_identity_at_zero_and_relative_in_position) {
+TEST(DenseOps, RopeIsIdentityAtZeroAndRelativeInPosition) {
   std::mt19937 rng(5);
   const int32_t d = 16;
   const std::vector<float> q0 = random_floats(d, rng), k0 = random_floats(d, rng);
@@ -59,7 +59,7 @@ TEST(dense_ops, rope_is_identity_at_zero_and_relative_in_position) {
   EXPECT_NEAR(r[8], q0[8] * std::cos(1.0f) + q0[0] * std::sin(1.0f), 1e-6);
 }
 
-TEST(dense_ops, rope_rejects_an_odd_or_oversized_rotation) {
+TEST(DenseOps, RopeRejectsAnOddOrOversizedRotation) {
   std::vector<float> x(8);
   const int32_t pos = 0;
   expect_invalid([&] { rope(x.data(), &pos, 1, 1, 8, 0, 3, 10000.0f); }, "rot_dim: 3");

@@ -10,7 +10,7 @@
 namespace kvactor::kernels {
 namespace {
 
-TEST(float_convert, every_bf16_round_trips_through_float) {
+TEST(FloatConvert, EveryBf16RoundTripsThroughFloat) {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
     const auto bits = static_cast<uint16_t>(b);
     const float f = bf16_to_float(bits);
@@ -22,7 +22,7 @@ TEST(float_convert, every_bf16_round_trips_through_float) {
   }
 }
 
-TEST(float_convert, every_f16_round_trips_through_float) {
+TEST(FloatConvert, EveryF16RoundTripsThroughFloat) {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
     const auto bits = static_cast<uint16_t>(b);
     const float f = f16_to_float(bits);
@@ -34,7 +34,7 @@ TEST(float_convert, every_f16_round_trips_through_float) {
   }
 }
 
-TEST(float_convert, bf16_rounds_to_nearest_even) {
+TEST(FloatConvert, Bf16RoundsToNearestEven) {
   // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1).
   EXPECT_EQ(float_to_bf16(1.0f + 0x1p-8f), 0x3f80);
   // 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even).
@@ -45,7 +45,7 @@ TEST(float_convert, bf16_rounds_to_nearest_even) {
   EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::max()), 0x7f80); // rounds up to inf
 }
 
-TEST(float_convert, f16_rounds_to_nearest_even_with_subnormals_and_overflow) {
+TEST(FloatConvert, F16RoundsToNearestEvenWithSubnormalsAndOverflow) {
   EXPECT_EQ(float_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(float_to_f16(1.0f + 0x1p-11f), 0x3c00);     // tie -> even
   EXPECT_EQ(float_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02); // tie -> even (up)

@@ -19,9 +19,9 @@ float read(const kv_view& v, int64_t block, int32_t head, int32_t token, int32_t
   });
 }
 
-class write_kv_layouts : public ::testing::TestWithParam<cache_layout> {};
+class WriteKvLayouts : public ::testing::TestWithParam<cache_layout> {};
 
-TEST_P(write_kv_layouts, writes_k_then_v_at_the_slot) {
+TEST_P(WriteKvLayouts, WritesKThenVAtTheSlot) {
   cache_buffer cache(element_type::f32, 4, 2, 4, 5, GetParam());
   const int32_t d = 3, dv = 2, heads = 2;
   const std::vector<int64_t> slots{6, -1, 13};
@@ -51,13 +51,13 @@ TEST_P(write_kv_layouts, writes_k_then_v_at_the_slot) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(kv_write, write_kv_layouts,
+INSTANTIATE_TEST_SUITE_P(KvWrite, WriteKvLayouts,
                          ::testing::Values(cache_layout::bhnc, cache_layout::bnhc),
                          [](const ::testing::TestParamInfo<cache_layout>& info) {
                            return std::string(info.param == cache_layout::bhnc ? "bhnc" : "bnhc");
                          });
 
-TEST(kv_write, rounds_to_bf16_and_f16) {
+TEST(KvWrite, RoundsToBf16AndF16) {
   for (element_type t : {element_type::bf16, element_type::f16}) {
     cache_buffer cache(t, 2, 1, 2, 4);
     const std::vector<float> k{0.1f, -3.14159f, 1e-3f, 65519.0f};
@@ -68,7 +68,7 @@ TEST(kv_write, rounds_to_bf16_and_f16) {
   }
 }
 
-TEST(kv_write, fp8_stores_the_code_of_value_over_scale_and_saturates) {
+TEST(KvWrite, Fp8StoresTheCodeOfValueOverScaleAndSaturates) {
   cache_buffer cache(element_type::fp8_e4m3, 2, 1, 2, 6);
   cache.set_scales(0.5f, 2.0f);
   const std::vector<float> k{0.1f, -3.0f, 1000.0f}, v{0.1f, -3.0f, -5000.0f};
@@ -84,7 +84,7 @@ TEST(kv_write, fp8_stores_the_code_of_value_over_scale_and_saturates) {
   EXPECT_TRUE(std::isnan(read(cache.view(), 0, 0, 0, 0))) << "an unwritten slot changed";
 }
 
-TEST(kv_write, fp8_rejects_a_scale_that_is_not_finite_and_positive) {
+TEST(KvWrite, Fp8RejectsAScaleThatIsNotFiniteAndPositive) {
   cache_buffer cache(element_type::fp8_e4m3, 1, 1, 2, 2);
   const std::vector<float> k{1, 2};
   const std::vector<int64_t> slots{0};
@@ -98,7 +98,7 @@ TEST(kv_write, fp8_rejects_a_scale_that_is_not_finite_and_positive) {
   }
 }
 
-TEST(kv_write, mla_writes_the_latent_alone) {
+TEST(KvWrite, MlaWritesTheLatentAlone) {
   cache_buffer cache(element_type::f32, 1, 1, 2, 6);
   const std::vector<float> latent{1, 2, 3, 4, 5, 6};
   const std::vector<int64_t> slots{1};
@@ -107,7 +107,7 @@ TEST(kv_write, mla_writes_the_latent_alone) {
     EXPECT_EQ(read(cache.view(), 0, 0, 1, c), latent[static_cast<size_t>(c)]);
 }
 
-TEST(kv_write, rejects_a_slot_beyond_capacity_before_writing) {
+TEST(KvWrite, RejectsASlotBeyondCapacityBeforeWriting) {
   cache_buffer cache(element_type::f32, 2, 1, 4, 2);
   const std::vector<float> k{1, 2};
   const std::vector<int64_t> slots{0, 8};
@@ -118,7 +118,7 @@ TEST(kv_write, rejects_a_slot_beyond_capacity_before_writing) {
   EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * 4), 0);
 }
 
-TEST(kv_write, rejects_inconsistent_arguments) {
+TEST(KvWrite, RejectsInconsistentArguments) {
   cache_buffer cache(element_type::f32, 2, 1, 4, 4);
   const std::vector<float> k(8, 1.0f);
   const std::vector<int64_t> slots{0};

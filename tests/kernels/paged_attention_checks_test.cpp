@@ -46,7 +46,7 @@ void expect_rejected(F&& mutate, const std::string& needle) {
     ASSERT_EQ(x, -7.0f);
 }
 
-TEST(paged_attention_checks, reject_inconsistent_heads_and_sizes) {
+TEST(PagedAttentionChecks, RejectInconsistentHeadsAndSizes) {
   expect_rejected([](fixture& f) { f.p.num_q_heads = 3; }, "num_q_heads: 3");
   expect_rejected(
       [](fixture& f) {
@@ -62,7 +62,7 @@ TEST(paged_attention_checks, reject_inconsistent_heads_and_sizes) {
   expect_rejected([](fixture& f) { f.p.sinks = sinks.data(); }, "sinks[1]");
 }
 
-TEST(paged_attention_checks, reject_inconsistent_batches) {
+TEST(PagedAttentionChecks, RejectInconsistentBatches) {
   expect_rejected([](fixture& f) { f.seq_lens[1] = 0; },
                   "seq_lens[1]: 0 is below the request's query length 1");
   expect_rejected([](fixture& f) { f.qsl = {0, 3, 2}; }, "query_start_loc[2]: 2");
@@ -73,7 +73,7 @@ TEST(paged_attention_checks, reject_inconsistent_batches) {
   expect_rejected([](fixture& f) { f.table[1] = -1; }, "block_table[0, 1]: -1");
 }
 
-TEST(paged_attention_checks, read_only_the_blocks_a_window_can_see) {
+TEST(PagedAttentionChecks, ReadOnlyTheBlocksAWindowCanSee) {
   fixture f;
   // Entries never written hold NaN: reading one (or block -1) would poison or fail the run.
   f.p.sliding_window = 2;

@@ -125,18 +125,18 @@ void run_case(const attention_case& c) {
     ASSERT_EQ(out[i], sentinel) << "padding row element " << i << " was written";
 }
 
-TEST(paged_attention, full_causal_matches_dense) {
+TEST(PagedAttention, FullCausalMatchesDense) {
   run_case({});
 }
 
-TEST(paged_attention, gqa_shares_a_kv_head_across_query_heads) {
+TEST(PagedAttention, GqaSharesAKvHeadAcrossQueryHeads) {
   attention_case c;
   c.hq = 8;
   c.hkv = 2;
   run_case(c);
 }
 
-TEST(paged_attention, mqa_reads_one_kv_head) {
+TEST(PagedAttention, MqaReadsOneKvHead) {
   attention_case c;
   c.hq = 4;
   c.hkv = 1;
@@ -144,14 +144,14 @@ TEST(paged_attention, mqa_reads_one_kv_head) {
   run_case(c);
 }
 
-TEST(paged_attention, sliding_window_hides_old_keys) {
+TEST(PagedAttention, SlidingWindowHidesOldKeys) {
   attention_case c;
   c.window = 3;
   c.reqs = {{0, 9}, {10, 1}, {6, 5}};
   run_case(c);
 }
 
-TEST(paged_attention, chunked_local_attends_within_chunk) {
+TEST(PagedAttention, ChunkedLocalAttendsWithinChunk) {
   attention_case c;
   c.chunk = 4;
   c.block_size = 2;
@@ -159,13 +159,13 @@ TEST(paged_attention, chunked_local_attends_within_chunk) {
   run_case(c);
 }
 
-TEST(paged_attention, softcap_bounds_scores) {
+TEST(PagedAttention, SoftcapBoundsScores) {
   attention_case c;
   c.softcap = 0.5f;
   run_case(c);
 }
 
-TEST(paged_attention, sinks_join_the_denominator) {
+TEST(PagedAttention, SinksJoinTheDenominator) {
   attention_case c;
   c.hq = 8;
   c.hkv = 2;
@@ -173,7 +173,7 @@ TEST(paged_attention, sinks_join_the_denominator) {
   run_case(c);
 }
 
-TEST(paged_attention, mla_reads_v_as_a_latent_prefix) {
+TEST(PagedAttention, MlaReadsVAsALatentPrefix) {
   attention_case c;
   c.mla = true;
   c.hq = 8;
@@ -183,14 +183,14 @@ TEST(paged_attention, mla_reads_v_as_a_latent_prefix) {
   run_case(c);
 }
 
-TEST(paged_attention, bf16_cache) {
+TEST(PagedAttention, Bf16Cache) {
   attention_case c;
   c.type = element_type::bf16;
   c.hkv = 2;
   run_case(c);
 }
 
-TEST(paged_attention, f16_cache_in_bnhc_layout) {
+TEST(PagedAttention, F16CacheInBnhcLayout) {
   attention_case c;
   c.type = element_type::f16;
   c.layout = cache_layout::bnhc;
@@ -198,7 +198,7 @@ TEST(paged_attention, f16_cache_in_bnhc_layout) {
   run_case(c);
 }
 
-TEST(paged_attention, fp8_cache_reads_codes_times_their_scales) {
+TEST(PagedAttention, Fp8CacheReadsCodesTimesTheirScales) {
   attention_case c;
   c.type = element_type::fp8_e4m3;
   c.k_scale = 0.02f; // K and V of [-2, 2] spread over the codes, not all near 448 or 0
@@ -207,7 +207,7 @@ TEST(paged_attention, fp8_cache_reads_codes_times_their_scales) {
   run_case(c);
 }
 
-TEST(paged_attention, fp8_mla_latent_takes_the_key_scale) {
+TEST(PagedAttention, Fp8MlaLatentTakesTheKeyScale) {
   attention_case c;
   c.type = element_type::fp8_e4m3;
   c.k_scale = 0.05f;
@@ -220,7 +220,7 @@ TEST(paged_attention, fp8_mla_latent_takes_the_key_scale) {
   run_case(c);
 }
 
-TEST(paged_attention, mixed_batch_continues_an_earlier_prefill_chunk) {
+TEST(PagedAttention, MixedBatchContinuesAnEarlierPrefillChunk) {
   attention_case c;
   c.hq = 8;
   c.hkv = 2;
@@ -229,20 +229,20 @@ TEST(paged_attention, mixed_batch_continues_an_earlier_prefill_chunk) {
   run_case(c);
 }
 
-TEST(paged_attention, padding_tokens_are_neither_read_nor_written) {
+TEST(PagedAttention, PaddingTokensAreNeitherReadNorWritten) {
   attention_case c;
   c.padding = 3;
   run_case(c);
 }
 
-TEST(paged_attention, non_causal_sees_the_whole_sequence) {
+TEST(PagedAttention, NonCausalSeesTheWholeSequence) {
   attention_case c;
   c.causal = false;
   c.reqs = {{0, 7}, {0, 1}, {0, 5}};
   run_case(c);
 }
 
-TEST(paged_attention, non_causal_window_is_symmetric) {
+TEST(PagedAttention, NonCausalWindowIsSymmetric) {
   attention_case c;
   c.causal = false;
   c.window = 2;
@@ -250,7 +250,7 @@ TEST(paged_attention, non_causal_window_is_symmetric) {
   run_case(c);
 }
 
-TEST(paged_attention, block_size_one_and_all_features_together) {
+TEST(PagedAttention, BlockSizeOneAndAllFeaturesTogether) {
   attention_case c;
   c.hq = 6;
   c.hkv = 3;

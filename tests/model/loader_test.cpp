@@ -15,7 +15,7 @@ using test::expect_heads;
 using test::indices_of;
 using test::load_rank0;
 
-TEST(ModelLoader, Llama31_8bHas32FullGqaLayers) {
+TEST(ModelLoader, Llama8bHas32FullGqaLayers) {
   auto m = load_rank0("llama-3.1-8b");
   EXPECT_EQ(m.model_type, "llama");
   EXPECT_EQ(m.rank, 0);
@@ -41,7 +41,7 @@ TEST(ModelLoader, Llama31_8bHas32FullGqaLayers) {
   }
 }
 
-TEST(ModelLoader, Llama31_70bHas80FullGqaLayers) {
+TEST(ModelLoader, Llama70bHas80FullGqaLayers) {
   auto m = load_rank0("llama-3.1-70b");
   ASSERT_EQ(m.layers.size(), 80u);
   EXPECT_EQ(indices_of(m, layer_kind::full).size(), 80u);
