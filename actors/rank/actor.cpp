@@ -160,7 +160,7 @@ caf::error make_executor(rank_state& st) {
 // this rank's children; the graph manager is link 15).
 template <class Handle>
 Handle disturbed(rank_self self, const Handle& child, uint64_t n) {
-  const auto& chaos = self->state.runtime.chaos;
+  const auto& chaos = self->state.runtime.injected().chaos;
   if (!chaos) return child;
   return behind_chaos(self, child, *chaos,
                       1000 + 16 * static_cast<uint64_t>(std::max(self->state.config.rank, 0)) + n);
@@ -301,7 +301,7 @@ expected<bool> prepare_graphs(rank_state& st, cudagraph_plan& plan) {
   if (plan.mode == cudagraph_mode::none || plan.capture_sizes.empty()) return false;
   auto setup =
       graph_setup_for(plan, st.kv.layer_group, st.config.max_num_seqs, st.steps.requests.widths());
-  setup.fail_capture = st.runtime.fail_capture;
+  setup.fail_capture = st.runtime.injected().fail_capture;
   if (auto ok = st.executor->prepare_graphs(setup); !ok) {
     if (ok.err().code == errc::collective_failed) return ok.err();
     spdlog::warn("rank {}: {}", st.config.rank, ok.err().message);
@@ -647,7 +647,7 @@ void redispatch(rank_self self, std::shared_ptr<step_join> j, int32_t num_tokens
 // from its step timeout or from the peers' collective timeout.
 bool suffer_step_fault(rank_self self, const step_plan& plan) {
   auto& st = self->state;
-  for (const auto& f : st.runtime.step_faults) {
+  for (const auto& f : st.runtime.injected().step_faults) {
     if (f.seq != plan.seq) continue;
     st.steps.stalled = true;
     const bool kill = f.what == step_fault::kind::kill;

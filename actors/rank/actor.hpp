@@ -38,6 +38,18 @@ namespace kvactor {
 
 /// What a rank shares with its process. A rank whose communicator spans several ranks blocks in
 /// its collectives: spawn it detached (its own thread); spawn_rank_group (group.hpp) does.
+/// Testing only: the faults injected into one rank. A rank in production carries none.
+struct rank_faults {
+  uint64_t stall_before_collective = 0; // NCCL ranks: this collective stalls (--debug-stall)
+  uint64_t fail_capture = 0;            // this rank's graph capture number N fails
+  std::vector<step_fault> step_faults;  // --chaos-kill / --chaos-stall aimed at this rank
+  std::optional<chaos_spec> chaos;      // --chaos: delay messages to the builders and graphs
+
+  bool any() const {
+    return stall_before_collective != 0 || fail_capture != 0 || !step_faults.empty() || chaos;
+  }
+};
+
 struct rank_runtime {
   /// This rank's end of an in-process host group; null: a host group of one, or, with `nccl`,
   /// the NCCL communicator it joins.
@@ -54,12 +66,16 @@ struct rank_runtime {
   /// abort a rank stuck in a collective whose peer's link was cut).
   std::function<void(std::shared_ptr<comm::communicator>)> on_join;
   std::chrono::milliseconds collective_timeout{120'000}; // NCCL init and collective waits
-  uint64_t stall_before_collective = 0; // fault injection for NCCL ranks (--debug-stall)
-  uint64_t fail_capture = 0;            // fault injection: this rank's graph capture number N fails
-  std::vector<step_fault> step_faults;  // --chaos-kill / --chaos-stall aimed at this rank
-  std::optional<chaos_spec> chaos;      // --chaos: delay messages to the builders and graphs
+  /// Testing: the faults injected into this rank; null (none) unless a test flag asked.
+  std::shared_ptr<const rank_faults> faults;
   /// The executors the rank chooses from (rank_config::executor); null: the built-in ones.
   std::shared_ptr<const executor_registry> executors;
+
+  /// The injected faults, or none.
+  const rank_faults& injected() const {
+    static const rank_faults none;
+    return faults ? *faults : none;
+  }
 };
 
 /// The rank's children: one actor per concern it composes.

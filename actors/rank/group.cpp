@@ -20,12 +20,14 @@ std::vector<rank_actor> spawn_rank_group(caf::actor_system& sys, const rank_grou
     rt.nccl = opt.nccl;
     rt.collective_timeout = opt.collective_timeout;
     rt.executors = opt.executors;
-    rt.stall_before_collective = opt.nccl ? stall_of(r) : 0;
+    rank_faults faults;
+    faults.stall_before_collective = opt.nccl ? stall_of(r) : 0;
     if (opt.fail_capture && opt.fail_capture->rank == r)
-      rt.fail_capture = opt.fail_capture->capture;
-    rt.chaos = opt.chaos;
+      faults.fail_capture = opt.fail_capture->capture;
+    faults.chaos = opt.chaos;
     for (const auto& f : opt.step_faults)
-      if (f.rank == r) rt.step_faults.push_back(f);
+      if (f.rank == r) faults.step_faults.push_back(f);
+    if (faults.any()) rt.faults = std::make_shared<const rank_faults>(std::move(faults));
     if (!opt.gpus.empty()) rt.device_index = opt.gpus[static_cast<size_t>(r)];
     return rt;
   };

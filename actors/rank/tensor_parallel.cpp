@@ -73,15 +73,16 @@ caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id
       st.comm = with_stall(
           comm::make_socket_communicator(std::string(id.bytes.begin(), id.bytes.end()), id.world,
                                          rank, rank == 0 ? std::move(st.listener) : nullptr, opt),
-          st.runtime.stall_before_collective, st.runtime.collective_timeout);
+          st.runtime.injected().stall_before_collective, st.runtime.collective_timeout);
       if (st.runtime.on_join) st.runtime.on_join(st.comm);
       return rank;
     }
     comm::nccl_options opt;
     opt.device = st.runtime.device_index >= 0 ? st.runtime.device_index : rank; // one GPU per rank
     opt.timeout = st.runtime.collective_timeout;
-    st.comm = with_stall(comm::make_nccl_communicator(id.bytes, id.world, rank, opt),
-                         st.runtime.stall_before_collective, st.runtime.collective_timeout);
+    st.comm =
+        with_stall(comm::make_nccl_communicator(id.bytes, id.world, rank, opt),
+                   st.runtime.injected().stall_before_collective, st.runtime.collective_timeout);
     if (st.runtime.on_join) st.runtime.on_join(st.comm);
     return rank;
   } catch (const comm::collective_error& e) {
