@@ -140,7 +140,7 @@ void add_model_flags(CLI::App& cmd, plan_flags& f, bool model_required, vllm_opt
   v.cudagraph_mode = cmd.add_option("--cudagraph-mode", f.cudagraph_mode,
                                     "none|piecewise|full|full_decode_only|full_and_piecewise");
   v.cudagraph_capture_sizes =
-      cmd.add_option("--cudagraph-capture-sizes", f.cudagraph_capture_sizes,
+      cmd.add_option("--cudagraph-capture-sizes", f.cudagraph_capture_sizes_text,
                      "comma-separated token counts (default: the ladder from --max-num-seqs)");
   add_vllm_flags(cmd, v);
   cmd.add_option("--device", f.device,
@@ -227,7 +227,7 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
   cmd.add_option("--cudagraph-capture", f.cudagraph_capture,
                  "startup|lazy: capture every planned graph before the first step, or serve "
                  "eagerly at once and capture the sizes seen, between steps");
-  cmd.add_option("--cudagraph-memory", f.cudagraph_memory,
+  cmd.add_option("--cudagraph-memory", f.cudagraph_memory_text,
                  "device bytes all CUDA graphs may hold (reserved off the KV cache)");
   cmd.add_option("--nodes", f.nodes,
                  "cluster mode: HOST:PORT,... of `kvactor node` processes that host the ranks");

@@ -134,8 +134,8 @@ expected<plan_request> to_plan_request(const plan_flags& f) {
   auto mode = parse_cudagraph_mode(f.cudagraph_mode);
   if (!mode) return mode.err();
   r.cudagraph = *mode;
-  if (!f.cudagraph_capture_sizes.empty()) {
-    auto sizes = parse_capture_sizes(f.cudagraph_capture_sizes);
+  if (!f.cudagraph_capture_sizes_text.empty()) {
+    auto sizes = parse_capture_sizes(f.cudagraph_capture_sizes_text);
     if (!sizes) return sizes.err();
     r.cudagraph_capture_sizes = *sizes;
   }

@@ -22,7 +22,7 @@ struct plan_flags : parallel_settings, dtype_settings, cache_settings, scheduler
   double gpu_memory_utilization = 0.9;
   std::string weights_memory;
   std::string cudagraph_mode = "full_and_piecewise";
-  std::string cudagraph_capture_sizes;
+  std::string cudagraph_capture_sizes_text; // --cudagraph-capture-sizes as typed
   std::string device = "cuda";
   std::string attention_backend = "auto";
   std::string kv_cache_layout = "LBHNC";

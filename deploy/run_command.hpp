@@ -44,8 +44,8 @@ struct run_flags {
   int64_t step_spin_us = 0;              // --nodes: the step channel's reader polls this long
   bool no_kernels = false; // benchmarks: the step protocol alone (every sampled token is 0)
   std::string load_format = "auto"; // auto | synthetic (the whole decoder, generated weights)
-  std::string cudagraph_capture = "startup"; // startup | lazy
-  std::string cudagraph_memory = "1GiB";     // cap on the bytes all graphs hold
+  std::string cudagraph_capture = "startup";  // startup | lazy
+  std::string cudagraph_memory_text = "1GiB"; // --cudagraph-memory as typed: all graphs' cap
   chaos_flags chaos; // --step-timeout, and --chaos, --chaos-kill, --chaos-stall for testing
 };
 

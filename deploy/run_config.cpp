@@ -89,10 +89,7 @@ rank_config rank_config_of(const run_flags& f, const run_options& o, device_kind
   c.device = device;
   c.attention_backend = p.attention_backend;
   c.kv_cache_memory = budget;
-  c.cudagraph = o.cudagraph;
-  c.cudagraph_capture_sizes = o.capture_sizes;
-  c.cudagraph_lazy = o.lazy_capture;
-  c.cudagraph_memory = o.cudagraph_memory;
+  take<graph_settings>(c, o);
   c.num_ubatches = f.ubatches;
   c.seed = f.seed;
   c.enable_prefix_caching = f.enable_prefix_caching;

@@ -145,16 +145,16 @@ status read_graph_flags(const run_flags& f, run_options& o) {
   if (f.cudagraph_capture != "startup" && f.cudagraph_capture != "lazy")
     return bad(fmt::format("--cudagraph-capture: unknown value '{}' (expected startup or lazy)",
                            f.cudagraph_capture));
-  o.lazy_capture = f.cudagraph_capture == "lazy";
-  auto memory = parse_byte_size(f.cudagraph_memory, "--cudagraph-memory");
+  o.cudagraph_lazy = f.cudagraph_capture == "lazy";
+  auto memory = parse_byte_size(f.cudagraph_memory_text, "--cudagraph-memory");
   if (!memory) return memory.err();
   o.cudagraph_memory = *memory;
-  if (f.plan.cudagraph_capture_sizes.empty()) return ok();
-  auto sizes = parse_capture_sizes(f.plan.cudagraph_capture_sizes);
+  if (f.plan.cudagraph_capture_sizes_text.empty()) return ok();
+  auto sizes = parse_capture_sizes(f.plan.cudagraph_capture_sizes_text);
   if (!sizes) return sizes.err();
   if (auto normalized = normalize_capture_sizes(*sizes, f.plan.max_num_batched_tokens); !normalized)
     return normalized.err();
-  o.capture_sizes = *sizes;
+  o.cudagraph_capture_sizes = *sizes;
   return ok();
 }
 

@@ -24,17 +24,14 @@ enum class restart_policy : uint8_t { none, rebuild };
 /// How a cluster run's steps reach the nodes: a step channel of their own, or CAF's middleman.
 enum class step_path : uint8_t { channel, middleman };
 
-struct run_options {
+/// The graph settings as checked: the mode, sizes, lazy capture and memory cap.
+struct run_options : graph_settings {
   std::string model;                      // the shipped name or path (default kvactor-tiny)
   std::optional<device_kind> device;      // nullopt: auto (the GPU when one serves)
   bool cluster = false;                   // --nodes
   std::pair<int32_t, int32_t> prompt_len; // [min, max] tokens
   std::pair<int32_t, int32_t> output_len;
-  double arrival_rate = 0; // requests per second; 0: all at once
-  cudagraph_mode cudagraph = cudagraph_mode::full_and_piecewise;
-  std::vector<int32_t> capture_sizes; // empty: the default ladder
-  bool lazy_capture = false;
-  int64_t cudagraph_memory = 0;         // bytes all graphs may hold
+  double arrival_rate = 0;              // requests per second; 0: all at once
   std::vector<int64_t> kv_cache_memory; // --kv-cache-memory; empty: measured or the CPU default
   restart_policy restart = restart_policy::none;
   std::chrono::milliseconds restart_wait{60'000};

@@ -51,11 +51,11 @@ status apply_sizes(const json& sizes, const vllm_flags& v, plan_flags& f) {
                              s.dump()));
     text += (text.empty() ? "" : ",") + std::to_string(s.get<int64_t>());
   }
-  if (v.cudagraph_capture_sizes_given && f.cudagraph_capture_sizes != text)
+  if (v.cudagraph_capture_sizes_given && f.cudagraph_capture_sizes_text != text)
     return bad(fmt::format("--compilation-config: cudagraph_capture_sizes {} disagrees with "
                            "--cudagraph-capture-sizes {}",
-                           sizes.dump(), f.cudagraph_capture_sizes));
-  f.cudagraph_capture_sizes = text;
+                           sizes.dump(), f.cudagraph_capture_sizes_text));
+  f.cudagraph_capture_sizes_text = text;
   return ok();
 }
 

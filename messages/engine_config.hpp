@@ -1,10 +1,11 @@
 // The engine settings, each declared once, in groups as vLLM's VllmConfig holds them (its
-// ParallelConfig, ModelConfig's dtypes, CacheConfig, SchedulerConfig). A struct that carries a
-// group's settings derives from the group instead of declaring them again: the flags of `plan`
-// and `run` (plan_flags), the request of the planning core (plan_request), the rank_config a
-// driver sends each rank, the driver's scheduler_config, the load options of a model config and
-// the requests a rank sends its KV cache and graph manager. tests/lint/engine_settings.py fails
-// when another config struct declares one of these fields again.
+// ParallelConfig, ModelConfig's dtypes, CacheConfig, SchedulerConfig, CompilationConfig's graphs).
+// A struct that carries a group's settings derives from the group instead of declaring them again:
+// the flags of `plan` and `run` (plan_flags), the request of the planning core (plan_request), the
+// rank_config a driver sends each rank, the driver's scheduler_config, the load options of a model
+// config and the requests a rank sends its KV cache and graph manager.
+// tests/lint/engine_settings.py fails when another config struct declares one of these fields
+// again.
 //
 // Each group's check() names the bad setting as it entered (the flag, or the message's field);
 // the ranges are limits.hpp's.
@@ -12,7 +13,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
 #include "messages/limits.hpp"
 
@@ -52,6 +55,15 @@ template <class Group, class To, class From>
 void take(To& to, const From& from) {
   static_cast<Group&>(to) = static_cast<const Group&>(from);
 }
+
+/// CUDA graphs (vLLM's CompilationConfig: cudagraph_mode, cudagraph_capture_sizes).
+struct graph_settings {
+  cudagraph_mode cudagraph = cudagraph_mode::full_and_piecewise;
+  std::vector<int32_t> cudagraph_capture_sizes; // empty: the ladder from max_num_seqs
+  bool cudagraph_lazy = false;                  // capture between steps, as batches are seen
+  int64_t cudagraph_memory = int64_t{1} << 30;  // bytes all graphs may hold together
+  bool operator==(const graph_settings&) const = default;
+};
 
 status check(const parallel_settings& x, named_as as);
 status check(const cache_settings& x, named_as as);

@@ -20,16 +20,16 @@ namespace kvactor {
 
 /// Everything a rank needs to configure itself: the model, its parallel slot and its budget.
 /// The engine settings come from their groups (engine_config.hpp); max_model_len is resolved.
-struct rank_config : parallel_settings, dtype_settings, cache_settings, scheduler_limits {
+struct rank_config : parallel_settings,
+                     dtype_settings,
+                     cache_settings,
+                     scheduler_limits,
+                     graph_settings {
   int32_t rank = 0;
   std::string model; // path or shipped name
   device_kind device = device_kind::cpu;
   std::string attention_backend = "auto";
   int64_t kv_cache_memory = 0; // this rank's budget in bytes
-  cudagraph_mode cudagraph = cudagraph_mode::full_and_piecewise;
-  std::vector<int32_t> cudagraph_capture_sizes;
-  bool cudagraph_lazy = false;                 // capture between steps, as batches are seen
-  int64_t cudagraph_memory = int64_t{1} << 30; // bytes all graphs may hold together
   int32_t num_ubatches = 1;
   uint64_t seed = 0;
   /// The registered executor that runs the steps (actors/rank/executor_registry.hpp); empty: the

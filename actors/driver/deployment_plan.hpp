@@ -31,15 +31,13 @@ struct memory_budget {
 };
 
 /// load: the split and the dtypes; max_model_len 0: the model's max_position_embeddings.
-struct plan_request : cache_settings, scheduler_limits {
+struct plan_request : cache_settings, scheduler_limits, graph_settings {
   std::string model; // path or shipped name
   load_options load;
   device_kind device = device_kind::cuda;
   std::string attention_backend = "auto";
   int32_t num_speculative_tokens = 0;
   memory_budget budget;
-  cudagraph_mode cudagraph = cudagraph_mode::full_and_piecewise;
-  std::vector<int32_t> cudagraph_capture_sizes; // empty = default ladder
   kv_cache_layout layout = kv_cache_layout::lbhnc;
   bool disable_hybrid_kv_cache_manager = false;
   bool allow_chunked_local_attn_with_hybrid_kv_cache = false; // vLLM's environment switch

@@ -42,7 +42,7 @@ TEST(RunOptions, ConvertsDeviceRatesRangesAndOneBudgetPerRank) {
   EXPECT_EQ(o->kv_cache_memory, (std::vector<int64_t>{int64_t{1} << 30, int64_t{1} << 30}));
   EXPECT_EQ(o->arrival_rate, 2.5);
   EXPECT_EQ(o->prompt_len, (std::pair<int32_t, int32_t>{8, 8}));
-  EXPECT_TRUE(o->lazy_capture);
+  EXPECT_TRUE(o->cudagraph_lazy);
 }
 
 TEST(RunOptions, ClusterOnlyFlagsAreRefusedInALocalRunNamingTheFlag) {

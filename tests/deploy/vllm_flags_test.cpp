@@ -35,7 +35,7 @@ TEST(VllmFlags, TheCompilationConfigSetsTheGraphModeAndSizesAndReturnsTheKeysItI
   ASSERT_TRUE(ignored) << ignored.err().message;
   EXPECT_EQ(*ignored, std::vector<std::string>{"level"});
   EXPECT_EQ(f.cudagraph_mode, "full_decode_only");
-  EXPECT_EQ(f.cudagraph_capture_sizes, "4,1,2");
+  EXPECT_EQ(f.cudagraph_capture_sizes_text, "4,1,2");
 }
 
 TEST(VllmFlags, EnforceEagerTurnsGraphsOffUnlessAGraphModeIsAskedForToo) {
