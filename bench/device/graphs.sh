@@ -6,10 +6,11 @@
 #   here:   cmake --build build --target kvactor kvactor_gpu_tests kvactor_graph_bench
 #           bash bench/pack_for_device.sh build/bin/kvactor build/bin/kvactor_gpu_tests \
 #             build/bin/kvactor_graph_bench
-#   device: bash bench/device.sh "$OUT" graphs[=GTEST_FILTER]   (carry: [".devpack"])
+#   device: bash bench/device.sh "$OUT" graphs[=GTEST_FILTER]   (carry: [".devpack"]; the filter
+#           defaults to the graph tests, so that the tests suite beside it does not run them twice)
 set -uo pipefail
 out=${1:?usage: graphs.sh OUT_DIR [GTEST_FILTER]}
-filter=${2:-*}
+filter=${2:-StackGraph.*:PiecewiseGraph.*:GraphRunner.*:GpuRank.*Graph*:GpuRank.Lazy*}
 mkdir -p "$out"
 export KVACTOR_MODELS_PATH=$PWD/deploy/models
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
