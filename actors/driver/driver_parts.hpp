@@ -46,6 +46,11 @@ void finish_run(driver_self self);
 /// unfinished request with `rest`.
 void end_run(driver_self self, error err, const step_plan* plan, const std::string& why,
              const std::string& rest);
+/// Rank i as the trace names it: "rank[i]".
+inline std::string rank_name(int64_t i) {
+  return "rank[" + std::to_string(i) + "]";
+}
+
 /// Rank r, with its location when it has one ("rank 1 on node 10.0.0.2:7400").
 std::string describe_rank(const driver_state& st, int32_t r);
 

@@ -23,10 +23,6 @@ void deliver_start(driver_self self, T&& x) {
   st.owed.start.deliver(std::forward<T>(x));
 }
 
-std::string rank_name(size_t i) {
-  return "rank[" + std::to_string(i) + "]";
-}
-
 // The ranks' KV cache groups and the block count they agreed on.
 struct kv_pool {
   std::vector<kv_cache_group> groups;
@@ -42,8 +38,7 @@ void allocate_all(driver_self self, std::shared_ptr<bool> failed, kv_pool kv) {
         .then(
             [self, readies, failed, n, kv](rank_ready& ready) mutable {
               if (self->state.setup.recorder)
-                self->state.setup.recorder->record(rank_name(static_cast<size_t>(ready.rank)),
-                                                   "driver", ready);
+                self->state.setup.recorder->record(rank_name(ready.rank), "driver", ready);
               readies->push_back(std::move(ready));
               if (*failed || readies->size() < n) return;
               auto& st = self->state;
@@ -72,7 +67,7 @@ void configure_all(driver_self self, std::shared_ptr<bool> failed) {
   auto plans = std::make_shared<std::vector<rank_plan>>();
   const auto n = st.setup.ranks.size();
   for (size_t i = 0; i < n; ++i) {
-    const auto name = rank_name(i);
+    const auto name = rank_name(static_cast<int64_t>(i));
     if (st.setup.recorder) st.setup.recorder->record("driver", name, st.setup.configs[i]);
     self->request(st.setup.ranks[i], caf::infinite, atom::configure_v, st.setup.configs[i])
         .then(
@@ -107,7 +102,8 @@ void bootstrap_communicator(driver_self self, std::shared_ptr<bool> failed) {
             auto& st = self->state;
             auto joined = std::make_shared<size_t>(0);
             for (size_t i = 0; i < n; ++i) {
-              if (st.setup.recorder) st.setup.recorder->record("driver", rank_name(i), id);
+              if (st.setup.recorder)
+                st.setup.recorder->record("driver", rank_name(static_cast<int64_t>(i)), id);
               self->request(st.setup.ranks[i], caf::infinite, atom::join_v, id,
                             static_cast<int32_t>(i))
                   .then(

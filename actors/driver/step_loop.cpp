@@ -41,17 +41,13 @@ namespace {
 
 using flight_ptr = std::shared_ptr<step_flight>;
 
-std::string rank_name(int32_t i) {
-  return "rank[" + std::to_string(i) + "]";
-}
-
 void send_step(driver_self self, step_plan plan, clock_type::time_point t0) {
   auto& st = self->state;
   auto f = std::make_shared<step_flight>(self, std::move(plan), t0);
   step_timeline::mark(f->plan().seq, -1, step_point::driver_plan);
   if (st.setup.recorder)
     for (size_t i = 0; i < st.setup.ranks.size(); ++i)
-      st.setup.recorder->record("driver", rank_name(static_cast<int32_t>(i)), f->plan());
+      st.setup.recorder->record("driver", rank_name(static_cast<int64_t>(i)), f->plan());
   st.flight = f;
   st.fabric->deliver(f, st.stats.step_ms());
 }

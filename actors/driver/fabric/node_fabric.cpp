@@ -12,10 +12,10 @@ namespace kvactor {
 
 node_fabric::node_fabric(fabric_host& host, size_t num_ranks, std::vector<node_route> routes,
                          step_deadlines deadlines)
-    : rank_fabric(host, num_ranks, deadlines), routes_(std::move(routes)), deadlines_(deadlines) {}
+    : rank_fabric(host, num_ranks, deadlines), routes_(std::move(routes)) {}
 
 node_step node_fabric::step_for(std::vector<char> plan, std::vector<int32_t> slots) const {
-  return node_step{std::move(plan), std::move(slots), deadlines_.relay_answer_within().count()};
+  return node_step{std::move(plan), std::move(slots), deadlines().relay_answer_within().count()};
 }
 
 void node_fabric::send(const delivery_ptr& d) {

@@ -37,9 +37,6 @@ protected:
   node_step step_for(std::vector<char> plan, std::vector<int32_t> slots) const;
 
   std::vector<node_route> routes_;
-
-private:
-  step_deadlines deadlines_;
 };
 
 class channel_fabric final : public node_fabric {

@@ -99,6 +99,7 @@ public:
   virtual link_counts faults() const { return {}; }
 
 protected:
+  const step_deadlines& deadlines() const { return deadlines_; }
   fabric_host& host_;
 
 private:
