@@ -207,6 +207,9 @@ void add_run_flags(CLI::App& cmd, run_flags& f, vllm_options& v) {
       "--no-enable-prefix-caching", [&f] { f.enable_prefix_caching = false; },
       "compute every prompt in full");
   cmd.add_option("--seed", f.seed, "seed of the workload and the weights");
+  cmd.add_option("--logprobs", f.logprobs,
+                 "every request reports its tokens' logprobs and the N most likely tokens (0-20; "
+                 "in --summary-json)");
   cmd.add_option("--summary-json", f.summary_json, "write the summary (kvactor.run/1) here");
   cmd.add_option("--record", f.record, "record every actor message of the run into this trace");
   cmd.add_flag_callback(

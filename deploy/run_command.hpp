@@ -27,6 +27,7 @@ struct run_flags {
   int32_t num_shared_prefixes = 1;   // ... or one of this many such prefixes
   bool enable_prefix_caching = true; // --enable-prefix-caching / --no-enable-prefix-caching
   uint64_t seed = 0;
+  std::optional<int32_t> logprobs; // every request asks for its tokens' logprobs and N top ones
   std::string summary_json;
   std::string record;                      // trace file (kvactor run --record FILE)
   bool progress = true;                    // on a terminal

@@ -158,6 +158,8 @@ expected<run_configuration> configure_run(const run_flags& f, const run_options&
   run.workload = make_workload(f.requests, o.prompt_len, o.output_len, o.arrival_rate,
                                std::max(model->vocab_size, 2), f.seed, f.shared_prefix_len,
                                f.num_shared_prefixes);
+  for (auto& r : run.workload)
+    r.sampling.logprobs = f.logprobs.value_or(-1);
   return run;
 }
 

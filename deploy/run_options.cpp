@@ -112,6 +112,8 @@ status check_sizes(const run_flags& f) {
     return bad(fmt::format("--requests: {} is outside [0, {}] (requests in the synthetic "
                            "workload)",
                            f.requests, max_requests));
+  if (f.logprobs && (*f.logprobs < 0 || *f.logprobs > max_logprobs))
+    return bad(fmt::format("--logprobs: {} is outside [0, {}]", *f.logprobs, max_logprobs));
   return ok();
 }
 

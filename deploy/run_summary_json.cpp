@@ -24,6 +24,18 @@ nlohmann::ordered_json ready_phases(const std::vector<rank_ready>& ready) {
   return out;
 }
 
+// Each output token's logprob and its position's most likely tokens as [token, logprob] pairs.
+nlohmann::ordered_json logprobs_json(const std::vector<token_logprobs>& lps) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& lp : lps) {
+    nlohmann::ordered_json top = nlohmann::ordered_json::array();
+    for (const auto& t : lp.top)
+      top.push_back({t.token, t.logprob});
+    out.push_back({{"logprob", lp.logprob}, {"top", std::move(top)}});
+  }
+  return out;
+}
+
 } // namespace
 
 std::string summary_json(const run_summary& s, const std::string& device, int32_t tp,
@@ -61,8 +73,10 @@ std::string summary_json(const run_summary& s, const std::string& device, int32_
   j["failures"] = std::move(failures);
   // Every request's generated tokens, so that two runs (devices, TP sizes) can be compared.
   nlohmann::ordered_json outputs = nlohmann::ordered_json::array();
-  for (const auto& r : s.results)
+  for (const auto& r : s.results) {
     outputs.push_back({{"request_id", r.request_id}, {"tokens", r.output}});
+    if (!r.logprobs.empty()) outputs.back()["logprobs"] = logprobs_json(r.logprobs);
+  }
   j["outputs"] = std::move(outputs);
   j["error"] =
       s.error.message; // why the run stopped early (a failed collective); empty when it did not

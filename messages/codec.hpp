@@ -26,14 +26,15 @@
 
 namespace kvactor {
 
-inline constexpr uint32_t schema_version = 12; // 2: metadata_ready.digest, 3: run_summary.error,
+inline constexpr uint32_t schema_version = 13; // 2: metadata_ready.digest, 3: run_summary.error,
 // 4: rank_config and cudagraph_request capture fields, cudagraph_captured, 5: device_kind for
 // rank_config.device and node_info.device, rank_config.executor, collective_status,
 // run_summary.error as an error, 6: sampling_params in request_spec and new_request,
 // request_result.reason, 7: run_summary latency percentiles, 8: rank_ready.vocab_size,
 // 9: phase_timing.ledger_bytes and device_used_bytes, 10: run_summary.prefix_hit_tokens,
 // new_request.num_cached_tokens, rank_config.enable_prefix_caching, 11:
-// run_summary.kv_blocks_held_at_end, 12: node_info.step_port
+// run_summary.kv_blocks_held_at_end, 12: node_info.step_port, 13: sampling_params.logprobs,
+// sampled_token.logprobs, request_result.logprobs
 
 /// The envelope name of a type whose inspect() has no caf::meta::type_name annotation.
 template <class T>

@@ -23,6 +23,10 @@ struct sampling_params {
   float top_p = 1.0f;
   uint64_t seed = 0;
   std::vector<int32_t> stop_token_ids; // a sampled one ends the request (and is kept)
+  // Log-probabilities of each sampled token: -1 none; 0 the sampled token's; k > 0 also the k
+  // most likely tokens (at most max_logprobs). Under the raw logits, before temperature, top-k and
+  // top-p, as vLLM reports them.
+  int32_t logprobs = -1;
 
   bool operator==(const sampling_params&) const = default;
 };
@@ -30,7 +34,37 @@ struct sampling_params {
 template <class Inspector>
 auto inspect(Inspector& f, sampling_params& x) {
   return f(caf::meta::type_name("kvactor::sampling_params"), x.temperature, x.top_k, x.top_p,
-           x.seed, x.stop_token_ids);
+           x.seed, x.stop_token_ids, x.logprobs);
+}
+
+/// The most top alternatives a request may ask logprobs for (vLLM's default max_logprobs).
+inline constexpr int32_t max_logprobs = 20;
+
+/// One token and its log-probability.
+struct token_logprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+
+  bool operator==(const token_logprob&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, token_logprob& x) {
+  return f(caf::meta::type_name("kvactor::token_logprob"), x.token, x.logprob);
+}
+
+/// A sampled token's log-probability and the `sampling.logprobs` most likely tokens of its
+/// position (most likely first, ties by lower id); both empty where none were asked for.
+struct token_logprobs {
+  float logprob = 0.0f;
+  std::vector<token_logprob> top;
+
+  bool operator==(const token_logprobs&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, token_logprobs& x) {
+  return f(caf::meta::type_name("kvactor::token_logprobs"), x.logprob, x.top);
 }
 
 /// Why a request ended.
@@ -67,6 +101,7 @@ struct request_result {
   int32_t num_preemptions = 0;
   std::string failure;
   finish_reason reason = finish_reason::none;
+  std::vector<token_logprobs> logprobs; // [output] when sampling.logprobs >= 0, else empty
 
   bool operator==(const request_result&) const = default;
 };
@@ -74,7 +109,7 @@ struct request_result {
 template <class Inspector>
 auto inspect(Inspector& f, request_result& x) {
   return f(caf::meta::type_name("kvactor::request_result"), x.request_id, x.finished, x.output,
-           x.num_preemptions, x.failure, x.reason);
+           x.num_preemptions, x.failure, x.reason, x.logprobs);
 }
 
 /// Asks the driver for a request's result once it has finished or failed: `kvactor inject --wait`

@@ -90,13 +90,14 @@ auto inspect(Inspector& f, step_plan& x) {
 struct sampled_token {
   uint64_t request_id = 0;
   int32_t token = 0;
+  token_logprobs logprobs; // as the request's sampling.logprobs asks; empty when it does not
 
   bool operator==(const sampled_token&) const = default;
 };
 
 template <class Inspector>
 auto inspect(Inspector& f, sampled_token& x) {
-  return f(caf::meta::type_name("kvactor::sampled_token"), x.request_id, x.token);
+  return f(caf::meta::type_name("kvactor::sampled_token"), x.request_id, x.token, x.logprobs);
 }
 
 /// Where a rank spent one step, in nanoseconds.

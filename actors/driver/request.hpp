@@ -19,6 +19,7 @@ struct request_state {
   uint64_t id = 0;
   std::vector<int32_t> prompt;
   std::vector<int32_t> output;
+  std::vector<token_logprobs> logprobs; // [output] when sampling.logprobs >= 0
   int32_t max_output_tokens = 0;
   int32_t num_computed_tokens = 0; // tokens whose KV is in the cache (or will be, once the
                                    // last plan runs)

@@ -26,6 +26,7 @@ request_result result_of(const request_state& r) {
   res.num_preemptions = r.num_preemptions;
   res.failure = r.failure;
   res.reason = r.reason;
+  res.logprobs = r.logprobs;
   return res;
 }
 

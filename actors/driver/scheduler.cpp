@@ -52,6 +52,9 @@ status scheduler::check_sampling(const sampling_params& p) const {
   if (p.top_k < 0) return invalid(fmt::format("sampling.top_k = {} < 0", p.top_k));
   if (!(p.top_p > 0 && p.top_p <= 1))
     return invalid(fmt::format("sampling.top_p = {} is outside (0, 1]", p.top_p));
+  if (p.logprobs < -1 || p.logprobs > max_logprobs)
+    return invalid(fmt::format("sampling.logprobs = {} is outside [-1, {}] (-1: none)", p.logprobs,
+                               max_logprobs));
   for (auto t : p.stop_token_ids)
     if (t < 0 || (cfg_.vocab_size > 0 && t >= cfg_.vocab_size))
       return invalid(fmt::format("sampling.stop_token_ids: {} is outside the model's vocabulary "
@@ -289,6 +292,7 @@ status scheduler::apply(const step_done& done) {
     auto& r = requests_.at(s.request_id);
     if (r.st != st::running) continue; // failed after the plan was made
     r.output.push_back(s.token);
+    if (r.sampling.logprobs >= 0) r.logprobs.push_back(s.logprobs);
     const auto& stops = r.sampling.stop_token_ids;
     if (std::find(stops.begin(), stops.end(), s.token) != stops.end()) {
       r.reason = finish_reason::stop;

@@ -474,6 +474,17 @@ std::vector<executed_ubatch> executed_ubatches(const rank_steps& steps, uint64_t
   return out;
 }
 
+// Row i's logprobs as the message carries them (empty where the row asked for none).
+token_logprobs logprobs_of(const kernels::sampled_rows& s, size_t i) {
+  token_logprobs out;
+  if (i >= s.logprobs.size()) return out;
+  const auto& row = s.logprobs[i];
+  out.logprob = row.chosen;
+  for (size_t k = 0; k < row.top_ids.size(); ++k)
+    out.top.push_back({row.top_ids[k], row.top_values[k]});
+  return out;
+}
+
 // Runs the step on the rank's executor over every ubatch, as dispatched; samples.
 expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_descriptor& desc) {
   const auto& b = *st.steps.batch;
@@ -482,11 +493,11 @@ expected<step_done> execute(rank_state& st, const step_plan& plan, const batch_d
   done.epoch = plan.epoch;
   done.rank = st.config.rank;
   done.executed = desc;
-  auto tokens =
+  auto sampled =
       st.executor->run_dispatched(b, executed_ubatches(st.steps, plan.seq), desc, done.executed);
-  if (!tokens) return tokens.err(); // the caller names the step
-  for (size_t i = 0; i < tokens->size(); ++i)
-    done.sampled.push_back({b.sample_ids[i], (*tokens)[i]});
+  if (!sampled) return sampled.err(); // the caller names the step
+  for (size_t i = 0; i < sampled->tokens.size(); ++i)
+    done.sampled.push_back({b.sample_ids[i], sampled->tokens[i], logprobs_of(*sampled, i)});
   return done;
 }
 

@@ -26,9 +26,9 @@ public:
   status bind(std::vector<kernels::kv_view>, std::vector<std::string>, int32_t) override {
     return ok();
   }
-  expected<std::vector<int32_t>> run(const step_batch& b,
-                                     const std::vector<executed_ubatch>&) override {
-    return std::vector<int32_t>(b.sample_ids.size(), 0);
+  expected<kernels::sampled_rows> run(const step_batch& b,
+                                      const std::vector<executed_ubatch>&) override {
+    return kernels::sampled_rows{std::vector<int32_t>(b.sample_ids.size(), 0), {}};
   }
   status prepare_graphs(const graph_setup&) override {
     return make_error(errc::unsupported,
@@ -70,6 +70,14 @@ cpu_decoder(const executor_context& c, const hf_decoder_source& src, const std::
 expected<std::unique_ptr<step_executor>> gpu_decoder(const executor_context& c,
                                                      const hf_decoder_source& src,
                                                      std::optional<uint64_t> generated_seed) {
+  // Refused before a byte is uploaded: the KV cache would be sized in another dtype.
+  if (c.model.model_dtype != dtype::bfloat16)
+    return make_error(errc::unsupported,
+                      fmt::format("model {}: dtype {}: the GPU decoder computes in bfloat16 "
+                                  "(--dtype bfloat16, or auto for a float32 checkpoint); run "
+                                  "{} on the CPU (--device cpu)",
+                                  c.config.model, to_string(c.model.model_dtype),
+                                  to_string(c.model.model_dtype)));
   upload_options upload;
   const int32_t rank = c.config.rank;
   upload.progress = [rank](const upload_progress& p) {

@@ -125,8 +125,8 @@ public:
     return ok();
   }
 
-  expected<std::vector<int32_t>> run(const step_batch& b,
-                                     const std::vector<executed_ubatch>& ubatches) override {
+  expected<kernels::sampled_rows> run(const step_batch& b,
+                                      const std::vector<executed_ubatch>& ubatches) override {
     auto packed = pack_and_upload(b, ubatches);
     if (!packed) return packed.err();
     // The all-reduce of every layer, on the stack's stream; a collective failure is kept whole.
@@ -160,9 +160,9 @@ public:
       } catch (const comm::collective_error& e) {
         return make_error(errc::collective_failed, e.what());
       }
-    std::vector<int32_t> tokens;
-    if (auto st = stack_->sample(hidden_, rows_to_sample(b), tokens); !st) return failed(st);
-    return tokens;
+    kernels::sampled_rows sampled;
+    if (auto st = stack_->sample(hidden_, rows_to_sample(b), sampled); !st) return failed(st);
+    return sampled;
   }
 
   status prepare_graphs(const graph_setup& setup) override {
@@ -208,10 +208,10 @@ public:
                                      .count()};
   }
 
-  expected<std::vector<int32_t>> run_dispatched(const step_batch& b,
-                                                const std::vector<executed_ubatch>& ubatches,
-                                                const batch_descriptor& wanted,
-                                                batch_descriptor& executed) override {
+  expected<kernels::sampled_rows> run_dispatched(const step_batch& b,
+                                                 const std::vector<executed_ubatch>& ubatches,
+                                                 const batch_descriptor& wanted,
+                                                 batch_descriptor& executed) override {
     auto groups = replayable(b, ubatches, wanted);
     if (groups.empty()) {
       executed = eager_descriptor(b, ubatches);
@@ -230,10 +230,10 @@ public:
       } catch (const comm::collective_error& e) {
         return make_error(errc::collective_failed, e.what());
       }
-    std::vector<int32_t> tokens;
-    if (auto st = stack_->sample(hidden_, rows_to_sample(b), tokens); !st) return from_status(st);
+    kernels::sampled_rows sampled;
+    if (auto st = stack_->sample(hidden_, rows_to_sample(b), sampled); !st) return from_status(st);
     executed = wanted;
-    return tokens;
+    return sampled;
   }
 
   std::vector<memory_entry> ledger() const override {
@@ -292,7 +292,7 @@ private:
       kernels::sampling_config cfg;
       if (r < b.sample_params.size()) {
         const auto& p = b.sample_params[r];
-        cfg = {p.temperature, p.top_k, p.top_p, p.seed};
+        cfg = {p.temperature, p.top_k, p.top_p, p.seed, p.logprobs};
       }
       out.params.push_back(cfg);
       out.keys.push_back(

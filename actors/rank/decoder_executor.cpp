@@ -31,8 +31,8 @@ public:
     return ok();
   }
 
-  expected<std::vector<int32_t>> run(const step_batch& b,
-                                     const std::vector<executed_ubatch>& ubatches) override {
+  expected<kernels::sampled_rows> run(const step_batch& b,
+                                      const std::vector<executed_ubatch>& ubatches) override {
     std::function<void(float*, size_t)> reduce;
     if (comm_ && comm_->world_size() > 1)
       reduce = [this](float* buf, size_t n) { comm_->all_reduce(buf, n); };
@@ -68,21 +68,23 @@ private:
     return ok();
   }
 
-  // Each sampled request's token, as its sampling parameters say (greedy without any).
-  std::vector<int32_t> sample(const std::vector<float>& logits, const step_batch& b) const {
-    const auto vocab = d_->spec().vocab_size;
-    std::vector<int32_t> out;
+  // Each sampled request's token, as its sampling parameters say (greedy without any), with
+  // the logprobs it asks for.
+  kernels::sampled_rows sample(const std::vector<float>& logits, const step_batch& b) const {
+    std::vector<kernels::sampling_config> cfgs;
+    std::vector<uint64_t> keys;
     for (size_t r = 0; r < b.sample_rows.size(); ++r) {
       kernels::sampling_config cfg;
       if (r < b.sample_params.size()) {
         const auto& p = b.sample_params[r];
-        cfg = {p.temperature, p.top_k, p.top_p, p.seed};
+        cfg = {p.temperature, p.top_k, p.top_p, p.seed, p.logprobs};
       }
-      const auto position = r < b.sample_positions.size() ? b.sample_positions[r] : 0;
-      out.push_back(kernels::sample_token(logits.data() + r * static_cast<size_t>(vocab), vocab,
-                                          cfg, static_cast<uint64_t>(position)));
+      cfgs.push_back(cfg);
+      keys.push_back(
+          static_cast<uint64_t>(r < b.sample_positions.size() ? b.sample_positions[r] : 0));
     }
-    return out;
+    return kernels::sample_host_rows(logits.data(), d_->spec().vocab_size, cfgs, keys,
+                                     b.sample_rows.size());
   }
 
   std::unique_ptr<kernels::decoder> d_;

@@ -17,6 +17,7 @@
 #include "kvactor/comm/communicator.h"
 #include "kvactor/kernels/decoder.h"
 #include "kvactor/kernels/layer_batch.h"
+#include "kvactor/kernels/sampler.h"
 #include "messages/cudagraph.hpp"
 #include "messages/errc.hpp"
 #include "messages/runtime.hpp"
@@ -64,15 +65,16 @@ public:
   virtual status bind(std::vector<kernels::kv_view> views, std::vector<std::string> layer_names,
                       int32_t max_tokens) = 0;
 
-  /// Runs the stack over every ubatch of the batch, then samples b.sample_rows greedily.
+  /// Runs the stack over every ubatch of the batch, then samples b.sample_rows as their
+  /// requests' sampling parameters say (with logprobs where asked).
   /// Errors name the step; a kernel argument error means a bug between metadata and kernels.
-  virtual expected<std::vector<int32_t>> run(const step_batch& b,
-                                             const std::vector<executed_ubatch>& ubatches) = 0;
+  virtual expected<kernels::sampled_rows> run(const step_batch& b,
+                                              const std::vector<executed_ubatch>& ubatches) = 0;
 
   /// Runs the step as `wanted` says (a graph the dispatcher chose, or eager) when it can, else
   /// eagerly; `executed` receives what ran: the graph, or {none, tokens, reqs} of the batch.
   /// An executor without graphs runs every step eagerly.
-  virtual expected<std::vector<int32_t>>
+  virtual expected<kernels::sampled_rows>
   run_dispatched(const step_batch& b, const std::vector<executed_ubatch>& ubatches,
                  const batch_descriptor& wanted, batch_descriptor& executed) {
     (void)wanted;

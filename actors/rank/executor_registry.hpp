@@ -9,9 +9,9 @@
 //     status bind(std::vector<kernels::kv_view>, std::vector<std::string>, int32_t) override {
 //       return ok();
 //     }
-//     expected<std::vector<int32_t>> run(const step_batch& b,
-//                                        const std::vector<executed_ubatch>&) override {
-//       return std::vector<int32_t>(b.sample_rows.size(), 7); // every request samples 7
+//     expected<kernels::sampled_rows> run(const step_batch& b,
+//                                         const std::vector<executed_ubatch>&) override {
+//       return kernels::sampled_rows{std::vector<int32_t>(b.sample_rows.size(), 7), {}}; // 7s
 //     }
 //     std::vector<memory_entry> ledger() const override { return {}; }
 //     const char* device() const override { return "cpu"; }

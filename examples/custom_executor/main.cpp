@@ -26,11 +26,11 @@ public:
                        int32_t) override {
     return kvactor::ok();
   }
-  kvactor::expected<std::vector<int32_t>>
+  kvactor::expected<kvactor::kernels::sampled_rows>
   run(const kvactor::step_batch& b, const std::vector<kvactor::executed_ubatch>&) override {
-    std::vector<int32_t> next;
+    kvactor::kernels::sampled_rows next; // no logprobs: this model has no distribution
     for (int32_t row : b.sample_rows)
-      next.push_back(b.token_ids[static_cast<size_t>(row)] + 1);
+      next.tokens.push_back(b.token_ids[static_cast<size_t>(row)] + 1);
     return next;
   }
   std::vector<kvactor::memory_entry> ledger() const override { return {}; }

@@ -257,9 +257,12 @@ cuda_status check_rows(const float* hidden, const std::vector<int32_t>& rows, in
   return {};
 }
 
-bool all_greedy(const sample_rows& what) {
-  return std::all_of(what.params.begin(), what.params.end(),
-                     [](const sampling_config& c) { return c.temperature == 0.0f; });
+// Greedy rows without logprobs take their argmax on the device; any other row needs the logits
+// on the host.
+bool all_on_device(const sample_rows& what) {
+  return std::all_of(what.params.begin(), what.params.end(), [](const sampling_config& c) {
+    return c.temperature == 0.0f && c.logprobs < 0;
+  });
 }
 
 } // namespace
@@ -336,22 +339,20 @@ cuda_status decoder_cuda::logits(const float* hidden, const std::vector<int32_t>
   }
 }
 
-cuda_status decoder_cuda::sample(const float* hidden, const sample_rows& what,
-                                 std::vector<int32_t>& tokens) {
+cuda_status decoder_cuda::sample(const float* hidden, const sample_rows& what, sampled_rows& out) {
   try {
     if (auto st = check_rows(hidden, what.rows, impl_->opt.max_tokens); !st) return st;
     impl& s = *impl_;
-    tokens.assign(what.rows.size(), 0);
-    if (!all_greedy(what)) {
+    out = {};
+    if (!all_on_device(what)) {
       std::vector<float> host;
       if (auto st = logits(hidden, what.rows, host); !st) return st;
-      const auto vocab = static_cast<size_t>(s.spec.vocab_size);
-      for (size_t r = 0; r < what.rows.size(); ++r)
-        tokens[r] = sample_token(host.data() + r * vocab, s.spec.vocab_size,
-                                 r < what.params.size() ? what.params[r] : sampling_config{},
-                                 r < what.keys.size() ? what.keys[r] : 0);
+      out = sample_host_rows(host.data(), s.spec.vocab_size, what.params, what.keys,
+                             what.rows.size());
       return {};
     }
+    auto& tokens = out.tokens;
+    tokens.assign(what.rows.size(), 0);
     for (size_t begin = 0; begin < what.rows.size(); begin += static_cast<size_t>(s.sample_rows)) {
       const auto n = static_cast<int32_t>(
           std::min(what.rows.size() - begin, static_cast<size_t>(s.sample_rows)));

@@ -72,4 +72,47 @@ int32_t sample_token(const float* logits, int32_t vocab, const sampling_config& 
   return ids[keep - 1];
 }
 
+row_logprobs logprobs_of(const float* logits, int32_t vocab, int32_t chosen, int32_t top) {
+  KVACTOR_CHECK(vocab > 0, "logprobs: vocab: ", vocab, " must be > 0");
+  KVACTOR_CHECK(chosen >= 0 && chosen < vocab, "logprobs: chosen: ", chosen, " outside [0, ", vocab,
+                ")");
+  KVACTOR_CHECK(top >= 0, "logprobs: top: ", top, " must be >= 0");
+  const float peak = logits[argmax(logits, vocab)];
+  double sum = 0;
+  for (int32_t i = 0; i < vocab; ++i)
+    sum += std::exp(static_cast<double>(logits[i]) - peak);
+  const double log_norm = peak + std::log(sum);
+  row_logprobs out;
+  out.chosen = static_cast<float>(logits[chosen] - log_norm);
+  const auto k = static_cast<size_t>(std::min(top, vocab));
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                    [&](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                    });
+  for (size_t i = 0; i < k; ++i) {
+    out.top_ids.push_back(ids[i]);
+    out.top_values.push_back(static_cast<float>(logits[ids[i]] - log_norm));
+  }
+  return out;
+}
+
+sampled_rows sample_host_rows(const float* logits, int32_t vocab,
+                              const std::vector<sampling_config>& cfgs,
+                              const std::vector<uint64_t>& keys, size_t rows) {
+  sampled_rows out;
+  const bool any_logprobs = std::any_of(cfgs.begin(), cfgs.end(),
+                                        [](const sampling_config& c) { return c.logprobs >= 0; });
+  if (any_logprobs) out.logprobs.resize(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    const auto cfg = r < cfgs.size() ? cfgs[r] : sampling_config{};
+    const float* row = logits + r * static_cast<size_t>(vocab);
+    out.tokens.push_back(sample_token(row, vocab, cfg, r < keys.size() ? keys[r] : 0));
+    if (cfg.logprobs >= 0)
+      out.logprobs[r] = logprobs_of(row, vocab, out.tokens.back(), cfg.logprobs);
+  }
+  return out;
+}
+
 } // namespace kvactor::kernels

@@ -31,14 +31,14 @@ public:
     (void)views;
     return ok();
   }
-  expected<std::vector<int32_t>> run(const step_batch& b,
-                                     const std::vector<executed_ubatch>& ubatches) override {
+  expected<kernels::sampled_rows> run(const step_batch& b,
+                                      const std::vector<executed_ubatch>& ubatches) override {
     ++steps;
-    std::vector<int32_t> tokens;
+    kernels::sampled_rows out;
     for (size_t i = 0; i < b.sample_ids.size(); ++i)
-      tokens.push_back(100 + b.num_tokens());
+      out.tokens.push_back(100 + b.num_tokens());
     (void)ubatches;
-    return tokens;
+    return out;
   }
   std::vector<memory_entry> ledger() const override { return {{"counting executor", 42}}; }
   const char* device() const override { return "cpu"; }

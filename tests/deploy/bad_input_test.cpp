@@ -62,6 +62,8 @@ TEST(BadInput, EveryEngineValueOutsideItsRangeIsRefusedBeforeAnyWorkNamingTheFla
       {{"--stats-interval", "-1"}, "--stats-interval: -1 is not a number of seconds >= 0"},
       {{"--stats-interval", "nan"}, "--stats-interval: 'nan' is not a finite number"},
       {{"--requests", "2000000"}, "--requests: 2000000 is outside [0, 1000000]"},
+      {{"--logprobs", "21"}, "--logprobs: 21 is outside [0, 20]"},
+      {{"--logprobs", "-1"}, "--logprobs: -1 is outside [0, 20]"},
       {{"--ubatches", "3"}, "--ubatches: 3 is outside [1, 2]"},
       {{"--tensor-parallel-size", "0"}, "--tensor-parallel-size: 0 is outside [1, 64]"},
       {{"--restart-wait", "inf"}, "--restart-wait: 'inf' is not a finite number"},

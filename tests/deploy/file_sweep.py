@@ -95,7 +95,7 @@ def file_cases(kvactor, source, work):
         with open(path, "rb") as f:
             originals[name] = f.read()
     originals["msg.json"] = (b'{"type": "kvactor::request_spec", "payload": [7, [5, 6], 2, 0, '
-                             b'[0.0, 0, 1.0, 0, []]]}')
+                             b'[0.0, 0, 1.0, 0, [], -1]]}')
     originals["cert.pem"] = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
     for name, original in originals.items():
         for label, content in damages(original):

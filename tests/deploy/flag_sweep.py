@@ -145,7 +145,7 @@ def prepare(kvactor, work):
     os.makedirs(work, exist_ok=True)
     with open(os.path.join(work, "req.json"), "w") as f:
         f.write('{"type": "kvactor::request_spec", "payload": [7, [5, 6], 2, 0, '
-                '[0.0, 0, 1.0, 0, []]]}')
+                '[0.0, 0, 1.0, 0, [], -1]]}')
     subprocess.run([kvactor, "run", "--requests", "2", "--prompt-len", "8", "--output-len", "2",
                     "--no-progress", "--device", "cpu", "--record",
                     os.path.join(work, "t.kvtrace")], check=True, capture_output=True)

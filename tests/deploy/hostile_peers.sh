@@ -90,12 +90,12 @@ grep -q "a message carries a @config_value, a type kvactor never sends" "$dir/ru
 python3 "$peer" "$inject_port" flood 100 >"$dir/flood_run.out" &
 pids+=($!)
 wait_for 90 in_file flooding "$dir/flood_run.out" || fail "the flood did not start"
-echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/req.json"
+echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0, [0.0, 0, 1.0, 0, [], -1]]}' >"$dir/req.json"
 "$kvactor" inject --to "127.0.0.1:$inject_port" --message "$dir/req.json" >"$dir/inject.out" 2>&1 ||
   { cat "$dir/inject.out"; fail "a legitimate injection failed under the flood"; }
 grep -q "driver accepted request 4242" "$dir/inject.out" || fail "the driver did not accept it"
 python3 -c "import json; print(json.dumps({'type': 'kvactor::request_spec', \
-  'payload': [4343, list(range(100000, 120000)), 3, 0, [0.0, 0, 1.0, 0, []]]}))" >"$dir/big.json"
+  'payload': [4343, list(range(100000, 120000)), 3, 0, [0.0, 0, 1.0, 0, [], -1]]}))" >"$dir/big.json"
 if "$kvactor" inject --to "127.0.0.1:$inject_port" --message "$dir/big.json" 2>"$dir/big.err"; then
   fail "a message above --max-message-bytes was delivered"
 fi

@@ -31,13 +31,13 @@ late="(had the run ended? see the timing note at the top of inject_live.sh)"
 wait_for 60 in_file 'injection listens on 127\.0\.0\.1:[0-9]+' "$dir/run.err" ||
   { cat "$dir/run.err"; fail "no injection port announced within 60 s"; }
 port=$(grep -oE '127\.0\.0\.1:[0-9]+' "$dir/run.err" | head -1)
-echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/req.json"
+echo '{"type": "kvactor::request_spec", "payload": [4242, [5, 6, 7, 8], 3, 0, [0.0, 0, 1.0, 0, [], -1]]}' >"$dir/req.json"
 "$kvactor" inject --to "$port" --message "$dir/req.json" >"$dir/inject.out" 2>&1 ||
   { cat "$dir/inject.out"; fail "injecting a request failed $late"; }
 cat "$dir/inject.out"
 grep -q "driver accepted request 4242" "$dir/inject.out" || fail "the driver did not accept it"
 # --wait: a second request, and what it produced once it finished.
-echo '{"type": "kvactor::request_spec", "payload": [4343, [9, 10, 11], 5, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/wait.json"
+echo '{"type": "kvactor::request_spec", "payload": [4343, [9, 10, 11], 5, 0, [0.0, 0, 1.0, 0, [], -1]]}' >"$dir/wait.json"
 "$kvactor" inject --to "$port" --message "$dir/wait.json" --wait --timeout 60 --json \
   >"$dir/wait.out" 2>"$dir/wait.err" || { cat "$dir/wait.err"; fail "inject --wait failed $late"; }
 python3 -c '
@@ -49,8 +49,8 @@ assert r["payload"][0] == 4343 and r["payload"][1] is True, r
 assert len(r["payload"][2]) == 5, "5 output tokens: %r" % r
 ' "$dir/wait.out" || { cat "$dir/wait.out"; fail "inject --wait did not print the request's 5 tokens"; }
 # What the run would refuse is refused to the injector, by name, never "accepted".
-echo '{"type": "kvactor::request_spec", "payload": [4444, [5, 99999], 3, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/oov.json"
-echo '{"type": "kvactor::request_spec", "payload": [4445, [], 3, 0, [0.0, 0, 1.0, 0, []]]}' >"$dir/empty.json"
+echo '{"type": "kvactor::request_spec", "payload": [4444, [5, 99999], 3, 0, [0.0, 0, 1.0, 0, [], -1]]}' >"$dir/oov.json"
+echo '{"type": "kvactor::request_spec", "payload": [4445, [], 3, 0, [0.0, 0, 1.0, 0, [], -1]]}' >"$dir/empty.json"
 for bad in oov:"prompt\[1\] = 99999 is outside the model's vocabulary" empty:"prompt is empty"; do
   name=${bad%%:*}
   if "$kvactor" inject --to "$port" --message "$dir/$name.json" 2>"$dir/$name.err"; then

@@ -44,7 +44,7 @@ TEST(InjectTarget, EachActorTakesItsOwnMessageTypes) {
 
 TEST(InjectMessageFile, JsonEnvelopeDecodesToTheTypedMessage) {
   auto m = parse_message_file(
-      "m.json", R"(["kvactor::request_spec", 12, [7, [1, 2, 3], 4, 0, [0.0, 0, 1.0, 0, []]]])");
+      "m.json", R"(["kvactor::request_spec", 13, [7, [1, 2, 3], 4, 0, [0.0, 0, 1.0, 0, [], -1]]])");
   ASSERT_TRUE(m) << m.err().message;
   auto spec = decode<request_spec>(m->envelope);
   ASSERT_TRUE(spec) << spec.err().message;
@@ -55,7 +55,7 @@ TEST(InjectMessageFile, JsonEnvelopeDecodesToTheTypedMessage) {
 
 TEST(InjectMessageFile, ARecordOfTraceShowJsonKeepsItsReceiver) {
   auto m = parse_message_file("r.json", R"({"index": 5, "sender": "driver", "receiver": "rank[0]",
-      "type": "kvactor::request_spec", "summary": "...", "payload": [9, [4], 1, 0, [0.0, 0, 1.0, 0, []]]})");
+      "type": "kvactor::request_spec", "summary": "...", "payload": [9, [4], 1, 0, [0.0, 0, 1.0, 0, [], -1]]})");
   ASSERT_TRUE(m) << m.err().message;
   EXPECT_EQ(m->receiver, "rank[0]");
   ASSERT_TRUE(decode<request_spec>(m->envelope));
@@ -81,7 +81,7 @@ TEST(InjectMessageFile, BadFilesAreErrorsNamingFileAndField) {
   EXPECT_NE(no_payload.err().message.find("field \"payload\""), std::string::npos);
   // nlohmann::json throws out_of_range for it, not parse_error (found by the inject fuzzer:
   // tests/fuzz/corpus/inject/regression-number-overflow.json).
-  auto overflow = parse_message_file("o.json", R"(["kvactor::request_spec", 12, [2e2222222]])");
+  auto overflow = parse_message_file("o.json", R"(["kvactor::request_spec", 13, [2e2222222]])");
   ASSERT_FALSE(overflow);
   EXPECT_NE(overflow.err().message.find("o.json: not valid JSON"), std::string::npos)
       << overflow.err().message;
@@ -109,7 +109,7 @@ TEST(InjectCli, NothingListeningIsAClearError) {
   auto path = ::testing::TempDir() + "inject_none.json";
   {
     std::ofstream f(path);
-    f << R"(["kvactor::request_spec", 12, [7, [1], 4, 0, [0.0, 0, 1.0, 0, []]]])";
+    f << R"(["kvactor::request_spec", 13, [7, [1], 4, 0, [0.0, 0, 1.0, 0, [], -1]]])";
   }
   std::vector<std::string> args{"kvactor", "inject", "--to", "127.0.0.1:1", "--message", path};
   std::vector<const char*> argv;

@@ -23,7 +23,7 @@ fixture=$source_dir/tests/data/transformers/qwen3
 [[ $device == cuda ]] && fixture=$source_dir/tests/data/transformers_gpu/llama
 "$kvactor" run --device cpu --requests 2 --prompt-len 8 --output-len 2 --no-progress \
   --record "$dir/t.kvtrace" >/dev/null 2>&1 || fail "recording a trace"
-echo '{"type": "kvactor::request_spec", "payload": [7, [5, 6], 2, 0, [0.0, 0, 1.0, 0, []]]}' \
+echo '{"type": "kvactor::request_spec", "payload": [7, [5, 6], 2, 0, [0.0, 0, 1.0, 0, [], -1]]}' \
   >"$dir/msg.json"
 
 # NAME EXPECTED_EXIT ARGS...: stdout must be one JSON document, whatever the exit code.

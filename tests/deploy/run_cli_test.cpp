@@ -314,6 +314,30 @@ TEST(RunCli, TensorParallelCpuRanksAgreeAndAreDeterministic) {
   EXPECT_NE(four.out.find("6 finished, 0 failed"), std::string::npos) << four.out;
 }
 
+TEST(RunCli, LogprobsReportEveryTokensLogprobAndTheMostLikelyTokensAlikeOnEveryRank) {
+  const auto path = ::testing::TempDir() + "run_logprobs.json";
+  // Two ranks: the driver compares every rank's sampled tokens and logprobs, so none may differ.
+  auto r = run_cli(
+      small_run({"--logprobs", "3", "--tensor-parallel-size", "2", "--summary-json", path}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("6 finished, 0 failed"), std::string::npos) << r.out;
+  const auto j = read_json(path);
+  for (const auto& o : j["outputs"]) {
+    ASSERT_EQ(o["logprobs"].size(), o["tokens"].size());
+    for (size_t t = 0; t < o["tokens"].size(); ++t) {
+      const auto& lp = o["logprobs"][t];
+      ASSERT_EQ(lp["top"].size(), 3u);
+      // Greedy: the chosen token is the most likely one, and logprobs fall from there.
+      EXPECT_EQ(lp["top"][0][0], o["tokens"][t]);
+      EXPECT_FLOAT_EQ(lp["top"][0][1].get<float>(), lp["logprob"].get<float>());
+      EXPECT_LE(lp["logprob"].get<double>(), 0.0);
+      EXPECT_GE(lp["top"][1][1].get<double>(), lp["top"][2][1].get<double>());
+    }
+  }
+  // Asking for logprobs changes no token.
+  EXPECT_EQ(digest_of(r.out), digest_of(run_cli(small_run({"--tensor-parallel-size", "2"})).out));
+}
+
 TEST(RunCliErrors, TensorParallelSizeThatDoesNotSplitTheHeadsIsRejected) {
   auto r = run_cli(small_run({"--tensor-parallel-size", "3"}));
   EXPECT_EQ(r.code, 2);

@@ -98,6 +98,37 @@ TEST(Scheduler, StopTokensEndARequestWithReasonStopAndKeepTheToken) {
   EXPECT_EQ(s.find(2)->reason, finish_reason::length);
 }
 
+TEST(Scheduler, LogprobsAreKeptPerOutputTokenOnlyForRequestsThatAskForThem) {
+  scheduler s(config(4, 64), {full_group(4)}, 100);
+  sampling_params asks;
+  asks.logprobs = 1;
+  ASSERT_TRUE(s.add_request(1, prompt_of(4), 2, asks));
+  ASSERT_TRUE(s.add_request(2, prompt_of(4), 2));
+  ASSERT_TRUE(s.schedule(0, 1));
+  step_done done;
+  done.seq = 0;
+  done.epoch = 1;
+  const token_logprobs lp{-0.5f, {{9, -0.5f}}};
+  done.sampled = {{1, 9, lp}, {2, 9, lp}};
+  ASSERT_TRUE(s.apply(done));
+  EXPECT_EQ(s.find(1)->logprobs, (std::vector<token_logprobs>{lp}));
+  EXPECT_TRUE(s.find(2)->logprobs.empty()) << "request 2 asked for none";
+}
+
+TEST(Scheduler, MoreLogprobsThanTheMaximumAreRefusedNamingTheField) {
+  scheduler s(config(4, 64), {full_group(4)}, 100);
+  sampling_params too_many;
+  too_many.logprobs = max_logprobs + 1;
+  auto st = s.add_request(1, prompt_of(4), 2, too_many);
+  ASSERT_FALSE(st);
+  EXPECT_TRUE(contains(st.err().message, "sampling.logprobs = 21 is outside [-1, 20]"))
+      << st.err().message;
+  too_many.logprobs = -2;
+  EXPECT_FALSE(s.add_request(2, prompt_of(4), 2, too_many));
+  too_many.logprobs = max_logprobs;
+  EXPECT_TRUE(s.add_request(3, prompt_of(4), 2, too_many));
+}
+
 TEST(Scheduler, AddRequestRejectsADuplicateIdAndKeepsTheFirst) {
   scheduler s(config(4, 64), {full_group(4)}, 100);
   ASSERT_TRUE(s.add_request(1, {5, 6}, 3));

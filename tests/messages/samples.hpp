@@ -271,7 +271,7 @@ inline constexpr uint64_t large_request_id = 0xfedcba9876543210ULL;
 /// Sampling that sets every field (a greedy request leaves most at their defaults).
 template <>
 inline sampling_params sample<sampling_params>() {
-  return {0.7f, 40, 0.95f, 0xfeedfacecafebeefULL, {128001, 128009}};
+  return {0.7f, 40, 0.95f, 0xfeedfacecafebeefULL, {128001, 128009}, 5};
 }
 
 template <>
@@ -304,7 +304,7 @@ inline step_plan sample<step_plan>() {
 
 template <>
 inline sampled_token sample<sampled_token>() {
-  return {large_request_id, 128255};
+  return {large_request_id, 128255, {-0.25f, {{128255, -0.25f}, {13, -1.75f}}}};
 }
 
 template <>
@@ -483,8 +483,13 @@ inline request_spec sample<request_spec>() {
 /// A finished request that also carries a failure text, so that every field is set.
 template <>
 inline request_result sample<request_result>() {
-  return {large_request_id,   true, {13, 578, 4320}, 2, "preempted twice, then finished",
-          finish_reason::stop};
+  return {large_request_id,
+          true,
+          {13, 578, 4320},
+          2,
+          "preempted twice, then finished",
+          finish_reason::stop,
+          {{-0.5f, {{13, -0.5f}}}, {-1.0f, {{9, -0.75f}}}, {-0.125f, {{4320, -0.125f}}}}};
 }
 
 template <>

@@ -78,8 +78,8 @@ TEST(ExecutorRegistry, TheProtocolExecutorSamplesTokenZeroForEveryRequest) {
   ASSERT_TRUE(ex) << ex.err().message;
   step_batch b;
   b.sample_ids = {4, 9};
-  auto tokens = (*ex)->run(b, {});
-  ASSERT_TRUE(tokens);
-  EXPECT_EQ(*tokens, (std::vector<int32_t>{0, 0}));
+  auto sampled = (*ex)->run(b, {});
+  ASSERT_TRUE(sampled);
+  EXPECT_EQ(sampled->tokens, (std::vector<int32_t>{0, 0}));
   EXPECT_TRUE((*ex)->ledger().empty()) << "it holds no memory";
 }

@@ -68,9 +68,9 @@ public:
                                     float* hidden) = 0;
   virtual cuda_status forward_attention(const device_step& step, const std::vector<kv_view>& kv,
                                         size_t layer) = 0;
-  /// The next token of each row of `hidden` (device float) as `what` asks; waits for them.
-  virtual cuda_status sample(const float* hidden, const sample_rows& what,
-                             std::vector<int32_t>& tokens) = 0;
+  /// The next token of each row of `hidden` (device float) as `what` asks, with the logprobs
+  /// of the rows that ask for them; waits for them.
+  virtual cuda_status sample(const float* hidden, const sample_rows& what, sampled_rows& out) = 0;
 
   virtual size_t num_layers() const = 0;
   virtual int32_t hidden_size() const = 0;

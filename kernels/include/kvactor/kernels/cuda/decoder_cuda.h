@@ -95,10 +95,9 @@ public:
   cuda_status forward_attention(const device_step& step, const std::vector<kv_view>& kv,
                                 size_t layer) override;
 
-  /// Greedy rows take the argmax on the device (lowest id on ties); when any row samples, the
-  /// rows' logits come to the host and sample_token draws each row.
-  cuda_status sample(const float* hidden, const sample_rows& what,
-                     std::vector<int32_t>& tokens) override;
+  /// Greedy rows take the argmax on the device (lowest id on ties); when any row samples or asks
+  /// for logprobs, the rows' logits come to the host and sample_host_rows draws each row.
+  cuda_status sample(const float* hidden, const sample_rows& what, sampled_rows& out) override;
   /// Enqueues the greedy tokens of `n` rows of hidden (rows and tokens in device memory, n at
   /// most the sample rows of one pass) with no host synchronisation: capturable into a graph
   /// after forward().
