@@ -77,6 +77,10 @@ using rank_actor = caf::typed_actor<
     // This rank's collective ledger, oldest first: where it stands when a collective fails.
     caf::replies_to<atom::collectives>::with<std::vector<collective_entry>>>;
 
+/// Where a serving driver sends what happens to its requests (the server's ingress): one
+/// request_updates per step applied or request failed.
+using output_sink_actor = caf::typed_actor<caf::reacts_to<request_updates>>;
+
 /// The DRIVER actor: requests, scheduling, block pools and step sequencing over all ranks.
 using driver_actor = caf::typed_actor<
     // Configure every rank, agree on the block count, wait until all are ready.
@@ -95,7 +99,9 @@ using driver_actor = caf::typed_actor<
     // reason and answer `run` with the summary, without waiting for a step in flight.
     caf::reacts_to<atom::drain, std::string>,
     // A request's result once it has finished or failed (answered then; at once if it has).
-    caf::replies_to<request_await>::with<request_result>>;
+    caf::replies_to<request_await>::with<request_result>,
+    // End a request now: it fails with the reason, its blocks free before the next step.
+    caf::reacts_to<request_abort>>;
 
 /// The NODE actor (cluster mode): one per node process; spawns ranks for a driver.
 using node_actor = caf::typed_actor<

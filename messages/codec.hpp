@@ -34,7 +34,7 @@ inline constexpr uint32_t schema_version = 13; // 2: metadata_ready.digest, 3: r
 // 9: phase_timing.ledger_bytes and device_used_bytes, 10: run_summary.prefix_hit_tokens,
 // new_request.num_cached_tokens, rank_config.enable_prefix_caching, 11:
 // run_summary.kv_blocks_held_at_end, 12: node_info.step_port, 13: sampling_params.logprobs,
-// sampled_token.logprobs, request_result.logprobs
+// sampled_token.logprobs, request_result.logprobs, request_updates, request_abort
 
 /// The envelope name of a type whose inspect() has no caf::meta::type_name annotation.
 template <class T>

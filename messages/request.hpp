@@ -112,6 +112,52 @@ auto inspect(Inspector& f, request_result& x) {
            x.num_preemptions, x.failure, x.reason, x.logprobs);
 }
 
+/// What happened to one request since its last update, for a client that streams it (serving):
+/// the tokens sampled, and with the last update how the request ended.
+struct request_update {
+  uint64_t request_id = 0;
+  std::vector<int32_t> tokens;
+  std::vector<token_logprobs> logprobs; // [tokens] when sampling.logprobs >= 0
+  bool done = false;                    // the request's last update
+  bool finished = false;                // done: served to its end; else failed with `failure`
+  finish_reason reason = finish_reason::none;
+  std::string failure;
+
+  bool operator==(const request_update&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, request_update& x) {
+  return f(caf::meta::type_name("kvactor::request_update"), x.request_id, x.tokens, x.logprobs,
+           x.done, x.finished, x.reason, x.failure);
+}
+
+/// The updates of one driver event (a step applied, a request failed), in request order.
+struct request_updates {
+  std::vector<request_update> updates;
+
+  bool operator==(const request_updates&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, request_updates& x) {
+  return f(caf::meta::type_name("kvactor::request_updates"), x.updates);
+}
+
+/// Ends a request now (its client went away, or a stop string matched its text): it fails with
+/// `reason` and its KV blocks are free before the next step. A no-op for a request already done.
+struct request_abort {
+  uint64_t request_id = 0;
+  std::string reason;
+
+  bool operator==(const request_abort&) const = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, request_abort& x) {
+  return f(caf::meta::type_name("kvactor::request_abort"), x.request_id, x.reason);
+}
+
 /// Asks the driver for a request's result once it has finished or failed: `kvactor inject --wait`
 /// reads what a request it injected produced. Answered at once for a request already done.
 struct request_await {

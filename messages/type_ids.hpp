@@ -52,6 +52,8 @@ struct ubatch_work;
 struct metadata_ready;
 struct request_spec;
 struct request_result;
+struct request_updates;
+struct request_abort;
 struct request_await;
 struct run_summary;
 struct inject_request;
@@ -116,6 +118,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   // request.hpp
   CAF_ADD_TYPE_ID(kvactor, (kvactor::request_spec))
   CAF_ADD_TYPE_ID(kvactor, (kvactor::request_result))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::request_updates))
+  CAF_ADD_TYPE_ID(kvactor, (kvactor::request_abort))
   CAF_ADD_TYPE_ID(kvactor, (kvactor::run_summary))
   CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::kv_cache_group>))
   CAF_ADD_TYPE_ID(kvactor, (std::vector<kvactor::memory_entry>))

@@ -1,6 +1,7 @@
 #include "actors/driver/actor.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 #include <caf/all.hpp>
@@ -40,9 +41,54 @@ void deliver_awaited(driver_state& st) {
   }
 }
 
+namespace {
+
+// The outputs sink's update of each request the event touched: its tokens, then its end.
+request_updates updates_of(const scheduler& sched, const std::vector<sampled_token>& sampled,
+                           const std::vector<uint64_t>& ended) {
+  request_updates out;
+  std::unordered_map<uint64_t, size_t> at;
+  auto update_of = [&](uint64_t id) -> request_update& {
+    auto [it, fresh] = at.emplace(id, out.updates.size());
+    if (fresh) out.updates.push_back({id});
+    return out.updates[it->second];
+  };
+  for (const auto& s : sampled) {
+    const request_state* r = sched.find(s.request_id);
+    if (r == nullptr || r->st == request_state::status::failed) continue; // not applied
+    auto& u = update_of(s.request_id);
+    u.tokens.push_back(s.token);
+    if (r->sampling.logprobs >= 0) u.logprobs.push_back(s.logprobs);
+  }
+  for (auto id : ended)
+    if (const request_state* r = sched.find(id)) {
+      auto& u = update_of(id);
+      u.done = true;
+      u.finished = r->st == request_state::status::finished;
+      u.reason = r->reason;
+      u.failure = r->failure;
+    }
+  return out;
+}
+
+} // namespace
+
+void settle(driver_state& st, const std::vector<sampled_token>& sampled) {
+  const auto ended = st.sched->take_retired();
+  if (st.setup.outputs) {
+    auto updates = updates_of(*st.sched, sampled, ended);
+    if (!updates.updates.empty()) caf::anon_send(st.setup.outputs, std::move(updates));
+  }
+  if (!st.owed.awaits.empty()) deliver_awaited(st);
+  if (!st.setup.keep_serving) return;
+  for (auto id : ended)
+    if (st.owed.awaits.count(id) == 0) st.sched->forget(id);
+}
+
 void finish_run(driver_self self) {
   auto& st = self->state;
   st.phase = driver_phase::finished;
+  settle(st);
   auto s = st.stats.summarize(*st.sched, st.end);
   report(st);
   spdlog::info("driver: {} finished, {} failed, {} steps in {:.2f} s", s.finished, s.failed,
@@ -54,7 +100,6 @@ void finish_run(driver_self self) {
                  c.messages, c.dropped, c.duplicated, c.delayed, st.fabric->steps_resent());
   }
   st.owed.run.deliver(std::move(s));
-  deliver_awaited(st);
 }
 
 void fail_unfinished(driver_state& st, const std::string& why) {
@@ -172,6 +217,17 @@ caf::result<request_result> on_await(driver_self self, const request_await& a) {
   return rp;
 }
 
+// The `request_abort` handler: the request fails now and its blocks are free for the next step;
+// an idle driver tells the ranks at once.
+void on_abort(driver_self self, const request_abort& a) {
+  auto& st = self->state;
+  if (!st.sched || st.phase == driver_phase::finished) return; // nothing admitted, or all over
+  st.arrivals.admit_now(a.request_id, *st.sched);
+  st.sched->fail_request(a.request_id, a.reason.empty() ? "aborted" : a.reason);
+  settle(st);
+  next_step(self);
+}
+
 // The `drain` handler: the run ends now, every unfinished request failed with `why`. A step in
 // flight is not waited for (a stalled rank must not hold the summary back); its late answer finds
 // the run over and is dropped.
@@ -216,6 +272,7 @@ driver_actor::behavior_type driver(driver_actor::stateful_pointer<driver_state> 
       [self](node_channel_event& e) { self->state.fabric->on_channel_event(e); },
       [self](atom::drain, std::string& why) { on_drain(self, std::move(why)); },
       [self](const request_await& a) -> caf::result<request_result> { return on_await(self, a); },
+      [self](const request_abort& a) { on_abort(self, a); },
   };
 }
 

@@ -49,6 +49,11 @@ struct driver_setup {
   std::vector<std::string> rank_locations = {};
   /// Each applied step's sampled tokens, as they arrive (may be empty): what streams output.
   std::function<void(const std::vector<sampled_token>&)> on_tokens = {};
+  /// Serving: every request's tokens and end go here as they happen (null: nowhere).
+  output_sink_actor outputs = {};
+  /// Serving: the run goes on while idle and ends only when drained; a request's state is
+  /// dropped once its end was reported, so that memory does not grow with the requests served.
+  bool keep_serving = false;
   /// How long a rank may take to answer a step, and whether unanswered steps are re-sent.
   step_deadlines deadlines = {};
   /// Testing: disturb every message between the driver and its ranks (kvactor run --chaos).

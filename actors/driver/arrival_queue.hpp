@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
+#include <unordered_set>
 #include <vector>
 
 #include "actors/driver/latency.hpp"
@@ -23,14 +25,19 @@ public:
   void admit_due(int64_t now_ns, scheduler& sched, request_latencies& latencies);
   /// Hands the scheduler every request not yet admitted, due or not (to fail them).
   void admit_all(scheduler& sched);
+  /// Hands the scheduler one request now, due or not (to abort it); false if it is not waiting
+  /// here.
+  bool admit_now(uint64_t request_id, scheduler& sched);
   /// When the next request not yet admitted arrives; none: every one was admitted.
   std::optional<int64_t> next_arrival_ns() const;
-  bool submitted(uint64_t request_id) const;
-  int64_t size() const { return static_cast<int64_t>(pending_.size()); }
+  bool submitted(uint64_t request_id) const { return ids_.count(request_id) != 0; }
+  /// Requests submitted so far.
+  int64_t size() const { return static_cast<int64_t>(ids_.size()); }
 
 private:
-  std::vector<request_spec> pending_; // sorted by arrival from next_ on
-  size_t next_ = 0;                   // the first request not yet admitted
+  // Requests not yet admitted, by arrival; an admitted request leaves (a server admits many).
+  std::deque<request_spec> pending_;
+  std::unordered_set<uint64_t> ids_; // every id submitted (ids are never reused)
 };
 
 } // namespace kvactor

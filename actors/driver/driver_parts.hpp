@@ -38,6 +38,10 @@ inline bool running(const driver_state& st) {
 void report(driver_state& st);
 /// Answers every request_await whose request is done.
 void deliver_awaited(driver_state& st);
+/// After an event (a step applied or rejected, admissions, an abort): tells the outputs sink
+/// the step's `sampled` tokens and every request that ended, answers the awaits, and when
+/// serving forgets the requests whose end was told.
+void settle(driver_state& st, const std::vector<sampled_token>& sampled = {});
 /// Fails every request that has not finished (those not yet arrived too), with `why`.
 void fail_unfinished(driver_state& st, const std::string& why);
 /// The run is over: answers `run` with the summary, and every await.

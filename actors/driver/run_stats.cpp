@@ -52,10 +52,12 @@ void run_stats::count_step(const scheduler& sched, const step_done& done,
 // A sampled token's time; a request's first token ends its prefill, and only then do its prompt
 // tokens count.
 void run_stats::count_token(const scheduler& sched, uint64_t id, double now) {
+  const request_state* r = sched.find(id);
+  // A token applied (a request failed before its step was applied gets none).
+  if (r != nullptr && r->st != request_state::status::failed) ++generated_tokens_;
   latencies_.token(id, now);
   if (latencies_.timing(id).tokens != 1) return;
-  if (const request_state* r = sched.find(id))
-    prompt_tokens_ += static_cast<int64_t>(r->prompt.size());
+  if (r != nullptr) prompt_tokens_ += static_cast<int64_t>(r->prompt.size());
 }
 
 // The latency events of the step's sampled tokens, for the next progress report: a first
@@ -74,10 +76,9 @@ void run_stats::note_latencies(const scheduler& sched, const step_done& done) {
 run_summary run_stats::summarize(const scheduler& sched, const run_end& end) const {
   run_summary s;
   for (auto id : sched.request_order()) {
-    const auto* r = sched.find(id);
-    s.generated_tokens += static_cast<int64_t>(r->output.size());
-    s.results.push_back(result_of(*r));
+    s.results.push_back(result_of(*sched.find(id)));
   }
+  s.generated_tokens = generated_tokens_;
   s.finished = sched.num_finished();
   s.failed = sched.num_failed();
   s.preempted = sched.num_preemptions();
@@ -111,8 +112,7 @@ run_progress run_stats::progress(const scheduler& sched, const run_end& end, int
   p.finished = sched.num_finished();
   p.failed = sched.num_failed();
   p.total = total_requests;
-  for (auto id : sched.request_order())
-    p.generated_tokens += static_cast<int64_t>(sched.find(id)->output.size());
+  p.generated_tokens = generated_tokens_;
   p.prompt_tokens = prompt_tokens_;
   p.running = sched.num_running();
   p.waiting = sched.num_waiting();

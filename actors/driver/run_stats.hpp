@@ -82,7 +82,8 @@ private:
   request_latencies latencies_;
   run_progress events_; // latency and step events not yet reported
   int64_t steps_ = 0, graph_replays_ = 0, eager_steps_ = 0;
-  int64_t prompt_tokens_ = 0; // counted at each request's first token
+  int64_t prompt_tokens_ = 0;    // counted at each request's first token
+  int64_t generated_tokens_ = 0; // tokens applied to their requests
 };
 
 /// A request's result as the scheduler holds it.

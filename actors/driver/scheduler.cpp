@@ -104,6 +104,7 @@ status scheduler::add_request(uint64_t id, std::vector<int32_t> prompt, int32_t 
     r.failure = checked.err().message;
     r.st = st::failed;
     ++num_failed_;
+    retired_.push_back(id);
     return make_error(checked.err().code,
                       fmt::format("add_request: request {}: {}", id, r.failure));
   }
@@ -113,7 +114,7 @@ status scheduler::add_request(uint64_t id, std::vector<int32_t> prompt, int32_t 
 
 expected<step_plan> scheduler::schedule(uint64_t seq, uint64_t epoch) {
   // A plan whose requests all failed since (the ranks rejected it) is abandoned, not awaited.
-  auto still_running = [&](uint64_t id) { return requests_.at(id).st == st::running; };
+  auto still_running = [&](uint64_t id) { return running_request(id) != nullptr; };
   if (last_ && !last_->applied
       && std::any_of(last_->scheduled.begin(), last_->scheduled.end(), still_running))
     return invalid(fmt::format(
@@ -251,6 +252,23 @@ void scheduler::retire(request_state& r, request_state::status s) {
   r.st = s;
   if (s == st::finished) ++num_finished_;
   if (s == st::failed) ++num_failed_;
+  retired_.push_back(r.id);
+}
+
+request_state* scheduler::running_request(uint64_t id) {
+  auto it = requests_.find(id);
+  return it != requests_.end() && it->second.st == st::running ? &it->second : nullptr;
+}
+
+std::vector<uint64_t> scheduler::take_retired() {
+  return std::exchange(retired_, {});
+}
+
+void scheduler::forget(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !is_done(it->second)) return;
+  requests_.erase(it);
+  std::erase(order_, id);
 }
 
 status scheduler::apply(const step_done& done) {
@@ -276,21 +294,22 @@ status scheduler::apply(const step_done& done) {
           fmt::format("apply: step_done.sampled.request_id = {} is listed twice", s.request_id));
   }
   for (auto id : expect)
-    if (seen.count(id) == 0 && requests_.at(id).st == st::running)
+    if (seen.count(id) == 0 && running_request(id) != nullptr)
       return invalid(fmt::format("apply: step_done.sampled lacks request_id = {}", id));
 
   last_->applied = true;
   // The step ran: the blocks it filled hold their KV now, and later requests may hit them.
   if (blocks_.caches_prefixes())
     for (auto id : last_->scheduled) {
-      const auto& r = requests_.at(id);
-      if (r.st == st::running && blocks_.has_uncached_full_blocks(id, r.num_computed_tokens))
-        blocks_.cache_full_blocks(id, tokens_between(r, 0, r.num_computed_tokens),
-                                  r.num_computed_tokens);
+      const auto* r = running_request(id);
+      if (r != nullptr && blocks_.has_uncached_full_blocks(id, r->num_computed_tokens))
+        blocks_.cache_full_blocks(id, tokens_between(*r, 0, r->num_computed_tokens),
+                                  r->num_computed_tokens);
     }
   for (const auto& s : done.sampled) {
-    auto& r = requests_.at(s.request_id);
-    if (r.st != st::running) continue; // failed after the plan was made
+    auto* found = running_request(s.request_id);
+    if (found == nullptr) continue; // failed (and maybe forgotten) after the plan was made
+    auto& r = *found;
     r.output.push_back(s.token);
     if (r.sampling.logprobs >= 0) r.logprobs.push_back(s.logprobs);
     const auto& stops = r.sampling.stop_token_ids;

@@ -97,6 +97,13 @@ public:
   /// the next plan's finished_requests. A no-op for unknown, finished or failed requests.
   void fail_request(uint64_t id, std::string reason);
 
+  /// The ids that finished or failed since the last call, in that order (serving reports them).
+  std::vector<uint64_t> take_retired();
+
+  /// Drops a finished or failed request's state once its end was reported (serving), so that a
+  /// long-lived server keeps nothing per request served; its counts stay. A no-op otherwise.
+  void forget(uint64_t id);
+
   // ---- observation ---------------------------------------------------------------------------
 
   const request_state* find(uint64_t id) const;
@@ -137,6 +144,9 @@ private:
   void preempt(uint64_t id);
   // The cached prefix of a request that holds no blocks (kv_block_manager::take_cached_prefix).
   int64_t take_cached_prefix(request_state& r, std::vector<block_table_update>& updates);
+  // The request if it is known and running (one of the last plan's may have failed and been
+  // forgotten since), else null.
+  request_state* running_request(uint64_t id);
   // Leaves the running set (if there) with status `st`; frees blocks, tells ranks if they know.
   void retire(request_state& r, request_state::status st);
 
@@ -145,6 +155,7 @@ private:
   kv_block_manager blocks_;
   std::unordered_map<uint64_t, request_state> requests_;
   std::vector<uint64_t> order_;
+  std::vector<uint64_t> retired_; // done since the last take_retired()
   std::deque<uint64_t> waiting_;
   std::vector<uint64_t> running_;          // admission order; the back is preempted first
   std::unordered_set<uint64_t> known_;     // ids the ranks hold state for

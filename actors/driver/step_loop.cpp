@@ -58,18 +58,24 @@ void apply_step(driver_state& st, const step_plan& plan, const step_verdict& v,
                 clock_type::time_point t0) {
   for (auto id : v.failed)
     st.sched->fail_request(id, v.why);
-  if (plan.scheduled.empty() || !v.done) return;
+  if (plan.scheduled.empty() || !v.done) {
+    settle(st);
+    return;
+  }
   if (auto ok = st.sched->apply(*v.done); !ok) {
     const auto why =
         fmt::format("step {}: the ranks' reply cannot be applied: {}", plan.seq, ok.err().message);
     spdlog::error("driver: {}", why);
     for (const auto& s : plan.scheduled)
       st.sched->fail_request(s.request_id, why);
-  } else if (st.setup.on_tokens) {
-    st.setup.on_tokens(v.done->sampled);
+    st.stats.count_step(*st.sched, *v.done, t0);
+    settle(st);
+  } else {
+    if (st.setup.on_tokens) st.setup.on_tokens(v.done->sampled);
+    st.stats.count_step(*st.sched, *v.done, t0);
+    settle(st, v.done->sampled);
   }
   step_timeline::mark(v.done->seq, -1, step_point::driver_step_done);
-  st.stats.count_step(*st.sched, *v.done, t0);
 }
 
 // Every rank answered the step in flight (and no collective failed): act on the verdict.
@@ -84,6 +90,7 @@ void on_step_answered(driver_self self, const step_flight& f) {
                  v.failed.size());
     for (auto id : v.failed)
       st.sched->fail_request(id, v.why);
+    settle(st);
     if (v.what == action::resend) {
       // Re-sent even when nothing is left to schedule: it still carries finished_requests.
       send_step(self, without(plan, v.failed), f.t0);
@@ -98,7 +105,6 @@ void on_step_answered(driver_self self, const step_flight& f) {
   st.seq = plan.seq + 1;
   st.phase = driver_phase::idle;
   report(st);
-  if (!st.owed.awaits.empty()) deliver_awaited(st);
   next_step(self); // directly: a message to itself would cost one more hop per step
 }
 
@@ -142,7 +148,12 @@ void on_nothing_to_run(driver_self self) {
     if (r->st == request_state::status::waiting || r->st == request_state::status::running)
       st.sched->fail_request(id, "cannot be scheduled: the KV cache has too few blocks");
   }
-  finish_run(self);
+  if (!st.setup.keep_serving) {
+    finish_run(self);
+    return;
+  }
+  settle(st);
+  next_step(self); // tells the ranks to drop them, then waits for the next submission
 }
 
 } // namespace
@@ -192,13 +203,14 @@ void next_step(driver_self self) {
   if (st.phase != driver_phase::idle) return;
   const auto now_ns = static_cast<int64_t>(st.stats.elapsed_s() * 1e9);
   st.arrivals.admit_due(now_ns, *st.sched, st.stats.latencies());
+  settle(st); // requests refused at admission
   if (!st.sched->has_work() && !st.sched->has_pending_finished()) {
     if (const auto next = st.arrivals.next_arrival_ns()) {
       const auto wait = std::chrono::nanoseconds(std::max<int64_t>(*next - now_ns, 0));
       self->delayed_send(self, wait, atom::step_v);
       return;
     }
-    finish_run(self);
+    if (!st.setup.keep_serving) finish_run(self); // serving: idle until a submission or a drain
     return;
   }
   auto plan = st.sched->schedule(st.seq, st.setup.epoch);

@@ -36,7 +36,7 @@ using message_types =
                      cudagraph_request, memory_entry, cudagraph_captured, kv_local_plan,
                      kv_allocation, rank_plan, rank_ready, ubatch_work, metadata_ready,
                      // request.hpp
-                     request_spec, request_result, run_summary,
+                     request_spec, request_result, run_summary, request_updates, request_abort,
                      // inject.hpp
                      inject_request, inject_reply,
                      // collective.hpp
@@ -490,6 +490,20 @@ inline request_result sample<request_result>() {
           "preempted twice, then finished",
           finish_reason::stop,
           {{-0.5f, {{13, -0.5f}}}, {-1.0f, {{9, -0.75f}}}, {-0.125f, {{4320, -0.125f}}}}};
+}
+
+/// A token update with logprobs, and the last update of a request that failed.
+template <>
+inline request_updates sample<request_updates>() {
+  request_updates x;
+  x.updates = {{large_request_id, {13, 578}, {{-0.5f, {{13, -0.5f}}}, {-2.0f, {{9, -0.25f}}}}},
+               {7, {}, {}, true, false, finish_reason::none, "client disconnected"}};
+  return x;
+}
+
+template <>
+inline request_abort sample<request_abort>() {
+  return {large_request_id, "client disconnected"};
 }
 
 template <>
