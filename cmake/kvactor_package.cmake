@@ -22,5 +22,5 @@ libcpp-httplib0.11, libpcre2-8-0, libsentencepiece0, libicu72, libopenblas0, lib
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
     "libcaf-dev, libspdlog-dev, libfmt-dev, nlohmann-json3-dev, libcli11-dev, libssl-dev, \
 libcpp-httplib-dev, libpcre2-dev, libicu-dev, libsentencepiece-dev, libmsgpack-cxx-dev, \
-libopenblas-dev, pkg-config")
+libopenblas-dev, libboost-dev, pkg-config")
 include(CPack)
