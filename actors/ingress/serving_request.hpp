@@ -59,6 +59,7 @@ public:
   ingress_output on_update(const request_update& u);
 
   bool complete() const { return open_choices_ == 0; }
+  bool streaming() const { return s_.gen.stream; }
   int64_t completion_tokens() const { return completion_tokens_; }
 
 private:

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/ingress/llama3_tokenizer.hpp"
+
 #include <nlohmann/json.hpp>
 
 namespace kvactor::openai {
@@ -13,20 +15,13 @@ namespace {
 
 using json = nlohmann::json;
 
-const tokenizer& llama3() {
-  static const auto tok = [] {
-    auto t = load_tokenizer(std::string(KVACTOR_SOURCE_DIR) + "/tests/data/tokenizers/llama3_bpe");
-    if (!t) throw std::runtime_error(t.err().message);
-    return std::move(*t);
-  }();
-  return *tok;
-}
+using test::llama3;
 
 std::vector<int32_t> ids_of(const std::string& text) {
   return *llama3().encode(text, false);
 }
 
-constexpr int32_t eos = 498; // <|eot_id|> in this tokenizer
+constexpr int32_t eos = test::llama3_eos;
 
 serving_setup setup_of(endpoint kind, const std::string& body) {
   serving_setup s;

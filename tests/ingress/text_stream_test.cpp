@@ -5,20 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/ingress/llama3_tokenizer.hpp"
+
 #include <string>
 #include <vector>
 
 namespace kvactor::openai {
 namespace {
 
-const tokenizer& llama3() {
-  static const auto tok = [] {
-    auto t = load_tokenizer(std::string(KVACTOR_SOURCE_DIR) + "/tests/data/tokenizers/llama3_bpe");
-    if (!t) throw std::runtime_error(t.err().message);
-    return std::move(*t);
-  }();
-  return *tok;
-}
+using test::llama3;
 
 std::vector<int32_t> ids_of(const std::string& text) {
   auto ids = llama3().encode(text, false);

@@ -1,0 +1,210 @@
+#include "actors/ingress/ingress_core.hpp"
+
+#include <fmt/format.h>
+
+namespace kvactor::openai {
+
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+api_error refusal(int status, const char* type, std::string message) {
+  return {status, std::move(message), type, "", ""};
+}
+
+} // namespace
+
+ingress_core::ingress_core(served_model model, ingress_limits limits,
+                           std::function<int64_t()> unix_now, uint64_t seed)
+    : model_(std::move(model)), limits_(limits), now_(std::move(unix_now)), seed_(seed) {}
+
+std::optional<api_error> ingress_core::check_model(const std::string& asked) const {
+  if (asked.empty() || asked == model_.name) return std::nullopt;
+  api_error e{404, fmt::format("The model `{}` does not exist.", asked), "NotFoundError", "model",
+              ""};
+  return e;
+}
+
+api_expected<std::vector<int32_t>> ingress_core::tokenize(const std::string& text,
+                                                          bool add_special) const {
+  auto ids = model_.tok->encode(text, add_special);
+  if (!ids) return bad_param("prompt", fmt::format("cannot tokenize: {}", ids.err().message));
+  return *ids;
+}
+
+api_expected<serving_setup> ingress_core::completion_setup(std::string_view body) {
+  auto r = parse_completion_request(body);
+  if (!r) return r.err();
+  if (auto e = check_model(r->gen.model)) return *e;
+  serving_setup s;
+  s.kind = endpoint::completions;
+  s.gen = std::move(r->gen);
+  for (auto& p : r->prompts) {
+    if (auto* text = std::get_if<std::string>(&p)) {
+      auto ids = tokenize(*text, true); // completions add the model's BOS, as vLLM does
+      if (!ids) return ids.err();
+      s.prompts.push_back(std::move(*ids));
+      s.prompt_texts.push_back(std::move(*text));
+      continue;
+    }
+    auto& ids = std::get<std::vector<int32_t>>(p);
+    auto text = model_.tok->decode(ids, false);
+    s.prompt_texts.push_back(text ? *text : std::string{});
+    s.prompts.push_back(std::move(ids));
+  }
+  return s;
+}
+
+api_expected<serving_setup> ingress_core::chat_setup(std::string_view body) {
+  auto r = parse_chat_request(body);
+  if (!r) return r.err();
+  if (auto e = check_model(r->gen.model)) return *e;
+  if (model_.chat == nullptr)
+    return bad_param("messages", "the model has no chat template: start the server with "
+                                 "--chat-template FILE");
+  if (r->continue_final_message)
+    return bad_param("continue_final_message", "'continue_final_message' is not served yet");
+  auto text =
+      model_.chat->render(r->messages, r->add_generation_prompt, r->tools, r->chat_template_kwargs);
+  if (!text) return bad_param("messages", text.err().message);
+  auto ids = tokenize(*text, false); // the template wrote the special tokens itself
+  if (!ids) return ids.err();
+  serving_setup s;
+  s.kind = endpoint::chat_completions;
+  s.gen = std::move(r->gen);
+  s.prompts.push_back(std::move(*ids));
+  s.prompt_texts.push_back(std::move(*text));
+  return s;
+}
+
+api_expected<serving_setup> ingress_core::setup_of(endpoint kind, std::string_view body) {
+  auto s = kind == endpoint::completions ? completion_setup(body) : chat_setup(body);
+  if (!s) return s;
+  const uint64_t key = next_engine_id_;
+  s->head = {fmt::format("{}-{:016x}", kind == endpoint::completions ? "cmpl" : "chatcmpl",
+                         mix(seed_ ^ key)),
+             now_(), model_.name};
+  s->first_engine_id = key;
+  s->tok = model_.tok;
+  s->eos_token_ids = model_.eos_token_ids;
+  s->max_model_len = model_.max_model_len;
+  s->vocab_size = model_.vocab_size;
+  s->entropy = mix(seed_ + key);
+  return s;
+}
+
+void ingress_core::answer_error(client& c, const api_error& e) {
+  ++counts_.by_status[e.status];
+  c.respond(e.status, e.body());
+}
+
+std::vector<request_spec> ingress_core::accept(endpoint kind, std::string_view body,
+                                               std::shared_ptr<client> c, uint64_t& key) {
+  key = 0;
+  if (draining_) {
+    answer_error(*c, refusal(503, "ServiceUnavailableError", "the server is shutting down"));
+    return {};
+  }
+  if (limits_.max_waiting_requests > 0 && live_.size() >= limits_.max_waiting_requests) {
+    answer_error(*c, refusal(429, "RateLimitError",
+                             fmt::format("{} requests are being served (--max-waiting-requests): "
+                                         "try again later",
+                                         live_.size())));
+    return {};
+  }
+  auto s = setup_of(kind, body);
+  auto r = s ? serving_request::create(std::move(*s)) : api_expected<serving_request>(s.err());
+  if (!r) {
+    answer_error(*c, r.err());
+    return {};
+  }
+  key = next_engine_id_;
+  auto specs = r->engine_requests();
+  next_engine_id_ += specs.size();
+  for (const auto& sp : specs)
+    key_of_[sp.request_id] = key;
+  const bool streaming = r->streaming();
+  if (streaming) {
+    c->begin_stream();
+    ++counts_.streams_open;
+  }
+  live_.emplace(key, live_request{std::move(*r), std::move(c), streaming});
+  counts_.in_flight = static_cast<int64_t>(live_.size());
+  return specs;
+}
+
+void ingress_core::deliver(uint64_t key, live_request& r, ingress_output out,
+                           std::vector<uint64_t>& aborts) {
+  for (auto& e : out.events)
+    r.to->send(std::move(e));
+  aborts.insert(aborts.end(), out.aborts.begin(), out.aborts.end());
+  if (!out.complete) return;
+  if (r.streaming) {
+    r.to->end_stream();
+    --counts_.streams_open;
+    ++counts_.by_status[200];
+  } else if (out.error) {
+    answer_error(*r.to, *out.error);
+  } else {
+    ++counts_.by_status[200];
+    r.to->respond(200, std::move(*out.body));
+  }
+  forget(key);
+}
+
+std::vector<uint64_t> ingress_core::on_updates(const request_updates& updates) {
+  std::vector<uint64_t> aborts;
+  for (const auto& u : updates.updates) {
+    auto k = key_of_.find(u.request_id);
+    if (k == key_of_.end()) continue; // its request was answered or its client left
+    const uint64_t key = k->second;
+    auto& r = live_.at(key);
+    deliver(key, r, r.req.on_update(u), aborts);
+  }
+  return aborts;
+}
+
+void ingress_core::forget(uint64_t key) {
+  auto it = live_.find(key);
+  if (it == live_.end()) return;
+  for (auto id : it->second.req.engine_ids())
+    key_of_.erase(id);
+  live_.erase(it);
+  counts_.in_flight = static_cast<int64_t>(live_.size());
+}
+
+std::vector<uint64_t> ingress_core::disconnect(uint64_t key) {
+  auto it = live_.find(key);
+  if (it == live_.end()) return {};
+  auto ids = it->second.req.engine_ids();
+  if (it->second.streaming) --counts_.streams_open;
+  forget(key);
+  return ids;
+}
+
+void ingress_core::fail_all(const std::string& why) {
+  const api_error e = refusal(503, "ServiceUnavailableError", why);
+  std::vector<uint64_t> keys;
+  for (const auto& [key, r] : live_)
+    keys.push_back(key);
+  for (auto key : keys) {
+    auto& r = live_.at(key);
+    if (r.streaming) {
+      r.to->send(sse_event(e.body()));
+      r.to->send(sse_done);
+      r.to->end_stream();
+      --counts_.streams_open;
+      ++counts_.by_status[503];
+    } else {
+      answer_error(*r.to, e);
+    }
+    forget(key);
+  }
+}
+
+} // namespace kvactor::openai
