@@ -81,6 +81,16 @@ using rank_actor = caf::typed_actor<
 /// request_updates per step applied or request failed.
 using output_sink_actor = caf::typed_actor<caf::reacts_to<request_updates>>;
 
+/// The INGRESS actor (kvactor serve): the server's requests, from the HTTP threads' inbox to the
+/// driver and back; the driver's output sink.
+using ingress_actor = caf::typed_actor<
+    // The driver's updates of the requests it serves.
+    caf::reacts_to<request_updates>,
+    // The HTTP threads queued calls or disconnects in the inbox.
+    caf::reacts_to<atom::wake>,
+    // The server stops: refuse new requests (503); with a reason, also fail every request left.
+    caf::reacts_to<atom::drain, std::string>>;
+
 /// The DRIVER actor: requests, scheduling, block pools and step sequencing over all ranks.
 using driver_actor = caf::typed_actor<
     // Configure every rank, agree on the block count, wait until all are ready.

@@ -173,6 +173,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvactor, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvactor, kvactor::atom, relay, "relay")
   // the driver stops admitting and ends its run (SIGINT, SIGTERM)
   CAF_ADD_ATOM(kvactor, kvactor::atom, drain, "drain")
+  CAF_ADD_ATOM(kvactor, kvactor::atom, wake, "wake")
   // request.hpp: kvactor inject --wait
   CAF_ADD_TYPE_ID(kvactor, (kvactor::request_await))
 CAF_END_TYPE_ID_BLOCK(kvactor)

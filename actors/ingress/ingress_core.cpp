@@ -92,7 +92,7 @@ api_expected<serving_setup> ingress_core::setup_of(endpoint kind, std::string_vi
   s->first_engine_id = key;
   s->tok = model_.tok;
   s->eos_token_ids = model_.eos_token_ids;
-  s->max_model_len = model_.max_model_len;
+  take<scheduler_limits>(*s, model_);
   s->vocab_size = model_.vocab_size;
   s->entropy = mix(seed_ + key);
   return s;
@@ -133,6 +133,7 @@ std::vector<request_spec> ingress_core::accept(endpoint kind, std::string_view b
     c->begin_stream();
     ++counts_.streams_open;
   }
+  by_client_[c.get()] = key;
   live_.emplace(key, live_request{std::move(*r), std::move(c), streaming});
   counts_.in_flight = static_cast<int64_t>(live_.size());
   return specs;
@@ -174,6 +175,7 @@ void ingress_core::forget(uint64_t key) {
   if (it == live_.end()) return;
   for (auto id : it->second.req.engine_ids())
     key_of_.erase(id);
+  by_client_.erase(it->second.to.get());
   live_.erase(it);
   counts_.in_flight = static_cast<int64_t>(live_.size());
 }
@@ -187,24 +189,37 @@ std::vector<uint64_t> ingress_core::disconnect(uint64_t key) {
   return ids;
 }
 
+std::vector<uint64_t> ingress_core::disconnect(const client* c) {
+  auto it = by_client_.find(c);
+  return it == by_client_.end() ? std::vector<uint64_t>{} : disconnect(it->second);
+}
+
 void ingress_core::fail_all(const std::string& why) {
-  const api_error e = refusal(503, "ServiceUnavailableError", why);
   std::vector<uint64_t> keys;
   for (const auto& [key, r] : live_)
     keys.push_back(key);
-  for (auto key : keys) {
-    auto& r = live_.at(key);
-    if (r.streaming) {
-      r.to->send(sse_event(e.body()));
-      r.to->send(sse_done);
-      r.to->end_stream();
-      --counts_.streams_open;
-      ++counts_.by_status[503];
-    } else {
-      answer_error(*r.to, e);
-    }
-    forget(key);
+  for (auto key : keys)
+    answer_failure(key, refusal(503, "ServiceUnavailableError", why));
+}
+
+void ingress_core::fail(uint64_t key, const std::string& why) {
+  answer_failure(key, refusal(500, "InternalServerError", why));
+}
+
+void ingress_core::answer_failure(uint64_t key, const api_error& e) {
+  auto it = live_.find(key);
+  if (it == live_.end()) return;
+  auto& r = it->second;
+  if (r.streaming) {
+    r.to->send(sse_event(e.body()));
+    r.to->send(sse_done);
+    r.to->end_stream();
+    --counts_.streams_open;
+    ++counts_.by_status[e.status];
+  } else {
+    answer_error(*r.to, e);
   }
+  forget(key);
 }
 
 } // namespace kvactor::openai

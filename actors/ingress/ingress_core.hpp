@@ -29,13 +29,13 @@ public:
   virtual void end_stream() = 0;
 };
 
-/// The model served, as the ingress needs it.
-struct served_model {
+/// The model served, as the ingress needs it, with the scheduler's limits as resolved for it
+/// (max_model_len: the model's length).
+struct served_model : scheduler_limits {
   std::string name;                    // --served-model-name: what requests' "model" must say
   const tokenizer* tok = nullptr;      // outlives the ingress
   const chat_template* chat = nullptr; // null: the chat endpoint answers 400
   std::vector<int32_t> eos_token_ids;
-  int64_t max_model_len = 0;
   int32_t vocab_size = 0;
 };
 
@@ -68,9 +68,13 @@ public:
 
   /// The client of request `key` went away: the engine requests still running, to abort.
   std::vector<uint64_t> disconnect(uint64_t key);
+  /// The same, found by its client (none once its request was answered).
+  std::vector<uint64_t> disconnect(const client* c);
 
   /// Refuse new requests with 503 from now on (the server is stopping).
   void drain() { draining_ = true; }
+  /// Answers request `key` with a 500 naming `why` (the engine refused it).
+  void fail(uint64_t key, const std::string& why);
   /// Fails every request still served with `why` (the shutdown deadline passed).
   void fail_all(const std::string& why);
 
@@ -92,6 +96,7 @@ private:
   void answer_error(client& c, const api_error& e);
   void deliver(uint64_t key, live_request& r, ingress_output out, std::vector<uint64_t>& aborts);
   void forget(uint64_t key);
+  void answer_failure(uint64_t key, const api_error& e);
 
   served_model model_;
   ingress_limits limits_;
@@ -101,6 +106,7 @@ private:
   bool draining_ = false;
   std::unordered_map<uint64_t, live_request> live_; // by key (its first engine id)
   std::unordered_map<uint64_t, uint64_t> key_of_;   // engine id -> key
+  std::unordered_map<const client*, uint64_t> by_client_;
   ingress_counts counts_;
 };
 

@@ -13,6 +13,7 @@
 #include "actors/ingress/openai_request.hpp"
 #include "actors/ingress/openai_response.hpp"
 #include "actors/ingress/text_stream.hpp"
+#include "messages/engine_config.hpp"
 #include "messages/request.hpp"
 #include "model/tokenizer.hpp"
 
@@ -29,8 +30,9 @@ struct ingress_output {
   bool complete = false;           // the answer is complete: end the stream or respond
 };
 
-/// Everything a request needs besides its body.
-struct serving_setup {
+/// Everything a request needs besides its body; the scheduler's limits as resolved for the model
+/// (max_model_len: the model's length).
+struct serving_setup : scheduler_limits {
   endpoint kind = endpoint::completions;
   generation_request gen;
   std::vector<std::vector<int32_t>> prompts; // token ids, one per prompt (chat: the rendered one)
@@ -39,7 +41,6 @@ struct serving_setup {
   uint64_t first_engine_id = 0;   // choice i is engine request first_engine_id + i
   const tokenizer* tok = nullptr; // outlives the request
   std::vector<int32_t> eos_token_ids;
-  int64_t max_model_len = 0;
   int32_t vocab_size = 0;
   uint64_t entropy = 0; // the draw seed of a sampled request that gave none
 };

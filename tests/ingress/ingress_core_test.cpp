@@ -40,7 +40,17 @@ constexpr int32_t eos = test::llama3_eos;
 struct IngressCore : ::testing::Test {
   test::temp_dir dir{"kvactor-ingress"};
   std::optional<chat_template> chat;
-  served_model model{"tiny", &llama3(), nullptr, {eos}, 64, 500};
+  served_model model = tiny_model();
+
+  static served_model tiny_model() {
+    served_model m;
+    m.name = "tiny";
+    m.tok = &llama3();
+    m.eos_token_ids = {eos};
+    m.max_model_len = 64;
+    m.vocab_size = 500;
+    return m;
+  }
 
   ingress_core make(ingress_limits limits = {}, bool with_chat = true) {
     if (with_chat) {
@@ -162,6 +172,10 @@ TEST_F(IngressCore, AClientThatLeavesHasItsEngineRequestsAbortedAndLaterUpdatesA
   core.on_updates({{finished(specs[0].request_id, {5})}});
   EXPECT_TRUE(c->events.empty()) << "nothing is sent to a client that left";
   EXPECT_TRUE(core.disconnect(key).empty()) << "a second disconnect is harmless";
+  EXPECT_TRUE(core.disconnect(c.get()).empty());
+  auto other = std::make_shared<recording_client>();
+  ASSERT_EQ(core.accept(endpoint::completions, R"({"prompt": "x"})", other, key).size(), 1u);
+  EXPECT_EQ(core.disconnect(other.get()).size(), 1u) << "found by its client too";
 }
 
 TEST_F(IngressCore, AStopStringAbortsTheEngineRequestThatReachedIt) {

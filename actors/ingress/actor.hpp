@@ -1,0 +1,33 @@
+// The ingress actor (kvactor serve): a thin shell over ingress_core. It takes the HTTP threads'
+// calls from its inbox, submits their engine requests to the driver, answers clients from the
+// driver's request_updates (it is the driver's output sink), and aborts the engine requests of a
+// client that went away or of a choice a stop string ended.
+#pragma once
+
+#include <memory>
+
+#include "actors/ingress/inbox.hpp"
+#include "actors/ingress/ingress_core.hpp"
+#include "actors/interfaces.hpp"
+
+namespace kvactor {
+
+struct ingress_setup {
+  openai::served_model model;
+  openai::ingress_limits limits;
+  driver_actor driver;
+  std::shared_ptr<ingress_inbox> inbox;
+  uint64_t seed = 0; // response ids and the draws of requests that give no seed
+};
+
+struct ingress_state {
+  std::unique_ptr<openai::ingress_core> core;
+  driver_actor driver;
+  std::shared_ptr<ingress_inbox> inbox;
+  static inline const char* name = "kvactor.ingress";
+};
+
+ingress_actor::behavior_type ingress(ingress_actor::stateful_pointer<ingress_state> self,
+                                     ingress_setup setup);
+
+} // namespace kvactor

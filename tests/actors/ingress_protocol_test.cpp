@@ -1,0 +1,135 @@
+// The ingress actor between HTTP threads (its inbox) and the driver (a recorder here): a call
+// becomes a submit to the driver and its client is answered from the driver's updates; a client
+// that leaves becomes request_aborts; a drain refuses what comes after.
+#include <gtest/gtest.h>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/ingress/actor.hpp"
+#include "tests/ingress/llama3_tokenizer.hpp"
+#include "tests/support/deterministic_fixture.hpp"
+
+namespace kvactor::test {
+namespace {
+
+struct recording_client final : openai::client {
+  int status = 0;
+  std::string body;
+  void respond(int s, std::string b) override {
+    status = s;
+    body = std::move(b);
+  }
+  void begin_stream() override {}
+  void send(std::string) override {}
+  void end_stream() override {}
+};
+
+// What the stand-in driver was sent.
+struct driver_log {
+  std::vector<request_spec> submitted;
+  std::vector<request_abort> aborts;
+};
+
+// A driver that accepts every submission (answering the count) and records aborts.
+caf::behavior stand_in_driver(caf::event_based_actor*, std::shared_ptr<driver_log> log) {
+  return {
+      [log](atom::submit, std::vector<request_spec>& specs) -> int64_t {
+        log->submitted.insert(log->submitted.end(), specs.begin(), specs.end());
+        return static_cast<int64_t>(log->submitted.size());
+      },
+      [log](request_abort& a) { log->aborts.push_back(a); },
+  };
+}
+
+class IngressProtocol : public deterministic_fixture {
+protected:
+  std::shared_ptr<driver_log> log = std::make_shared<driver_log>();
+  caf::actor drv = spawn(stand_in_driver, log);
+  std::shared_ptr<ingress_inbox> inbox = std::make_shared<ingress_inbox>();
+  ingress_actor ing =
+      spawn(ingress, ingress_setup{tiny_model(), {}, caf::actor_cast<driver_actor>(drv), inbox, 1});
+
+  static openai::served_model tiny_model() {
+    openai::served_model m;
+    m.name = "tiny";
+    m.tok = &llama3();
+    m.eos_token_ids = {llama3_eos};
+    m.max_model_len = 64;
+    m.vocab_size = 500;
+    return m;
+  }
+
+  ~IngressProtocol() override {
+    caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(ing, caf::exit_reason::user_shutdown);
+    run_all();
+  }
+
+  std::shared_ptr<recording_client> call(const std::string& body) {
+    auto c = std::make_shared<recording_client>();
+    if (inbox->push(ingress_call{openai::endpoint::completions, body, c}))
+      caf::anon_send(ing, atom::wake_v);
+    run_all();
+    return c;
+  }
+
+  const std::vector<request_spec>& submitted() const { return log->submitted; }
+  const std::vector<request_abort>& aborts() const { return log->aborts; }
+};
+
+TEST_F(IngressProtocol, ACallIsSubmittedToTheDriverAndAnsweredFromItsUpdates) {
+  auto c = call(R"({"prompt": "Hello", "max_tokens": 1})");
+  const auto specs = submitted();
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_EQ(c->status, 0);
+  request_update u{specs[0].request_id, {339}};
+  u.done = u.finished = true;
+  u.reason = finish_reason::length;
+  caf::anon_send(ing, request_updates{{u}});
+  run_all();
+  EXPECT_EQ(c->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(c->body)["choices"][0]["text"], " world");
+}
+
+TEST_F(IngressProtocol, ABadCallIsAnsweredWithoutReachingTheDriver) {
+  auto c = call(R"({"prompt": ""})");
+  EXPECT_EQ(c->status, 400);
+  EXPECT_TRUE(submitted().empty());
+}
+
+TEST_F(IngressProtocol, AClientThatLeavesHasItsEngineRequestsAborted) {
+  auto c = call(R"({"prompt": "Hello", "n": 2})");
+  ASSERT_EQ(submitted().size(), 2u);
+  if (inbox->push(ingress_disconnect{c})) caf::anon_send(ing, atom::wake_v);
+  run_all();
+  const auto a = aborts();
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].reason, "the client disconnected");
+}
+
+TEST_F(IngressProtocol, SeveralCallsQueuedTogetherNeedOneWake) {
+  auto first = std::make_shared<recording_client>();
+  auto second = std::make_shared<recording_client>();
+  EXPECT_TRUE(
+      inbox->push(ingress_call{openai::endpoint::completions, R"({"prompt": "a"})", first}));
+  EXPECT_FALSE(
+      inbox->push(ingress_call{openai::endpoint::completions, R"({"prompt": "b"})", second}));
+  caf::anon_send(ing, atom::wake_v);
+  run_all();
+  EXPECT_EQ(submitted().size(), 2u);
+}
+
+TEST_F(IngressProtocol, AfterADrainNewCallsGet503AndWithAReasonTheRestFail) {
+  auto waiting = call(R"({"prompt": "Hello"})");
+  caf::anon_send(ing, atom::drain_v, std::string{});
+  run_all();
+  EXPECT_EQ(call(R"({"prompt": "x"})")->status, 503);
+  EXPECT_EQ(waiting->status, 0) << "a drain without a reason lets requests in flight finish";
+  caf::anon_send(ing, atom::drain_v, std::string{"the shutdown timeout passed"});
+  run_all();
+  EXPECT_EQ(waiting->status, 503);
+}
+
+} // namespace
+} // namespace kvactor::test
