@@ -88,6 +88,8 @@ using ingress_actor = caf::typed_actor<
     caf::reacts_to<request_updates>,
     // The HTTP threads queued calls or disconnects in the inbox.
     caf::reacts_to<atom::wake>,
+    // The engine is ready: its driver (a driver_actor) and the model's vocabulary size.
+    caf::reacts_to<atom::start, caf::actor, int32_t>,
     // The server stops: refuse new requests (503); with a reason, also fail every request left.
     caf::reacts_to<atom::drain, std::string>>;
 

@@ -23,6 +23,7 @@
 #include "deploy/plan_command.hpp"
 #include "deploy/replay_command.hpp"
 #include "deploy/run_command.hpp"
+#include "deploy/serve_command.hpp"
 #include "deploy/trace_command.hpp"
 #include "deploy/version.hpp"
 #include "deploy/vllm_flags.hpp"
@@ -310,6 +311,25 @@ void add_node_flags(CLI::App& cmd, node_flags& f) {
       ->group("Testing");
 }
 
+void add_serve_flags(CLI::App& cmd, serve_flags& f, vllm_options& v) {
+  f.engine.device = "auto";
+  add_model_flags(cmd, f.engine, true, v); // the engine flags, as run takes them
+  cmd.get_option("--model")->description(
+      "a Hugging Face model directory (config.json, safetensors, tokenizer)");
+  cmd.add_option("--host", f.host, "the address to listen on");
+  cmd.add_option("--port", f.port, "the port to listen on (0: any free port)");
+  cmd.add_option("--served-model-name", f.served_model_name,
+                 "the name requests use (default: the model directory's name)");
+  cmd.add_option("--api-key", f.api_key,
+                 "ask for this key (Authorization: Bearer KEY) on /v1 (or KVACTOR_API_KEY)");
+  cmd.add_option("--chat-template", f.chat_template,
+                 "a Jinja chat template file (default: the model directory's)");
+  cmd.add_option("--max-waiting-requests", f.max_waiting_requests,
+                 "requests served at once; more are answered 429");
+  cmd.add_option("--max-body-bytes", f.max_body_bytes, "the largest request body (413 beyond)");
+  cmd.add_option("--seed", f.seed, "seed of response ids and of draws that name no seed");
+}
+
 void add_generate_flags(CLI::App& cmd, generate_flags& f, vllm_options& v) {
   f.engine.device = "auto";
   add_model_flags(cmd, f.engine, true, v); // the engine flags, as run takes them
@@ -356,7 +376,8 @@ struct cli_flags {
   node_flags node;
   inject_flags inject;
   generate_flags generate;
-  vllm_options plan_vllm, run_vllm, generate_vllm;
+  serve_flags serve;
+  vllm_options plan_vllm, run_vllm, generate_vllm, serve_vllm;
 };
 
 // The subcommands, to tell after parsing which one was given.
@@ -369,6 +390,7 @@ struct subcommands {
   CLI::App* node;
   CLI::App* inject;
   CLI::App* generate;
+  CLI::App* serve;
 };
 
 // In the order `kvactor --help` lists them.
@@ -383,6 +405,9 @@ subcommands add_subcommands(CLI::App& app, cli_flags& f) {
   cmd.generate = app.add_subcommand(
       "generate", "continue one prompt with a real model (a Hugging Face directory)");
   add_generate_flags(*cmd.generate, f.generate, f.generate_vllm);
+  cmd.serve = app.add_subcommand(
+      "serve", "an OpenAI-compatible server for a real model (a Hugging Face directory)");
+  add_serve_flags(*cmd.serve, f.serve, f.serve_vllm);
   auto* trace = app.add_subcommand("trace", "read a trace recorded with run --record");
   trace->require_subcommand(1);
   cmd.show = trace->add_subcommand("show", "a readable timeline of a trace");
@@ -577,6 +602,7 @@ int dispatch(const subcommands& cmd, const cli_flags& f, std::ostream& out, std:
   if (*cmd.replay) return run_replay(f.replay, out, err);
   if (*cmd.inject) return run_inject(f.inject, out, err);
   if (*cmd.generate) return run_generate(f.generate, out, err);
+  if (*cmd.serve) return run_serve(f.serve, out, err);
   if (*cmd.node) return run_node(f.node, out, err);
   return run_command(f.run, out, err); // `kvactor` alone runs the default local workload
 }
@@ -612,8 +638,10 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
   if (*cmd.generate)
     if (auto code = apply_vllm(f.generate_vllm, f.generate.engine, f.generate.json, out, errors))
       return *code;
+  if (*cmd.serve)
+    if (auto code = apply_vllm(f.serve_vllm, f.serve.engine, false, out, errors)) return *code;
   if (!*cmd.plan && !*cmd.show && !*cmd.export_trace && !*cmd.replay && !*cmd.inject
-      && !*cmd.generate && !*cmd.node)
+      && !*cmd.generate && !*cmd.node && !*cmd.serve)
     if (auto code = apply_vllm(f.run_vllm, f.run.plan, false, out, errors)) return *code;
   return dispatch(cmd, f, out, errors);
 }

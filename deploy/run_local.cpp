@@ -103,6 +103,8 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& s, std
   setup.on_tokens = s.on_tokens;
   setup.deadlines = s.chaos.deadlines;
   setup.chaos = s.chaos.chaos;
+  setup.outputs = s.outputs;
+  setup.keep_serving = s.keep_serving;
   auto drv = sys.spawn(driver, std::move(setup));
   auto on_ready = [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
     return s.on_ready ? s.on_ready(drv, ranks, ready) : std::nullopt;

@@ -50,6 +50,9 @@ struct local_serving {
   chaos_setup chaos = {};
   /// SIGINT/SIGTERM drain the run (null: the signals keep their default action).
   interrupt_watch* interrupts = nullptr;
+  /// kvactor serve: the driver's output sink (the ingress), and a run that ends only when drained.
+  output_sink_actor outputs = {};
+  bool keep_serving = false;
 };
 
 /// Spawns the ranks and the driver in `sys`, serves the workload, stops them.

@@ -34,16 +34,41 @@ void take_call(ingress_self self, ingress_call& call) {
             });
 }
 
+// One entry of the inbox.
+void take_entry(ingress_self self, ingress_entry& e) {
+  if (auto* call = std::get_if<ingress_call>(&e)) {
+    auto to = call->to;
+    try {
+      take_call(self, *call);
+    } catch (const std::exception& ex) {
+      // One request's failure must not take the server down with it.
+      spdlog::error("ingress: a request failed: {}", ex.what());
+      self->state.core->disconnect(to.get());
+      to->respond(500, openai::api_error{500, ex.what(), "InternalServerError", "", ""}.body());
+    }
+    return;
+  }
+  const auto& gone = std::get<ingress_disconnect>(e);
+  abort_all(self, self->state.core->disconnect(gone.from.get()), "the client disconnected");
+}
+
 // The inbox, oldest first.
 void take_inbox(ingress_self self) {
-  for (auto& e : self->state.inbox->take_all()) {
-    if (auto* call = std::get_if<ingress_call>(&e)) {
-      take_call(self, *call);
-      continue;
-    }
-    const auto& gone = std::get<ingress_disconnect>(e);
-    abort_all(self, self->state.core->disconnect(gone.from.get()), "the client disconnected");
-  }
+  for (auto& e : self->state.inbox->take_all())
+    take_entry(self, e);
+}
+
+// The core, once the driver is known.
+void make_core(ingress_self self) {
+  auto& st = self->state;
+  const auto now = [] {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  st.driver = st.setup.driver;
+  st.core = std::make_unique<openai::ingress_core>(std::move(st.setup.model), st.setup.limits, now,
+                                                   st.setup.seed);
 }
 
 } // namespace
@@ -52,22 +77,27 @@ ingress_actor::behavior_type ingress(ingress_actor::stateful_pointer<ingress_sta
                                      ingress_setup setup) {
   refuse_unexpected(self);
   auto& st = self->state;
-  const auto now = [] {
-    return std::chrono::duration_cast<std::chrono::seconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
-  st.core =
-      std::make_unique<openai::ingress_core>(std::move(setup.model), setup.limits, now, setup.seed);
-  st.driver = std::move(setup.driver);
-  st.inbox = std::move(setup.inbox);
+  st.inbox = setup.inbox;
+  st.setup = std::move(setup);
+  if (st.setup.driver) make_core(self);
   return {
       [self](request_updates& u) {
+        if (!self->state.core) return;
         abort_all(self, self->state.core->on_updates(u),
                   "answered: a stop string ended it, or a sibling choice failed");
       },
-      [self](atom::wake) { take_inbox(self); },
+      [self](atom::wake) {
+        if (self->state.core) take_inbox(self); // before start nothing is served yet
+      },
+      [self](atom::start, caf::actor& drv, int32_t vocab_size) {
+        if (self->state.core) return;
+        self->state.setup.driver = caf::actor_cast<driver_actor>(drv);
+        self->state.setup.model.vocab_size = vocab_size;
+        make_core(self);
+        take_inbox(self);
+      },
       [self](atom::drain, std::string& why) {
+        if (!self->state.core) return;
         self->state.core->drain();
         if (!why.empty()) self->state.core->fail_all(why);
       },

@@ -15,13 +15,14 @@ namespace kvactor {
 struct ingress_setup {
   openai::served_model model;
   openai::ingress_limits limits;
-  driver_actor driver;
+  driver_actor driver; // null: given by `start` once the engine is ready (with the vocabulary)
   std::shared_ptr<ingress_inbox> inbox;
   uint64_t seed = 0; // response ids and the draws of requests that give no seed
 };
 
 struct ingress_state {
-  std::unique_ptr<openai::ingress_core> core;
+  ingress_setup setup;                        // until the core is made
+  std::unique_ptr<openai::ingress_core> core; // null until the driver is known
   driver_actor driver;
   std::shared_ptr<ingress_inbox> inbox;
   static inline const char* name = "kvactor.ingress";

@@ -89,9 +89,13 @@ std::string chunk_of(std::string_view data) {
   return out;
 }
 
+// JSON in the error-object shape HTTP APIs (OpenAI's among them) answer with, so that a client
+// reads a refusal of the server as it reads the application's own errors.
 std::string refusal(int status) {
-  std::string body = fmt::format("{} {}\n", status, reason_phrase(status));
-  return response_head(status, "text/plain", {}, body.size(), true) + body;
+  std::string body = fmt::format(
+      "{{\"error\":{{\"message\":\"{} {}\",\"type\":\"{}\",\"param\":null,\"code\":{}}}}}", status,
+      reason_phrase(status), status >= 500 ? "ServiceUnavailableError" : "BadRequestError", status);
+  return response_head(status, "application/json", {}, body.size(), true) + body;
 }
 
 } // namespace kvactor::http

@@ -31,8 +31,9 @@ inline constexpr std::string_view last_chunk = "0\r\n\r\n";
 /// "HTTP/1.1 100 Continue", for a request that sent "Expect: 100-continue".
 inline constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
 
-/// The server's own whole answer when it refuses a request (400, 413, 431, 503, 500): a plain
-/// text body naming the status, and "Connection: close".
+/// The server's own whole answer when it refuses a request (400, 413, 431, 503, 500): a JSON
+/// error object naming the status ({"error": {"message", "type", "param", "code"}}), and
+/// "Connection: close".
 std::string refusal(int status);
 
 } // namespace kvactor::http

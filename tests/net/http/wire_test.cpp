@@ -23,11 +23,15 @@ TEST(HttpWire, ChunksAreFramedInHex) {
   EXPECT_EQ(last_chunk, "0\r\n\r\n");
 }
 
-TEST(HttpWire, ARefusalNamesItsStatusAndCloses) {
+TEST(HttpWire, ARefusalNamesItsStatusInAnErrorObjectAndCloses) {
   const std::string r = refusal(431);
   EXPECT_EQ(r.rfind("HTTP/1.1 431 Request Header Fields Too Large\r\n", 0), 0u);
   EXPECT_NE(r.find("Connection: close\r\n"), std::string::npos);
-  EXPECT_EQ(r.substr(r.size() - 36), "431 Request Header Fields Too Large\n");
+  EXPECT_NE(r.find("Content-Type: application/json\r\n"), std::string::npos);
+  EXPECT_NE(r.find(R"({"error":{"message":"431 Request Header Fields Too Large",)"),
+            std::string::npos)
+      << r;
+  EXPECT_NE(r.find(R"("code":431}})"), std::string::npos) << r;
   EXPECT_EQ(reason_phrase(299), "Unknown");
 }
 

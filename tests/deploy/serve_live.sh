@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `kvactor serve` as a client sees it, with curl, on the qwen2 checkpoint fixture (CPU): the
+# completion of a prompt is `kvactor generate`'s (greedy, the same tokens); a chat through a
+# real template answers; a stream sends SSE chunks and data: [DONE]; the models list, /health,
+# bad bodies (400), an unknown model (404), an unknown path (404), a missing API key (401), a
+# body over --max-body-bytes (413);
+# SIGTERM drains and the server exits 0. Usage: serve_live.sh KVACTOR_BINARY SOURCE_DIR WORKDIR
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=wait_for.sh
+source "$(dirname "$0")/wait_for.sh"
+kvactor=$1
+src=$2
+dir=$3
+model=$src/tests/data/transformers/qwen2
+mkdir -p "$dir"
+fail() {
+  echo "serve_live: FAIL: $*"
+  [[ -f $dir/serve.err ]] && tail -n 20 "$dir/serve.err"
+  exit 1
+}
+command -v curl >/dev/null || fail "curl is not installed"
+"$kvactor" serve --model "$model" --port 0 --api-key sesame --served-model-name tiny \
+  --max-body-bytes 64KiB \
+  --chat-template "$src/tests/data/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja" \
+  >"$dir/serve.out" 2>"$dir/serve.err" &
+pid=$!
+trap 'kill -9 $pid 2>/dev/null || true' EXIT
+wait_for 120 in_file "listening on http://" "$dir/serve.err" || fail "the server never listened"
+url=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$dir/serve.err" | head -n 1)
+auth=(-H "Authorization: Bearer sesame" -H "Content-Type: application/json")
+post() { curl -sS -o "$dir/$1.json" -w '%{http_code}' "${auth[@]}" -d "$3" "$url$2"; }
+
+# A greedy completion equals kvactor generate's for the same prompt.
+code=$(post completion /v1/completions \
+  '{"model": "tiny", "prompt": "Hello world", "max_tokens": 8, "temperature": 0, "ignore_eos": true}')
+[[ $code == 200 ]] || fail "completion: HTTP $code: $(cat "$dir/completion.json")"
+served=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"])' \
+  "$dir/completion.json")
+generated=$("$kvactor" generate --model "$model" --prompt "Hello world" --max-tokens 8 \
+  --ignore-eos --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["text"])')
+[[ $served == "$generated" ]] || fail "served '$served', generate gave '$generated'"
+usage=$(python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["usage"]; print(u["completion_tokens"])' \
+  "$dir/completion.json")
+[[ $usage == 8 ]] || fail "usage.completion_tokens is $usage, not 8"
+
+# A chat through the model's template.
+code=$(post chat /v1/chat/completions \
+  '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0}')
+[[ $code == 200 ]] || fail "chat: HTTP $code: $(cat "$dir/chat.json")"
+grep -q '"role":"assistant"' "$dir/chat.json" || fail "chat: no assistant message"
+
+# A stream: chunks, then data: [DONE].
+curl -sS -N "${auth[@]}" -d '{"prompt": "Hello", "max_tokens": 4, "stream": true,
+  "stream_options": {"include_usage": true}}' "$url/v1/completions" >"$dir/stream.txt"
+[[ $(grep -c '^data: {' "$dir/stream.txt") -ge 2 ]] || fail "stream: too few chunks"
+[[ $(grep -v '^$' "$dir/stream.txt" | tail -n 1) == "data: [DONE]" ]] || fail "stream: no [DONE]"
+
+# The rest of the API, and its refusals.
+[[ $(curl -sS -o /dev/null -w '%{http_code}' "$url/health") == 200 ]] || fail "/health"
+curl -sS "${auth[@]}" "$url/v1/models" | grep -q '"id":"tiny"' || fail "/v1/models"
+[[ $(post bad /v1/completions '{"prompt": "x", "temperature": "hot"}') == 400 ]] || fail "bad type"
+grep -q '"param":"temperature"' "$dir/bad.json" || fail "400 names no param"
+[[ $(post nojson /v1/completions '{') == 400 ]] || fail "bad JSON"
+[[ $(post other /v1/completions '{"model": "other", "prompt": "x"}') == 404 ]] || fail "model"
+[[ $(curl -sS -o /dev/null -w '%{http_code}' "${auth[@]}" "$url/nowhere") == 404 ]] || fail "path"
+[[ $(curl -sS -o /dev/null -w '%{http_code}' "$url/v1/models") == 401 ]] || fail "no API key"
+head -c 100000 /dev/zero | tr '\0' 'a' >"$dir/big.txt"
+[[ $(curl -sS -o "$dir/big.json" -w '%{http_code}' "${auth[@]}" --data-binary @"$dir/big.txt" \
+  "$url/v1/completions") == 413 ]] || fail "a body over --max-body-bytes is not 413"
+grep -q '"code":413' "$dir/big.json" || fail "413 is not an error object"
+
+# SIGTERM: the server drains and exits 0.
+kill -TERM $pid
+wait_for 60 gone $pid || fail "the server did not stop on SIGTERM"
+set +e
+wait $pid
+rc=$?
+set -e
+[[ $rc == 0 ]] || fail "exit $rc after SIGTERM"
+trap - EXIT
+echo "serve_live: ok"
