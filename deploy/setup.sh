@@ -8,7 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   libssl-dev libopenblas-dev libpcre2-dev libicu-dev libsentencepiece-dev
   openssl shellcheck python3-yaml libcpp-httplib-dev pkg-config python3-matplotlib python3-jinja2
-  libboost-dev
+  libboost-dev curl
 )
 missing=()
 for p in "${packages[@]}"; do
