@@ -311,11 +311,17 @@ void add_node_flags(CLI::App& cmd, node_flags& f) {
       ->group("Testing");
 }
 
+// The engine flags `run` takes, for a subcommand that serves one checkpoint directory.
+void add_checkpoint_engine_flags(CLI::App& cmd, plan_flags& engine, vllm_options& v,
+                                 const char* model_help) {
+  engine.device = "auto";
+  add_model_flags(cmd, engine, true, v);
+  cmd.get_option("--model")->description(model_help);
+}
+
 void add_serve_flags(CLI::App& cmd, serve_flags& f, vllm_options& v) {
-  f.engine.device = "auto";
-  add_model_flags(cmd, f.engine, true, v); // the engine flags, as run takes them
-  cmd.get_option("--model")->description(
-      "a Hugging Face model directory (config.json, safetensors, tokenizer)");
+  add_checkpoint_engine_flags(
+      cmd, f.engine, v, "a Hugging Face model directory (config.json, safetensors, tokenizer)");
   cmd.add_option("--host", f.host, "the address to listen on");
   cmd.add_option("--port", f.port, "the port to listen on (0: any free port)");
   cmd.add_option("--served-model-name", f.served_model_name,
@@ -331,10 +337,8 @@ void add_serve_flags(CLI::App& cmd, serve_flags& f, vllm_options& v) {
 }
 
 void add_generate_flags(CLI::App& cmd, generate_flags& f, vllm_options& v) {
-  f.engine.device = "auto";
-  add_model_flags(cmd, f.engine, true, v); // the engine flags, as run takes them
-  cmd.get_option("--model")->description(
-      "a Hugging Face model directory (config.json, safetensors)");
+  add_checkpoint_engine_flags(cmd, f.engine, v,
+                              "a Hugging Face model directory (config.json, safetensors)");
   cmd.add_option("--prompt", f.prompt, "the prompt as text (needs the model's tokenizer)");
   cmd.add_option("--prompt-ids", f.prompt_ids, "the prompt as token ids: 1,2,3");
   cmd.add_option("--max-tokens", f.max_tokens, "tokens to generate at most");

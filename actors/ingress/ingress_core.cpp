@@ -2,16 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "kvactor/kernels/sampler.h"
+
 namespace kvactor::openai {
 
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using kernels::splitmix64;
 
 api_error refusal(int status, const char* type, std::string message) {
   return {status, std::move(message), type, "", ""};
@@ -87,14 +84,14 @@ api_expected<serving_setup> ingress_core::setup_of(endpoint kind, std::string_vi
   if (!s) return s;
   const uint64_t key = next_engine_id_;
   s->head = {fmt::format("{}-{:016x}", kind == endpoint::completions ? "cmpl" : "chatcmpl",
-                         mix(seed_ ^ key)),
+                         splitmix64(seed_ ^ key)),
              now_(), model_.name};
   s->first_engine_id = key;
   s->tok = model_.tok;
   s->eos_token_ids = model_.eos_token_ids;
   take<scheduler_limits>(*s, model_);
   s->vocab_size = model_.vocab_size;
-  s->entropy = mix(seed_ + key);
+  s->entropy = splitmix64(seed_ + key);
   return s;
 }
 

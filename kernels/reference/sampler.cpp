@@ -11,18 +11,18 @@ namespace kvactor::kernels {
 
 namespace {
 
+int32_t argmax(const float* logits, int32_t vocab) {
+  return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+}
+
+} // namespace
+
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
-
-int32_t argmax(const float* logits, int32_t vocab) {
-  return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-}
-
-} // namespace
 
 double keyed_uniform(uint64_t seed, uint64_t counter) {
   const uint64_t bits = splitmix64(splitmix64(seed) ^ counter);

@@ -137,6 +137,14 @@ expr_ptr parse_primary(parse_cursor& c) {
   fail(t.line, fmt::format("unexpected {}", c.describe()), errc::parse_error);
 }
 
+// `callee(...)`: a call whose arguments follow.
+expr_ptr parse_call(parse_cursor& c, expr_ptr callee) {
+  auto call = make(expr_kind::call, c.line());
+  call->children.push_back(std::move(callee));
+  parse_call_args(c, *call);
+  return call;
+}
+
 expr_ptr parse_subscript(parse_cursor& c, expr_ptr target) {
   int line = c.line();
   expr_ptr parts[3];
@@ -172,10 +180,7 @@ expr_ptr parse_postfix(parse_cursor& c, expr_ptr e) {
     } else if (c.accept_op("[")) {
       e = parse_subscript(c, std::move(e));
     } else if (c.at_op("(")) {
-      auto call = make(expr_kind::call, c.line());
-      call->children.push_back(std::move(e));
-      parse_call_args(c, *call);
-      e = std::move(call);
+      e = parse_call(c, std::move(e));
     } else {
       return e;
     }
@@ -223,10 +228,7 @@ expr_ptr parse_filters_and_tests(parse_cursor& c, expr_ptr e) {
     } else if (c.accept_name("is")) {
       e = parse_test(c, std::move(e));
     } else if (c.at_op("(")) {
-      auto call = make(expr_kind::call, c.line());
-      call->children.push_back(std::move(e));
-      parse_call_args(c, *call);
-      e = std::move(call);
+      e = parse_call(c, std::move(e));
     } else {
       return e;
     }

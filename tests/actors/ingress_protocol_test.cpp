@@ -48,17 +48,8 @@ protected:
   caf::actor drv = spawn(stand_in_driver, log);
   std::shared_ptr<ingress_inbox> inbox = std::make_shared<ingress_inbox>();
   ingress_actor ing =
-      spawn(ingress, ingress_setup{tiny_model(), {}, caf::actor_cast<driver_actor>(drv), inbox, 1});
-
-  static openai::served_model tiny_model() {
-    openai::served_model m;
-    m.name = "tiny";
-    m.tok = &llama3();
-    m.eos_token_ids = {llama3_eos};
-    m.max_model_len = 64;
-    m.vocab_size = 500;
-    return m;
-  }
+      spawn(ingress,
+            ingress_setup{tiny_served_model(), {}, caf::actor_cast<driver_actor>(drv), inbox, 1});
 
   ~IngressProtocol() override {
     caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);

@@ -40,17 +40,7 @@ constexpr int32_t eos = test::llama3_eos;
 struct IngressCore : ::testing::Test {
   test::temp_dir dir{"kvactor-ingress"};
   std::optional<chat_template> chat;
-  served_model model = tiny_model();
-
-  static served_model tiny_model() {
-    served_model m;
-    m.name = "tiny";
-    m.tok = &llama3();
-    m.eos_token_ids = {eos};
-    m.max_model_len = 64;
-    m.vocab_size = 500;
-    return m;
-  }
+  served_model model = test::tiny_served_model();
 
   ingress_core make(ingress_limits limits = {}, bool with_chat = true) {
     if (with_chat) {

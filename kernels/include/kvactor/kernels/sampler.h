@@ -32,6 +32,9 @@ struct sampled_rows {
   std::vector<row_logprobs> logprobs; // [rows], or empty when no row asked
 };
 
+/// splitmix64's finaliser: a well-mixed 64-bit value from any 64-bit input.
+uint64_t splitmix64(uint64_t x);
+
 /// A uniform double in [0, 1) from (seed, counter): splitmix64 over both, 53 bits.
 double keyed_uniform(uint64_t seed, uint64_t counter);
 
