@@ -10,7 +10,7 @@ namespace kvactor {
 
 namespace {
 
-error bad(std::string message) {
+error chaos_flag_error(std::string message) {
   return make_error(errc::invalid_argument, std::move(message));
 }
 
@@ -44,9 +44,10 @@ expected<chaos_setup> resolve_chaos_flags(const chaos_flags& flags, int32_t tp) 
   }
   if (!std::isfinite(flags.step_timeout_s) || flags.step_timeout_s < 0
       || flags.step_timeout_s > 86400)
-    return bad(fmt::format("--step-timeout: {} is not a number of seconds in [0, 86400] (0: no "
-                           "limit)",
-                           flags.step_timeout_s));
+    return chaos_flag_error(
+        fmt::format("--step-timeout: {} is not a number of seconds in [0, 86400] (0: no "
+                    "limit)",
+                    flags.step_timeout_s));
   out.deadlines.step_timeout = std::chrono::milliseconds(std::llround(flags.step_timeout_s * 1000));
   return out;
 }

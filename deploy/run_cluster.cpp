@@ -19,7 +19,7 @@ namespace kvactor {
 
 namespace {
 
-int bad(std::ostream& err, const std::string& message) {
+int refuse_cluster_run(std::ostream& err, const std::string& message) {
   fmt::print(err, "kvactor run: error: {}\n", message);
   return exit_bad_input;
 }
@@ -94,26 +94,26 @@ int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& o
   configure_step_latency(cfg);
   configure_cluster_middleman(cfg, o.tls);
   auto auth = transport_auth_for(o.tls.enabled());
-  if (!auth) return bad(err, auth.err().message);
+  if (!auth) return refuse_cluster_run(err, auth.err().message);
   auto metrics = serve_metrics(flags);
-  if (!metrics) return bad(err, metrics.err().message);
+  if (!metrics) return refuse_cluster_run(err, metrics.err().message);
   caf::actor_system sys{cfg};
   guarded_transport net{sys, o.transport, std::move(*auth)};
   const int32_t tp = flags.plan.tensor_parallel_size;
   auto timeout = parse_collective_timeout(flags.tp.collective_timeout_s);
-  if (!timeout) return bad(err, timeout.err().message);
+  if (!timeout) return refuse_cluster_run(err, timeout.err().message);
   const auto addresses = split_commas(flags.nodes);
   auto connected = connect_cluster(net, addresses, tp, o.device, *timeout, o.tls);
-  if (!connected) return bad(err, connected.err().message);
+  if (!connected) return refuse_cluster_run(err, connected.err().message);
   cluster nodes = std::move(*connected);
   cluster_release release{sys, nodes};
   auto channels = open_step_channels(net, nodes, o.tls, o.steps == step_path::channel);
   const auto device = nodes.infos.front().device;
   spdlog::info("cluster: {} rank(s) on {} node(s), {}", tp, nodes.nodes.size(), to_string(device));
   auto run = configure_run(flags, o, device, node_gpu(nodes));
-  if (!run) return bad(err, run.err().message);
+  if (!run) return refuse_cluster_run(err, run.err().message);
   auto rec = open_recording(flags.record, run->workload);
-  if (!rec) return bad(err, rec.err().message);
+  if (!rec) return refuse_cluster_run(err, rec.err().message);
   const auto recorder = *rec ? (*rec)->recorder : nullptr;
 
   driver_setup setup{

@@ -14,7 +14,7 @@ namespace kvactor {
 
 namespace {
 
-using json = nlohmann::json;
+using trace_json = nlohmann::json;
 
 constexpr int pid = 1;
 constexpr int steps_tid = 0;
@@ -35,7 +35,7 @@ public:
     if (fresh) order_.push_back(actor);
     return it->second;
   }
-  void name_all(json& events) const {
+  void name_all(trace_json& events) const {
     events.push_back({{"ph", "M"},
                       {"name", "thread_name"},
                       {"pid", pid},
@@ -55,10 +55,10 @@ private:
 };
 
 // The message's two slices and the flow arrow between them.
-void add_message(const trace_record& r, tracks& t, json& events) {
+void add_message(const trace_record& r, tracks& t, trace_json& events) {
   const double ts = micros(r.timestamp_ns);
   const std::string name = short_type(r.type);
-  const json args = {{"index", r.index}, {"summary", describe_record(r)}};
+  const trace_json args = {{"index", r.index}, {"summary", describe_record(r)}};
   const int from = t.of(r.sender), to = t.of(r.receiver);
   for (int tid : {from, to})
     events.push_back({{"ph", "X"},
@@ -87,7 +87,7 @@ void add_message(const trace_record& r, tracks& t, json& events) {
 }
 
 // A capture the rank reported: a span of its duration, ending at the report.
-void add_capture(const trace_record& r, tracks& t, json& events) {
+void add_capture(const trace_record& r, tracks& t, trace_json& events) {
   if (r.type != detail::type_name_of(cudagraph_captured{})) return;
   auto c = decode_record<cudagraph_captured>(r);
   if (!c) return;
@@ -104,8 +104,8 @@ void add_capture(const trace_record& r, tracks& t, json& events) {
 
 } // namespace
 
-json chrome_trace(const std::vector<trace_record>& records) {
-  json events = json::array();
+trace_json chrome_trace(const std::vector<trace_record>& records) {
+  trace_json events = trace_json::array();
   tracks t;
   t.of("driver");
   std::map<uint64_t, std::pair<int64_t, int64_t>> steps; // seq -> first, last timestamp

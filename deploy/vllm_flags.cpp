@@ -9,14 +9,14 @@ namespace kvactor {
 
 namespace {
 
-using json = nlohmann::json;
+using flags_json = nlohmann::json;
 
 status bad(std::string message) {
   return make_error(errc::invalid_argument, std::move(message));
 }
 
 // "cudagraph_mode" of the compilation config into f, unless --cudagraph-mode said otherwise.
-status apply_mode(const json& mode, const vllm_flags& v, plan_flags& f) {
+status apply_mode(const flags_json& mode, const vllm_flags& v, plan_flags& f) {
   if (!mode.is_string())
     return bad(fmt::format("--compilation-config: cudagraph_mode: {} is not a string (e.g. "
                            "\"FULL_AND_PIECEWISE\")",
@@ -38,7 +38,7 @@ status apply_mode(const json& mode, const vllm_flags& v, plan_flags& f) {
 }
 
 // "cudagraph_capture_sizes" of the compilation config into f, as --cudagraph-capture-sizes text.
-status apply_sizes(const json& sizes, const vllm_flags& v, plan_flags& f) {
+status apply_sizes(const flags_json& sizes, const vllm_flags& v, plan_flags& f) {
   std::string text;
   if (!sizes.is_array())
     return bad(fmt::format("--compilation-config: cudagraph_capture_sizes: {} is not a list of "
@@ -65,7 +65,7 @@ expected<std::vector<std::string>> apply_compilation_config(const vllm_flags& v,
                                                             bool* sets_mode) {
   std::vector<std::string> ignored;
   if (v.compilation_config.empty()) return ignored;
-  const json config = json::parse(v.compilation_config, nullptr, false);
+  const flags_json config = flags_json::parse(v.compilation_config, nullptr, false);
   if (config.is_discarded())
     return make_error(errc::invalid_argument,
                       fmt::format("--compilation-config: '{}' is not JSON", v.compilation_config));

@@ -13,7 +13,7 @@ namespace kvactor {
 
 namespace {
 
-caf::error fail(errc code, std::string message) {
+caf::error tp_error(errc code, std::string message) {
   return to_caf_error(make_error(code, std::move(message)));
 }
 
@@ -36,10 +36,10 @@ std::shared_ptr<comm::communicator> with_stall(std::shared_ptr<comm::communicato
 
 caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t world, uint64_t epoch) {
   if (!st.runtime.nccl && st.runtime.socket_host.empty())
-    return fail(errc::unsupported, fmt::format("unique_id: {}", host_ranks));
+    return tp_error(errc::unsupported, fmt::format("unique_id: {}", host_ranks));
   if (world < 1)
-    return fail(errc::invalid_argument,
-                fmt::format("unique_id: world {} is not a positive rank count", world));
+    return tp_error(errc::invalid_argument,
+                    fmt::format("unique_id: world {} is not a positive rank count", world));
   try {
     if (!st.runtime.nccl) {
       // Rank 0 listens until the group has joined; the id is its address.
@@ -49,25 +49,25 @@ caf::result<communicator_id> create_communicator_id(rank_state& st, int32_t worl
     }
     return communicator_id{comm::nccl_unique_id(), world, epoch};
   } catch (const comm::collective_error& e) {
-    return fail(errc::collective_failed, fmt::format("unique_id: {}", e.what()));
+    return tp_error(errc::collective_failed, fmt::format("unique_id: {}", e.what()));
   }
 }
 
 caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id, int32_t rank) {
   if (!st.runtime.nccl && st.runtime.socket_host.empty())
-    return fail(errc::unsupported, fmt::format("join: {}", host_ranks));
+    return tp_error(errc::unsupported, fmt::format("join: {}", host_ranks));
   if (st.comm)
-    return fail(errc::invalid_argument,
-                fmt::format("join: this rank joined a communicator already (as rank {} of {})",
-                            st.comm->rank(), st.comm->world_size()));
+    return tp_error(errc::invalid_argument,
+                    fmt::format("join: this rank joined a communicator already (as rank {} of {})",
+                                st.comm->rank(), st.comm->world_size()));
   if (rank < 0 || rank >= id.world)
-    return fail(errc::invalid_argument,
-                fmt::format("join: rank {} is outside [0, {})", rank, id.world));
+    return tp_error(errc::invalid_argument,
+                    fmt::format("join: rank {} is outside [0, {})", rank, id.world));
   try {
     if (!st.runtime.nccl) {
       if (rank == 0 && !st.listener)
-        return fail(errc::invalid_argument,
-                    "join: rank 0 of a socket group joins with the id it created (unique_id)");
+        return tp_error(errc::invalid_argument,
+                        "join: rank 0 of a socket group joins with the id it created (unique_id)");
       comm::socket_options opt;
       opt.timeout = st.runtime.collective_timeout;
       st.comm = with_stall(
@@ -86,7 +86,7 @@ caf::result<int32_t> join_communicator(rank_state& st, const communicator_id& id
     if (st.runtime.on_join) st.runtime.on_join(st.comm);
     return rank;
   } catch (const comm::collective_error& e) {
-    return fail(errc::collective_failed, fmt::format("join: {}", e.what()));
+    return tp_error(errc::collective_failed, fmt::format("join: {}", e.what()));
   }
 }
 
@@ -95,16 +95,16 @@ caf::error agree_on_blocks(rank_state& st, int64_t num_blocks) {
   try {
     agreed = st.comm->agree(st.kv.planned_blocks, comm::reduce_op::min);
   } catch (const comm::collective_error& e) {
-    return fail(errc::collective_failed,
-                fmt::format("allocate: agreeing on the KV cache block count: {}", e.what()));
+    return tp_error(errc::collective_failed,
+                    fmt::format("allocate: agreeing on the KV cache block count: {}", e.what()));
   }
   if (agreed == num_blocks) return {};
-  return fail(errc::incompatible_specs,
-              fmt::format("allocate: num_blocks {} from the driver differs from {}, the minimum "
-                          "of the planned block counts the {} rank(s) agreed on (rank {} planned "
-                          "{})",
-                          num_blocks, agreed, st.comm->world_size(), st.config.rank,
-                          st.kv.planned_blocks));
+  return tp_error(
+      errc::incompatible_specs,
+      fmt::format("allocate: num_blocks {} from the driver differs from {}, the minimum "
+                  "of the planned block counts the {} rank(s) agreed on (rank {} planned "
+                  "{})",
+                  num_blocks, agreed, st.comm->world_size(), st.config.rank, st.kv.planned_blocks));
 }
 
 std::vector<collective_entry> collectives_of(const rank_state& st) {

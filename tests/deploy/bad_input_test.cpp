@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli_support.hpp"
+#include "tests/support/fixture_paths.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace kvactor::test {
@@ -19,10 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string fixture(const std::string& family) {
-  return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
-}
 
 // A small CPU run of kvactor-tiny; `more` flags replace the defaults they name.
 std::vector<std::string> small_run(const std::vector<std::string>& more) {
@@ -123,7 +120,7 @@ TEST(BadInput, AConfigWhoseKvHeadsDoNotDivideItsQueryHeadsIsRefusedNamingTheFiel
 
 TEST(BadInput, AModelDirectoryWithoutWeightsIsAnErrorNamingTheFilesLookedFor) {
   temp_dir dir{"kvactor-no-weights"};
-  fs::copy_file(fixture("llama") + "/config.json", dir.file("config.json"));
+  fs::copy_file(transformers_fixture("llama") + "/config.json", dir.file("config.json"));
   auto r = run_cli(small_run({"--model", dir.path.string()}));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_THAT(r.err, HasSubstr("a model directory without weights (looked for "
@@ -188,7 +185,7 @@ TEST(BadInput, ADamagedGenerationConfigIsRefusedNamingTheFileAndField) {
   for (const auto& c : cases) {
     temp_dir dir{"kvactor-genconfig"};
     for (const char* f : {"config.json", "model.safetensors"})
-      fs::create_symlink(fixture("qwen3") + "/" + f, dir.file(f));
+      fs::create_symlink(transformers_fixture("qwen3") + "/" + f, dir.file(f));
     dir.write("generation_config.json", c.text);
     auto r = run_cli({"generate", "--model", dir.path.string(), "--prompt-ids", "1,2,3",
                       "--max-tokens", "2", "--device", "cpu"});
@@ -198,11 +195,11 @@ TEST(BadInput, ADamagedGenerationConfigIsRefusedNamingTheFileAndField) {
 }
 
 TEST(BadInput, GenerateNamesTheFlagOfAnEmptyPromptAndAnInfiniteTemperature) {
-  auto empty = run_cli({"generate", "--model", fixture("qwen3"), "--prompt", ""});
+  auto empty = run_cli({"generate", "--model", transformers_fixture("qwen3"), "--prompt", ""});
   EXPECT_EQ(empty.code, 2);
   EXPECT_THAT(empty.err, HasSubstr("--prompt: empty"));
-  auto inf = run_cli(
-      {"generate", "--model", fixture("qwen3"), "--prompt-ids", "1,2", "--temperature", "inf"});
+  auto inf = run_cli({"generate", "--model", transformers_fixture("qwen3"), "--prompt-ids", "1,2",
+                      "--temperature", "inf"});
   EXPECT_EQ(inf.code, 2);
   EXPECT_THAT(inf.err, HasSubstr("--temperature: 'inf' is not a finite number"));
 }

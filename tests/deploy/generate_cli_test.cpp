@@ -15,6 +15,7 @@
 #include "cli_support.hpp"
 #include "deploy/generate_command.hpp"
 #include "model/tokenizer.hpp"
+#include "tests/support/fixture_paths.hpp"
 
 namespace kvactor::test {
 namespace {
@@ -22,18 +23,14 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string fixture(const std::string& family) {
-  return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
-}
-
 // The fixture's tokenizer (mistral and qwen2 hold one), or null.
 std::unique_ptr<tokenizer> tokenizer_of(const std::string& family) {
-  auto t = load_tokenizer(fixture(family));
+  auto t = load_tokenizer(transformers_fixture(family));
   return t ? std::move(*t) : nullptr;
 }
 
 nlohmann::json expected_of(const std::string& family) {
-  std::ifstream in(fixture(family) + "/expected.json");
+  std::ifstream in(transformers_fixture(family) + "/expected.json");
   return nlohmann::json::parse(in);
 }
 
@@ -46,7 +43,7 @@ TEST_P(GenerateCli, ContinuesEveryPromptAsTransformersDid) {
     const auto prompt = want["prompts"][p].get<std::vector<int32_t>>();
     const auto continuation = want["continuations"][p].get<std::vector<int32_t>>();
     for (const char* tp : {"1", "2"}) {
-      auto r = run_cli({"generate", "--model", fixture(GetParam()), "--prompt-ids",
+      auto r = run_cli({"generate", "--model", transformers_fixture(GetParam()), "--prompt-ids",
                         fmt::format("{}", fmt::join(prompt, ",")), "--max-tokens",
                         std::to_string(continuation.size()), "--tensor-parallel-size", tp,
                         "--device", "cpu", "--json"});
@@ -70,8 +67,9 @@ INSTANTIATE_TEST_SUITE_P(DenseFamilies, GenerateCli,
                          [](const auto& info) { return info.param; });
 
 std::vector<int32_t> generated(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"generate",     "--model",           fixture("llama"),
-                                   "--prompt-ids", "39,177,182,216,62", "--json"};
+  std::vector<std::string> args = {
+      "generate",     "--model",           transformers_fixture("llama"),
+      "--prompt-ids", "39,177,182,216,62", "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
   auto r = run_cli(args);
   EXPECT_EQ(r.code, 0) << r.err;
@@ -79,8 +77,9 @@ std::vector<int32_t> generated(const std::vector<std::string>& extra) {
 }
 
 TEST(GenerateCliSampling, AStopTokenEndsTheRequestAndIsKept) {
-  auto r = run_cli({"generate", "--model", fixture("llama"), "--prompt-ids", "39,177,182,216,62",
-                    "--max-tokens", "20", "--stop-token-ids", "222", "--json"});
+  auto r =
+      run_cli({"generate", "--model", transformers_fixture("llama"), "--prompt-ids",
+               "39,177,182,216,62", "--max-tokens", "20", "--stop-token-ids", "222", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.json()["output_ids"].get<std::vector<int32_t>>(),
             (std::vector<int32_t>{126, 126, 222}));
@@ -106,16 +105,16 @@ TEST(GenerateCliText, APromptIsEncodedByTheDirectorysTokenizerAndTheOutputDecode
   for (const std::string family : {"mistral", "qwen2"}) {
     const auto tok = tokenizer_of(family);
     ASSERT_TRUE(tok) << family << " ships a tokenizer";
-    auto r = run_cli({"generate", "--model", fixture(family), "--prompt", "Hello world",
-                      "--max-tokens", "6", "--json"});
+    auto r = run_cli({"generate", "--model", transformers_fixture(family), "--prompt",
+                      "Hello world", "--max-tokens", "6", "--json"});
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = r.json();
     EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), *tok->encode("Hello world", true));
     const auto output = j["output_ids"].get<std::vector<int32_t>>();
     EXPECT_EQ(output.size(), 6u);
     EXPECT_EQ(j["text"], *tok->decode(output, true));
-    auto plain = run_cli(
-        {"generate", "--model", fixture(family), "--prompt", "Hello world", "--max-tokens", "6"});
+    auto plain = run_cli({"generate", "--model", transformers_fixture(family), "--prompt",
+                          "Hello world", "--max-tokens", "6"});
     ASSERT_EQ(plain.code, 0) << plain.err;
     EXPECT_EQ(plain.out, j["text"].get<std::string>() + "\n") << "the continuation as text";
   }
@@ -124,10 +123,11 @@ TEST(GenerateCliText, APromptIsEncodedByTheDirectorysTokenizerAndTheOutputDecode
 TEST(GenerateCliText, PromptIdsStillGenerateWhenTheTokenizerCannotBeRead) {
   const auto dir = fs::temp_directory_path() / "kvactor-generate-badtok";
   fs::create_directories(dir);
-  fs::copy_file(fixture("mistral") + "/config.json", dir / "config.json",
+  fs::copy_file(transformers_fixture("mistral") + "/config.json", dir / "config.json",
                 fs::copy_options::overwrite_existing);
   fs::remove(dir / "model.safetensors");
-  fs::create_symlink(fixture("mistral") + "/model.safetensors", dir / "model.safetensors");
+  fs::create_symlink(transformers_fixture("mistral") + "/model.safetensors",
+                     dir / "model.safetensors");
   std::ofstream(dir / "tokenizer.json") << "{";
   auto r = run_cli(
       {"generate", "--model", dir.string(), "--prompt-ids", "1,46", "--max-tokens", "2", "--json"});
@@ -141,7 +141,7 @@ TEST(GenerateCliText, PromptIdsStillGenerateWhenTheTokenizerCannotBeRead) {
 }
 
 TEST(GenerateCliErrors, NameTheFlagAndTheValue) {
-  const auto dir = fixture("llama");
+  const auto dir = transformers_fixture("llama");
   auto ids = run_cli({"generate", "--model", dir, "--prompt-ids", "5,-3,7"});
   EXPECT_EQ(ids.code, 2);
   EXPECT_THAT(ids.err, HasSubstr("--prompt-ids: '-3' is not a token id"));
@@ -150,8 +150,8 @@ TEST(GenerateCliErrors, NameTheFlagAndTheValue) {
   EXPECT_THAT(text.err, HasSubstr("--prompt: " + dir
                                   + ": no tokenizer (looked for tokenizer.json and "
                                     "tokenizer.model); give the token ids with --prompt-ids"));
-  auto both = run_cli(
-      {"generate", "--model", fixture("mistral"), "--prompt", "hello", "--prompt-ids", "1"});
+  auto both = run_cli({"generate", "--model", transformers_fixture("mistral"), "--prompt", "hello",
+                       "--prompt-ids", "1"});
   EXPECT_THAT(both.err, HasSubstr("--prompt and --prompt-ids: give one of them"));
   auto none = run_cli({"generate", "--model", std::string(KVACTOR_SOURCE_DIR) + "/deploy/models",
                        "--prompt-ids", "1"});
@@ -180,16 +180,23 @@ TEST(GenerateCli, TakesTheEngineFlagsRunTakes) {
        {std::vector<std::string>{"--dtype", "float32"},
         {"--block-size", "32", "--max-model-len", "128", "--kv-cache-memory", "16MiB"},
         {"-tp", "2", "--enforce-eager"}}) {
-    std::vector<std::string> args{
-        "generate",     "--model", fixture("qwen3"), "--prompt-ids", ids,
-        "--max-tokens", n,         "--device",       "cpu",          "--json"};
+    std::vector<std::string> args{"generate",
+                                  "--model",
+                                  transformers_fixture("qwen3"),
+                                  "--prompt-ids",
+                                  ids,
+                                  "--max-tokens",
+                                  n,
+                                  "--device",
+                                  "cpu",
+                                  "--json"};
     args.insert(args.end(), engine.begin(), engine.end());
     auto r = run_cli(args);
     ASSERT_EQ(r.code, 0) << engine.front() << ": " << r.err;
     EXPECT_EQ(r.json()["output_ids"].get<std::vector<int32_t>>(), continuation) << engine.front();
   }
-  auto bad =
-      run_cli({"generate", "--model", fixture("qwen3"), "--prompt-ids", ids, "--block-size", "0"});
+  auto bad = run_cli({"generate", "--model", transformers_fixture("qwen3"), "--prompt-ids", ids,
+                      "--block-size", "0"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--block-size: 0 is outside [1, 8192]"));
 }

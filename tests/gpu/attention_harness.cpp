@@ -193,4 +193,13 @@ attention_outcome run_attention_case(const attention_case& c) {
   return res;
 }
 
+void expect_matches(const attention_case& c, double tolerance) {
+  const attention_outcome r = run_attention_case(c);
+  EXPECT_EQ(r.nan_values, 0) << "NaN/inf in the output (or rows left unwritten)";
+  EXPECT_EQ(r.padding_overwritten, 0) << "padding rows were written";
+  EXPECT_EQ(r.repeat_differs, 0) << "a second call on the same workspace differs";
+  EXPECT_LE(r.rel_l2, tolerance);
+  ::testing::Test::RecordProperty("rel_l2", std::to_string(r.rel_l2));
+}
+
 } // namespace kvactor::kernels::gpu_test

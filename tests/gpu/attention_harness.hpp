@@ -47,4 +47,8 @@ struct attention_outcome {
 /// Adds a gtest failure and returns early when the launcher or a CUDA call fails.
 attention_outcome run_attention_case(const attention_case& c);
 
+/// Runs the case and expects no NaN, untouched padding rows, a repeat call equal to the first, and
+/// a relative L2 error within `tolerance` (bf16/f16 inputs, float accumulation); records rel_l2.
+void expect_matches(const attention_case& c, double tolerance = 1e-2);
+
 } // namespace kvactor::kernels::gpu_test

@@ -10,15 +10,6 @@ namespace {
 
 constexpr double tolerance = 1e-2; // relative L2, bf16/f16 inputs, float accumulation
 
-void expect_matches(const attention_case& c) {
-  const attention_outcome r = run_attention_case(c);
-  EXPECT_EQ(r.nan_values, 0) << "NaN/inf in the output (or rows left unwritten)";
-  EXPECT_EQ(r.padding_overwritten, 0) << "padding rows were written";
-  EXPECT_EQ(r.repeat_differs, 0) << "a second call on the same workspace differs";
-  EXPECT_LE(r.rel_l2, tolerance);
-  ::testing::Test::RecordProperty("rel_l2", std::to_string(r.rel_l2));
-}
-
 // A mixed step: decodes with short and long contexts, a fresh prefill, prefill chunks after a
 // cached prefix, multi-token rows small enough for the decode kernel (3 x group 4 = 12 rows),
 // and an idle request.

@@ -33,15 +33,6 @@ bool hopper_serves(const attention_case& c) {
   return hopper_prefill_applies(p, v);
 }
 
-void expect_matches(const attention_case& c) {
-  const attention_outcome r = run_attention_case(c);
-  EXPECT_EQ(r.nan_values, 0) << "NaN/inf in the output (or rows left unwritten)";
-  EXPECT_EQ(r.padding_overwritten, 0) << "padding rows were written";
-  EXPECT_EQ(r.repeat_differs, 0) << "a second call differs";
-  EXPECT_LE(r.rel_l2, 1e-2);
-  ::testing::Test::RecordProperty("rel_l2", std::to_string(r.rel_l2));
-}
-
 // Fresh prompts of several tiles (partial last tile), chunks after cached prefixes that start
 // inside a block, a chunk that is one tile exactly, a decode between them.
 const std::vector<std::pair<int32_t, int32_t>> prefill_reqs{{0, 700}, {333, 129},  {0, 128},

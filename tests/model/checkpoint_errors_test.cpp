@@ -13,6 +13,7 @@
 
 #include "model/hf_decoder.hpp"
 #include "model/safetensors.hpp"
+#include "tests/support/fixture_paths.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace kvactor::test {
@@ -91,19 +92,15 @@ TEST(Safetensors, ReadsEveryFloatDtypeAsFloat) {
   }
 }
 
-std::string fixture(const std::string& family) {
-  return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
-}
-
 json config_of(const std::string& family) {
-  std::ifstream in(fixture(family) + "/config.json");
+  std::ifstream in(transformers_fixture(family) + "/config.json");
   return json::parse(in);
 }
 
 std::string weights_error(const json& config) {
   auto cfg = read_decoder_config(config, 1, 0);
   if (!cfg) return cfg.err().message;
-  auto ck = checkpoint::open(fixture("llama"));
+  auto ck = checkpoint::open(transformers_fixture("llama"));
   if (!ck) return ck.err().message;
   auto w = load_decoder_weights(*ck, *cfg);
   return w ? "" : w.err().message;
@@ -216,7 +213,7 @@ void write_shard(const checkpoint& from, const std::vector<std::string>& names,
 }
 
 TEST(Checkpoint, ShardsListedByTheIndexLoadAsOneCheckpoint) {
-  auto whole = checkpoint::open(fixture("qwen3"));
+  auto whole = checkpoint::open(transformers_fixture("qwen3"));
   ASSERT_TRUE(whole) << whole.err().message;
   temp_dir d("kvactor-ckpt");
   std::vector<std::string> first, second;
@@ -233,12 +230,12 @@ TEST(Checkpoint, ShardsListedByTheIndexLoadAsOneCheckpoint) {
   write_shard(*whole, first, d.file("model-00001-of-00002.safetensors"));
   write_shard(*whole, second, d.file("model-00002-of-00002.safetensors"));
   std::ofstream(d.file("model.safetensors.index.json")) << index.dump();
-  fs::copy_file(fixture("qwen3") + "/config.json", d.file("config.json"));
+  fs::copy_file(transformers_fixture("qwen3") + "/config.json", d.file("config.json"));
   auto sharded = checkpoint::open(d.path.string());
   ASSERT_TRUE(sharded) << sharded.err().message;
   EXPECT_EQ(sharded->tensors().size(), whole->tensors().size());
   EXPECT_EQ(sharded->total_bytes(), whole->total_bytes());
-  auto a = load_hf_decoder(fixture("qwen3"));
+  auto a = load_hf_decoder(transformers_fixture("qwen3"));
   auto b = load_hf_decoder(d.path.string());
   ASSERT_TRUE(a && b) << (b ? "" : b.err().message);
   EXPECT_EQ(a->weights.layers[3].down, b->weights.layers[3].down);

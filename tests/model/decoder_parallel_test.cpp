@@ -14,21 +14,18 @@
 #include "decoder_runner.hpp"
 #include "kvactor/comm/host_communicator.h"
 #include "model/hf_decoder.hpp"
+#include "tests/support/fixture_paths.hpp"
 
 namespace kvactor::test {
 namespace {
 
-std::string fixture_dir(const std::string& family) {
-  return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
-}
-
 std::vector<std::vector<int32_t>> prompts_of(const std::string& family) {
-  std::ifstream in(fixture_dir(family) + "/expected.json");
+  std::ifstream in(transformers_fixture(family) + "/expected.json");
   return nlohmann::json::parse(in)["prompts"].get<std::vector<std::vector<int32_t>>>();
 }
 
 kernels::decoder load(const std::string& family, int32_t tp = 1, int32_t rank = 0) {
-  auto m = load_hf_decoder(fixture_dir(family), tp, rank);
+  auto m = load_hf_decoder(transformers_fixture(family), tp, rank);
   if (!m) throw std::runtime_error(m.err().message);
   return kernels::decoder(m->config.spec, std::move(m->weights));
 }
@@ -121,7 +118,7 @@ namespace kvactor::test {
 namespace {
 
 nlohmann::json config_json(const std::string& family) {
-  std::ifstream in(fixture_dir(family) + "/config.json");
+  std::ifstream in(transformers_fixture(family) + "/config.json");
   return nlohmann::json::parse(in);
 }
 

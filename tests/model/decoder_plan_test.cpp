@@ -15,16 +15,13 @@
 #include "kvactor/kernels/float_convert.h"
 #include "kvactor/kernels/sampler.h"
 #include "model/hf_decoder_plan.hpp"
+#include "tests/support/fixture_paths.hpp"
 
 namespace kvactor::test {
 namespace {
 
 using kernels::decoder_tensor;
 using T = decoder_tensor;
-
-std::string fixture_dir(const std::string& family) {
-  return std::string(KVACTOR_SOURCE_DIR) + "/tests/data/transformers/" + family;
-}
 
 // Every device tensor of the plan, materialised in float, with a count of writes per element.
 struct materialised {
@@ -69,7 +66,7 @@ class DecoderPlan : public ::testing::TestWithParam<std::tuple<std::string, int3
 TEST_P(DecoderPlan, DeviceTensorsAreTheCpuDecodersWeightsFused) {
   const auto [family, tp] = GetParam();
   for (int32_t rank = 0; rank < tp; ++rank) {
-    auto src = open_hf_decoder(fixture_dir(family), tp, rank);
+    auto src = open_hf_decoder(transformers_fixture(family), tp, rank);
     ASSERT_TRUE(src) << src.err().message;
     auto plan = plan_device_weights(src->ckpt, src->config);
     ASSERT_TRUE(plan) << plan.err().message;
@@ -121,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(DenseFamilies, DecoderPlan,
                          });
 
 TEST(DecoderPlan, Bf16BlocksRoundAsTheDeviceStoresThem) {
-  auto src = open_hf_decoder(fixture_dir("llama"), 1, 0);
+  auto src = open_hf_decoder(transformers_fixture("llama"), 1, 0);
   ASSERT_TRUE(src) << src.err().message;
   auto plan = plan_device_weights(src->ckpt, src->config);
   ASSERT_TRUE(plan) << plan.err().message;
@@ -135,7 +132,7 @@ TEST(DecoderPlan, Bf16BlocksRoundAsTheDeviceStoresThem) {
 }
 
 TEST(DecoderPlan, AMismatchedCheckpointIsRefusedBeforeAnyCopy) {
-  auto src = open_hf_decoder(fixture_dir("llama"), 1, 0);
+  auto src = open_hf_decoder(transformers_fixture("llama"), 1, 0);
   ASSERT_TRUE(src) << src.err().message;
   auto cfg = src->config;
   cfg.spec.hidden_size += 8; // the checkpoint no longer fits
@@ -146,7 +143,7 @@ TEST(DecoderPlan, AMismatchedCheckpointIsRefusedBeforeAnyCopy) {
 }
 
 nlohmann::json config_json(const std::string& family) {
-  std::ifstream in(fixture_dir(family) + "/config.json");
+  std::ifstream in(transformers_fixture(family) + "/config.json");
   return nlohmann::json::parse(in);
 }
 
