@@ -90,8 +90,14 @@ using ingress_actor = caf::typed_actor<
     caf::reacts_to<atom::wake>,
     // The engine is ready: its driver (a driver_actor) and the model's vocabulary size.
     caf::reacts_to<atom::start, caf::actor, int32_t>,
-    // The server stops: refuse new requests (503); with a reason, also fail every request left.
-    caf::reacts_to<atom::drain, std::string>>;
+    // The server stops (SIGTERM): new requests get 503 from now on; once none is in flight, or
+    // when the grace period has passed, the driver is told to drain, and what is left fails with
+    // the reason.
+    caf::reacts_to<atom::drain, caf::timespan, std::string>,
+    // The drain's grace period is over (sent to itself).
+    caf::reacts_to<atom::timer>,
+    // The requests still in flight (answered after every message sent to it before).
+    caf::replies_to<atom::stats>::with<int64_t>>;
 
 /// The DRIVER actor: requests, scheduling, block pools and step sequencing over all ranks.
 using driver_actor = caf::typed_actor<

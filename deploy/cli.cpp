@@ -333,6 +333,8 @@ void add_serve_flags(CLI::App& cmd, serve_flags& f, vllm_options& v) {
   cmd.add_option("--max-waiting-requests", f.max_waiting_requests,
                  "requests served at once; more are answered 429");
   cmd.add_option("--max-body-bytes", f.max_body_bytes, "the largest request body (413 beyond)");
+  cmd.add_option("--shutdown-timeout", f.shutdown_timeout_s,
+                 "seconds requests in flight may take after SIGTERM before they fail");
   cmd.add_option("--seed", f.seed, "seed of response ids and of draws that name no seed");
 }
 

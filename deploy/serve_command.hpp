@@ -1,7 +1,8 @@
 // `kvactor serve`: an OpenAI-compatible HTTP server over the actors. It loads the model once
-// (local ranks), serves /v1/completions, /v1/chat/completions, /v1/models, /health and /version
-// until SIGINT or SIGTERM, then drains: new requests are refused, the ones in flight fail with
-// the reason, and it exits 0.
+// (local ranks), serves /v1/completions, /v1/chat/completions, /v1/models, /tokenize,
+// /detokenize, /metrics, /health and /version until SIGINT or SIGTERM, then drains: new requests
+// get 503, the ones in flight may finish within --shutdown-timeout, the rest fail with the
+// reason, every answer is sent, and it exits 0.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@ struct serve_flags {
   std::string chat_template;           // a file; empty: the model directory's
   int64_t max_waiting_requests = 4096; // requests served at once; more get 429
   std::string max_body_bytes = "32MiB";
+  double shutdown_timeout_s = 30; // after SIGTERM: how long requests in flight may take
   uint64_t seed = 0;
 };
 

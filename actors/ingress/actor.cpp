@@ -14,6 +14,8 @@ namespace {
 
 using ingress_self = ingress_actor::stateful_pointer<ingress_state>;
 
+void settle(ingress_self self);
+
 void abort_all(ingress_self self, const std::vector<uint64_t>& ids, const char* why) {
   for (auto id : ids)
     self->send(self->state.driver, request_abort{id, why});
@@ -31,6 +33,7 @@ void take_call(ingress_self self, ingress_call& call) {
               const auto why = from_caf_error(err).message;
               spdlog::error("ingress: the driver refused a request: {}", why);
               self->state.core->fail(key, why);
+              settle(self);
             });
 }
 
@@ -71,6 +74,44 @@ void make_core(ingress_self self) {
                                                    st.setup.seed);
 }
 
+// The driver stops once the ingress has nothing more for it (once).
+void drain_driver(ingress_self self, const std::string& why) {
+  auto& st = self->state;
+  if (st.driver_drained) return;
+  st.driver_drained = true;
+  spdlog::info("ingress: the engine stops: {}", why);
+  self->send(st.driver, atom::drain_v, why);
+}
+
+// After each message: the counts for /metrics; a drain ends once nothing is in flight.
+void settle(ingress_self self) {
+  auto& st = self->state;
+  if (!st.core) return;
+  if (st.setup.board) st.setup.board->publish(st.core->counts());
+  if (!st.drain_why.empty() && st.core->in_flight() == 0)
+    drain_driver(self, "the server is shutting down");
+}
+
+void begin_drain(ingress_self self, caf::timespan grace, std::string why) {
+  auto& st = self->state;
+  if (!st.core || !st.drain_why.empty()) return;
+  st.drain_why = why.empty() ? std::string{"the server is shutting down"} : std::move(why);
+  st.core->drain();
+  spdlog::info("ingress: draining: new requests get 503; {} in flight may finish",
+               st.core->in_flight());
+  if (st.core->in_flight() > 0) self->delayed_send(self, grace, atom::timer_v);
+  settle(self);
+}
+
+// The grace period is over: the driver fails what it still runs, and every client left is told.
+void end_grace(ingress_self self) {
+  auto& st = self->state;
+  if (!st.core || st.driver_drained) return;
+  drain_driver(self, st.drain_why);
+  st.core->fail_all(st.drain_why);
+  settle(self);
+}
+
 } // namespace
 
 ingress_actor::behavior_type ingress(ingress_actor::stateful_pointer<ingress_state> self,
@@ -85,9 +126,12 @@ ingress_actor::behavior_type ingress(ingress_actor::stateful_pointer<ingress_sta
         if (!self->state.core) return;
         abort_all(self, self->state.core->on_updates(u),
                   "answered: a stop string ended it, or a sibling choice failed");
+        settle(self);
       },
       [self](atom::wake) {
-        if (self->state.core) take_inbox(self); // before start nothing is served yet
+        if (!self->state.core) return; // before start nothing is served yet
+        take_inbox(self);
+        settle(self);
       },
       [self](atom::start, caf::actor& drv, int32_t vocab_size) {
         if (self->state.core) return;
@@ -95,11 +139,14 @@ ingress_actor::behavior_type ingress(ingress_actor::stateful_pointer<ingress_sta
         self->state.setup.model.vocab_size = vocab_size;
         make_core(self);
         take_inbox(self);
+        settle(self);
       },
-      [self](atom::drain, std::string& why) {
-        if (!self->state.core) return;
-        self->state.core->drain();
-        if (!why.empty()) self->state.core->fail_all(why);
+      [self](atom::drain, caf::timespan grace, std::string& why) {
+        begin_drain(self, grace, std::move(why));
+      },
+      [self](atom::timer) { end_grace(self); },
+      [self](atom::stats) -> int64_t {
+        return self->state.core ? static_cast<int64_t>(self->state.core->in_flight()) : 0;
       },
   };
 }

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include "actors/ingress/tokenize_request.hpp"
 #include "kvactor/kernels/sampler.h"
 
 namespace kvactor::openai {
@@ -12,6 +15,17 @@ using kernels::splitmix64;
 
 api_error refusal(int status, const char* type, std::string message) {
   return {status, std::move(message), type, "", ""};
+}
+
+// A message's content as text: the string, or its text parts joined.
+std::string final_content(const nlohmann::ordered_json& message) {
+  const auto it = message.find("content");
+  if (it == message.end() || it->is_null()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  std::string out;
+  for (const auto& part : *it)
+    out += part["text"].get<std::string>();
+  return out;
 }
 
 } // namespace
@@ -61,14 +75,8 @@ api_expected<serving_setup> ingress_core::chat_setup(std::string_view body) {
   auto r = parse_chat_request(body);
   if (!r) return r.err();
   if (auto e = check_model(r->gen.model)) return *e;
-  if (model_.chat == nullptr)
-    return bad_param("messages", "the model has no chat template: start the server with "
-                                 "--chat-template FILE");
-  if (r->continue_final_message)
-    return bad_param("continue_final_message", "'continue_final_message' is not served yet");
-  auto text =
-      model_.chat->render(r->messages, r->add_generation_prompt, r->tools, r->chat_template_kwargs);
-  if (!text) return bad_param("messages", text.err().message);
+  auto text = render_chat(*r);
+  if (!text) return text.err();
   auto ids = tokenize(*text, false); // the template wrote the special tokens itself
   if (!ids) return ids.err();
   serving_setup s;
@@ -77,6 +85,26 @@ api_expected<serving_setup> ingress_core::chat_setup(std::string_view body) {
   s.prompts.push_back(std::move(*ids));
   s.prompt_texts.push_back(std::move(*text));
   return s;
+}
+
+// The conversation as the template writes it. continue_final_message: the text ends with the last
+// message's content (what the template wrote after it, its end-of-turn, is cut), so that the
+// model continues that message, as vLLM does.
+api_expected<std::string> ingress_core::render_chat(const chat_request& r) const {
+  if (model_.chat == nullptr)
+    return bad_param("messages", "the model has no chat template: start the server with "
+                                 "--chat-template FILE");
+  auto text =
+      model_.chat->render(r.messages, r.add_generation_prompt, r.tools, r.chat_template_kwargs);
+  if (!text) return bad_param("messages", text.err().message);
+  if (!r.continue_final_message) return *text;
+  const auto content = final_content(r.messages.back());
+  const auto at = content.empty() ? std::string::npos : text->rfind(content);
+  if (at == std::string::npos)
+    return bad_param("continue_final_message",
+                     "'continue_final_message': the chat template did not write the last "
+                     "message's content, so there is nothing to continue");
+  return text->substr(0, at + content.size());
 }
 
 api_expected<serving_setup> ingress_core::setup_of(endpoint kind, std::string_view body) {
@@ -95,6 +123,44 @@ api_expected<serving_setup> ingress_core::setup_of(endpoint kind, std::string_vi
   return s;
 }
 
+void ingress_core::answer_tokenize(std::string_view body, client& c) {
+  auto r = parse_tokenize_request(body);
+  if (!r) return answer_error(c, r.err());
+  if (auto e = check_model(r->model)) return answer_error(c, *e);
+  std::string chat_text;
+  if (r->chat) {
+    auto text = render_chat(*r->chat);
+    if (!text) return answer_error(c, text.err());
+    chat_text = std::move(*text);
+  }
+  auto ids = tokenize(r->chat ? chat_text : *r->prompt, r->add_special_tokens);
+  if (!ids) return answer_error(c, ids.err());
+  const nlohmann::ordered_json out = {{"count", ids->size()},
+                                      {"max_model_len", model_.max_model_len},
+                                      {"tokens", *ids},
+                                      {"token_strs", nullptr}};
+  ++counts_.by_status[200];
+  c.respond(200, out.dump());
+}
+
+// Special tokens are written out, as vLLM's /detokenize does.
+void ingress_core::answer_detokenize(std::string_view body, client& c) {
+  auto r = parse_detokenize_request(body);
+  if (!r) return answer_error(c, r.err());
+  if (auto e = check_model(r->model)) return answer_error(c, *e);
+  for (size_t i = 0; i < r->tokens.size(); ++i)
+    if (model_.vocab_size > 0 && r->tokens[i] >= model_.vocab_size)
+      return answer_error(c, bad_param("tokens", fmt::format("'tokens[{}]': {} is not below the "
+                                                             "vocabulary size {}",
+                                                             i, r->tokens[i], model_.vocab_size)));
+  auto text = model_.tok->decode(r->tokens, false);
+  if (!text)
+    return answer_error(c,
+                        bad_param("tokens", fmt::format("cannot decode: {}", text.err().message)));
+  ++counts_.by_status[200];
+  c.respond(200, nlohmann::ordered_json{{"prompt", *text}}.dump());
+}
+
 void ingress_core::answer_error(client& c, const api_error& e) {
   ++counts_.by_status[e.status];
   c.respond(e.status, e.body());
@@ -105,6 +171,13 @@ std::vector<request_spec> ingress_core::accept(endpoint kind, std::string_view b
   key = 0;
   if (draining_) {
     answer_error(*c, refusal(503, "ServiceUnavailableError", "the server is shutting down"));
+    return {};
+  }
+  if (kind == endpoint::tokenize || kind == endpoint::detokenize) {
+    if (kind == endpoint::tokenize)
+      answer_tokenize(body, *c);
+    else
+      answer_detokenize(body, *c);
     return {};
   }
   if (limits_.max_waiting_requests > 0 && live_.size() >= limits_.max_waiting_requests) {

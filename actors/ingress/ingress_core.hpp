@@ -92,6 +92,9 @@ private:
   api_expected<std::vector<int32_t>> tokenize(const std::string& text, bool add_special) const;
   api_expected<serving_setup> completion_setup(std::string_view body);
   api_expected<serving_setup> chat_setup(std::string_view body);
+  api_expected<std::string> render_chat(const chat_request& r) const;
+  void answer_tokenize(std::string_view body, client& c);
+  void answer_detokenize(std::string_view body, client& c);
   std::optional<api_error> check_model(const std::string& asked) const;
   void answer_error(client& c, const api_error& e);
   void deliver(uint64_t key, live_request& r, ingress_output out, std::vector<uint64_t>& aborts);

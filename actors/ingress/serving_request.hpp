@@ -19,7 +19,8 @@
 
 namespace kvactor::openai {
 
-enum class endpoint : uint8_t { completions, chat_completions };
+/// The endpoint a call came to; tokenize and detokenize are answered at once, without the engine.
+enum class endpoint : uint8_t { completions, chat_completions, tokenize, detokenize };
 
 /// What the ingress does after an update.
 struct ingress_output {

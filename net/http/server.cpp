@@ -158,6 +158,15 @@ void server::stop_accepting() {
   if (!self_->on_io_thread()) done.wait();
 }
 
+size_t server::finish(std::chrono::steady_clock::time_point deadline) {
+  stop_accepting();
+  for (auto& s : self_->state.finish_all())
+    s->post_finish();
+  const size_t left = self_->state.wait_all_gone(deadline) ? 0 : open_connections();
+  stop();
+  return left;
+}
+
 void server::stop() {
   if (self_->stopped.exchange(true)) return;
   stop_accepting();

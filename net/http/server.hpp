@@ -112,6 +112,10 @@ public:
   /// Closes every connection (their pending responders see on_disconnect), then joins the I/O
   /// threads. Idempotent. REQUIRES: not called from an I/O thread (a handler or callback).
   void stop();
+  /// A graceful stop: closes the listener, lets each connection send the answer in progress
+  /// (then closes it; idle ones close at once), and stop()s once none is left or at `deadline`.
+  /// Returns the connections still open at the deadline (cut by stop()). REQUIRES: as stop().
+  size_t finish(std::chrono::steady_clock::time_point deadline);
   /// Connections admitted and not yet closed (a 503-refused one does not count).
   size_t open_connections() const;
 

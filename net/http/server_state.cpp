@@ -17,13 +17,31 @@ admission server_state::enlist(const std::shared_ptr<session>& s) {
 }
 
 void server_state::delist(const session* s) {
-  std::lock_guard lock(mu_);
-  live_.erase(s);
+  {
+    std::lock_guard lock(mu_);
+    live_.erase(s);
+  }
+  gone_.notify_all();
 }
 
 std::vector<std::shared_ptr<session>> server_state::close_all() {
   std::lock_guard lock(mu_);
   stopping_ = true;
+  return live_sessions();
+}
+
+std::vector<std::shared_ptr<session>> server_state::finish_all() {
+  std::lock_guard lock(mu_);
+  finishing_.store(true, std::memory_order_relaxed);
+  return live_sessions();
+}
+
+bool server_state::wait_all_gone(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return gone_.wait_until(lock, deadline, [this] { return live_.empty(); });
+}
+
+std::vector<std::shared_ptr<session>> server_state::live_sessions() {
   std::vector<std::shared_ptr<session>> out;
   out.reserve(live_.size());
   for (auto& [_, weak] : live_)

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -37,14 +39,24 @@ public:
   void delist(const session* s);
   /// Every live session; refuses all later ones (enlist answers `stopping`).
   std::vector<std::shared_ptr<session>> close_all();
+  /// Every live session, and from now on each answer closes its connection once sent.
+  std::vector<std::shared_ptr<session>> finish_all();
+  /// Whether finish_all() ran: connections close after their answer in progress.
+  bool finishing() const { return finishing_.load(std::memory_order_relaxed); }
+  /// Waits until no session is left or `deadline` passes; true when none is left.
+  bool wait_all_gone(std::chrono::steady_clock::time_point deadline);
 
   size_t admitted() const { return admitted_.load(std::memory_order_relaxed); }
 
 private:
+  std::vector<std::shared_ptr<session>> live_sessions(); // REQUIRES: mu_ held
+
   std::mutex mu_;
   bool stopping_ = false;                                           // GUARDED_BY(mu_)
   std::unordered_map<const session*, std::weak_ptr<session>> live_; // GUARDED_BY(mu_)
+  std::condition_variable gone_;                                    // live_ shrank
   std::atomic<size_t> admitted_{0};
+  std::atomic<bool> finishing_{false};
 };
 
 } // namespace kvactor::http

@@ -61,6 +61,14 @@ void session::post_close() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close_now(); });
 }
 
+void session::post_finish() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->closed_ || self->current_) return; // complete_exchange() closes it
+    self->closing_ = true;
+    self->flush();
+  });
+}
+
 void session::post_piece(std::shared_ptr<responder_impl> from, piece p) {
   asio::post(socket_.get_executor(),
              [self = shared_from_this(), from = std::move(from), p = std::move(p)]() mutable {
@@ -158,7 +166,7 @@ void session::process_input() {
 }
 
 void session::dispatch() {
-  const bool close_after = !parser_->keep_alive();
+  const bool close_after = !parser_->keep_alive() || server_.finishing();
   request req = parser_->take();
   parser_.reset();
   req.remote = remote_;
@@ -202,7 +210,7 @@ void session::accept_piece(const std::shared_ptr<responder_impl>& from, piece p)
 void session::complete_exchange() {
   current_->state = responder_impl::phase::complete;
   current_->on_gone.clear(); // they never run now; one may hold the responder itself
-  closing_ = current_->close_after();
+  closing_ = current_->close_after() || server_.finishing();
   current_.reset();
   last_activity_ = clock::now();
   process_input(); // a pipelined request may be waiting

@@ -11,6 +11,8 @@
 //            └─ stopping ─────────┴──> closed  <── EOF, read/write error, idle_timeout,
 //                                                  back-pressure cut, stop()
 //
+// finish() (a graceful stop) turns serving into closing once the answer in progress is sent.
+//
 // Lingering lets a refusal reach the client before the connection is reset. A connection is
 // idle when no request is in progress and nothing was received or sent for idle_timeout.
 #pragma once
@@ -43,6 +45,8 @@ public:
   void open();
   /// Closes the connection (its exchange in progress sees on_disconnect). Returns at once.
   void post_close();
+  /// The server is finishing: an idle connection closes now, a busy one once its answer is sent.
+  void post_finish();
 
   void post_piece(std::shared_ptr<responder_impl> from, piece p) override;
   void post_watch(std::shared_ptr<responder_impl> from, std::function<void()> f) override;

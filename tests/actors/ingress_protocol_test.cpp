@@ -1,6 +1,7 @@
 // The ingress actor between HTTP threads (its inbox) and the driver (a recorder here): a call
 // becomes a submit to the driver and its client is answered from the driver's updates; a client
-// that leaves becomes request_aborts; a drain refuses what comes after.
+// that leaves becomes request_aborts; a drain refuses what comes after, lets what is in flight
+// finish for a grace period, then stops the driver.
 #include <gtest/gtest.h>
 
 #include <caf/all.hpp>
@@ -9,6 +10,7 @@
 #include "actors/ingress/actor.hpp"
 #include "tests/ingress/llama3_tokenizer.hpp"
 #include "tests/support/deterministic_fixture.hpp"
+#include "tests/support/recorder.hpp"
 
 namespace kvactor::test {
 namespace {
@@ -29,6 +31,7 @@ struct recording_client final : openai::client {
 struct driver_log {
   std::vector<request_spec> submitted;
   std::vector<request_abort> aborts;
+  std::vector<std::string> drains;
 };
 
 // A driver that accepts every submission (answering the count) and records aborts.
@@ -39,6 +42,7 @@ caf::behavior stand_in_driver(caf::event_based_actor*, std::shared_ptr<driver_lo
         return static_cast<int64_t>(log->submitted.size());
       },
       [log](request_abort& a) { log->aborts.push_back(a); },
+      [log](atom::drain, std::string& why) { log->drains.push_back(why); },
   };
 }
 
@@ -47,9 +51,10 @@ protected:
   std::shared_ptr<driver_log> log = std::make_shared<driver_log>();
   caf::actor drv = spawn(stand_in_driver, log);
   std::shared_ptr<ingress_inbox> inbox = std::make_shared<ingress_inbox>();
-  ingress_actor ing =
-      spawn(ingress,
-            ingress_setup{tiny_served_model(), {}, caf::actor_cast<driver_actor>(drv), inbox, 1});
+  std::shared_ptr<counts_board> board = std::make_shared<counts_board>();
+  ingress_actor ing = spawn(
+      ingress,
+      ingress_setup{tiny_served_model(), {}, caf::actor_cast<driver_actor>(drv), inbox, 1, board});
 
   ~IngressProtocol() override {
     caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
@@ -67,6 +72,15 @@ protected:
 
   const std::vector<request_spec>& submitted() const { return log->submitted; }
   const std::vector<request_abort>& aborts() const { return log->aborts; }
+  const std::vector<std::string>& drains() const { return log->drains; }
+
+  void finish(uint64_t request_id) {
+    request_update u{request_id, {339}};
+    u.done = u.finished = true;
+    u.reason = finish_reason::length;
+    caf::anon_send(ing, request_updates{{u}});
+    run_all();
+  }
 };
 
 TEST_F(IngressProtocol, ACallIsSubmittedToTheDriverAndAnsweredFromItsUpdates) {
@@ -111,15 +125,53 @@ TEST_F(IngressProtocol, SeveralCallsQueuedTogetherNeedOneWake) {
   EXPECT_EQ(submitted().size(), 2u);
 }
 
-TEST_F(IngressProtocol, AfterADrainNewCallsGet503AndWithAReasonTheRestFail) {
-  auto waiting = call(R"({"prompt": "Hello"})");
-  caf::anon_send(ing, atom::drain_v, std::string{});
+TEST_F(IngressProtocol, ADrainRefusesNewCallsAndStopsTheDriverOnceTheLastInFlightEnds) {
+  auto waiting = call(R"({"prompt": "Hello", "max_tokens": 1})");
+  caf::anon_send(ing, atom::drain_v, caf::timespan{std::chrono::seconds(30)},
+                 std::string{"the shutdown timeout passed"});
   run_all();
   EXPECT_EQ(call(R"({"prompt": "x"})")->status, 503);
-  EXPECT_EQ(waiting->status, 0) << "a drain without a reason lets requests in flight finish";
-  caf::anon_send(ing, atom::drain_v, std::string{"the shutdown timeout passed"});
+  EXPECT_EQ(waiting->status, 0) << "a request in flight goes on during the grace period";
+  EXPECT_TRUE(drains().empty());
+  finish(submitted().at(0).request_id);
+  EXPECT_EQ(waiting->status, 200);
+  ASSERT_EQ(drains().size(), 1u);
+  EXPECT_EQ(drains()[0], "the server is shutting down");
+}
+
+TEST_F(IngressProtocol, AtTheEndOfTheGracePeriodTheDriverDrainsAndWhatIsLeftFailsWithTheReason) {
+  auto waiting = call(R"({"prompt": "Hello"})");
+  caf::anon_send(ing, atom::drain_v, caf::timespan{std::chrono::seconds(1)},
+                 std::string{"the shutdown timeout passed"});
+  run_all();
+  EXPECT_EQ(waiting->status, 0);
+  sched.trigger_timeouts();
   run_all();
   EXPECT_EQ(waiting->status, 503);
+  EXPECT_NE(waiting->body.find("the shutdown timeout passed"), std::string::npos);
+  ASSERT_EQ(drains().size(), 1u) << "the driver is told once";
+  EXPECT_EQ(drains()[0], "the shutdown timeout passed");
+}
+
+TEST_F(IngressProtocol, ADrainWithNothingInFlightStopsTheDriverAtOnce) {
+  caf::anon_send(ing, atom::drain_v, caf::timespan{std::chrono::seconds(30)}, std::string{});
+  run_all();
+  EXPECT_EQ(drains().size(), 1u);
+}
+
+TEST_F(IngressProtocol, ItsCountsArePublishedAfterEachMessageAndItTellsWhatIsInFlight) {
+  auto waiting = call(R"({"prompt": "Hello", "max_tokens": 1})");
+  EXPECT_EQ(board->read().in_flight, 1);
+  EXPECT_EQ(call(R"({"prompt": ""})")->status, 400);
+  EXPECT_EQ(board->read().by_status.at(400), 1);
+  auto rec = spawn_recorder(sys);
+  inject(rec.actor, ing, atom::stats_v);
+  run_once(ing);
+  EXPECT_EQ(expect_reply<int64_t>(ing, rec.actor), 1);
+  caf::anon_send_exit(rec.actor, caf::exit_reason::user_shutdown);
+  finish(submitted().at(0).request_id);
+  EXPECT_EQ(board->read().in_flight, 0);
+  EXPECT_EQ(board->read().by_status.at(200), 1);
 }
 
 } // namespace

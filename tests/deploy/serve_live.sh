@@ -3,8 +3,9 @@
 # completion of a prompt is `kvactor generate`'s (greedy, the same tokens); a chat through a
 # real template answers; a stream sends SSE chunks and data: [DONE]; the models list, /health,
 # bad bodies (400), an unknown model (404), an unknown path (404), a missing API key (401), a
-# body over --max-body-bytes (413);
-# SIGTERM drains and the server exits 0. Usage: serve_live.sh KVACTOR_BINARY SOURCE_DIR WORKDIR
+# body over --max-body-bytes (413); /tokenize and /detokenize; /metrics;
+# SIGTERM drains (503 for new requests, the one in flight finishes) and the server exits 0; with
+# --shutdown-timeout 0 what is in flight fails at once with the reason. Usage: serve_live.sh KVACTOR_BINARY SOURCE_DIR WORKDIR
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=wait_for.sh
 source "$(dirname "$0")/wait_for.sh"
@@ -69,13 +70,62 @@ head -c 100000 /dev/zero | tr '\0' 'a' >"$dir/big.txt"
   "$url/v1/completions") == 413 ]] || fail "a body over --max-body-bytes is not 413"
 grep -q '"code":413' "$dir/big.json" || fail "413 is not an error object"
 
-# SIGTERM: the server drains and exits 0.
+# /tokenize and /detokenize: the prompt's tokens as a completion counts them, and back.
+code=$(post tokens /tokenize '{"prompt": "Hello world"}')
+[[ $code == 200 ]] || fail "/tokenize: HTTP $code: $(cat "$dir/tokens.json")"
+count=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["count"])' "$dir/tokens.json")
+prompt_tokens=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' \
+  "$dir/completion.json")
+[[ $count == "$prompt_tokens" ]] || fail "/tokenize counts $count tokens, the completion $prompt_tokens"
+ids=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["tokens"]))' "$dir/tokens.json")
+code=$(post text /detokenize "{\"tokens\": $ids}")
+[[ $code == 200 ]] || fail "/detokenize: HTTP $code: $(cat "$dir/text.json")"
+grep -q '"prompt":"Hello world"' "$dir/text.json" || fail "/detokenize: $(cat "$dir/text.json")"
+
+# /metrics: the engine's gauges and the server's answers by status.
+curl -sS "$url/metrics" >"$dir/metrics.txt"
+grep -q '^kvactor:num_requests_running ' "$dir/metrics.txt" || fail "/metrics: no engine gauges"
+grep -q '^kvactor:api_requests_total{status="200"} ' "$dir/metrics.txt" || fail "/metrics: no 200s"
+grep -q '^kvactor:api_streams_open 0$' "$dir/metrics.txt" || fail "/metrics: streams left open"
+
+# A long stream (128 choices of 250 tokens: seconds on the CPU) in flight at SIGTERM.
+long_stream() {
+  curl -sS -N "${auth[@]}" -d '{"prompt": "Hello", "max_tokens": 250, "n": 128,
+    "ignore_eos": true, "stream": true}' "$url/v1/completions" >"$1" &
+  wait_for 60 in_file "data: {" "$1" || fail "the long stream never started"
+}
+
+# The server, sent SIGTERM, stops and exits 0.
+exits_0_after_sigterm() {
+  wait_for 60 gone $pid || fail "the server did not stop on SIGTERM"
+  local rc=0
+  wait $pid || rc=$?
+  [[ $rc == 0 ]] || fail "exit $rc after SIGTERM"
+}
+
+# SIGTERM: new requests get 503 while the one in flight finishes (--shutdown-timeout is 30 s);
+# then the server exits 0.
+long_stream "$dir/drained.txt"
 kill -TERM $pid
-wait_for 60 gone $pid || fail "the server did not stop on SIGTERM"
-set +e
-wait $pid
-rc=$?
-set -e
-[[ $rc == 0 ]] || fail "exit $rc after SIGTERM"
+health_is() { [[ $(curl -sS -o /dev/null -w '%{http_code}' "$url/health") == "$1" ]]; }
+wait_for 30 health_is 503 || fail "/health did not turn 503 after SIGTERM"
+[[ $(post late /v1/completions '{"prompt": "x"}') == 503 ]] || fail "a request while draining"
+grep -q "shutting down" "$dir/late.json" || fail "the 503 says no why: $(cat "$dir/late.json")"
+exits_0_after_sigterm
+finished=$(grep -c '"finish_reason":"length"' "$dir/drained.txt" || true)
+[[ $finished == 128 ]] || fail "$finished of 128 choices finished during the drain"
+[[ $(grep -v '^$' "$dir/drained.txt" | tail -n 1) == "data: [DONE]" ]] || fail "drained: no [DONE]"
+
+# --shutdown-timeout 0: what is in flight at SIGTERM fails at once, naming the flag.
+"$kvactor" serve --model "$model" --port 0 --api-key sesame --shutdown-timeout 0 \
+  >"$dir/serve.out" 2>"$dir/serve.err" &
+pid=$!
+wait_for 120 in_file "listening on http://" "$dir/serve.err" || fail "the second server never listened"
+url=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$dir/serve.err" | head -n 1)
+long_stream "$dir/cut.txt"
+kill -TERM $pid
+exits_0_after_sigterm
+grep -q -- '--shutdown-timeout 0 s' "$dir/cut.txt" || fail "the cut stream names no reason"
+[[ $(grep -v '^$' "$dir/cut.txt" | tail -n 1) == "data: [DONE]" ]] || fail "cut: no [DONE]"
 trap - EXIT
 echo "serve_live: ok"

@@ -194,5 +194,81 @@ TEST_F(IngressCore, FailAllAnswersEveryRequestLeftWith503) {
   EXPECT_EQ(core.in_flight(), 0u);
 }
 
+// An answer the core gives at once (tokenize, detokenize, refusals).
+std::shared_ptr<recording_client> answered(ingress_core& core, endpoint kind,
+                                           const std::string& body) {
+  auto c = std::make_shared<recording_client>();
+  uint64_t key = 0;
+  EXPECT_TRUE(core.accept(kind, body, c, key).empty()) << "reached the engine: " << body;
+  return c;
+}
+
+TEST_F(IngressCore, TokenizeCountsAPromptAsACompletionWouldAndDetokenizeGivesItBack) {
+  auto core = make();
+  auto t = answered(core, endpoint::tokenize, R"({"model": "tiny", "prompt": "Hello world"})");
+  ASSERT_EQ(t->status, 200) << t->body;
+  const auto j = json::parse(t->body);
+  const auto ids = *llama3().encode("Hello world", true);
+  EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), ids);
+  EXPECT_EQ(j["count"], ids.size());
+  EXPECT_EQ(j["max_model_len"], 64);
+  EXPECT_TRUE(j["token_strs"].is_null());
+  auto bare = answered(core, endpoint::tokenize,
+                       R"({"prompt": "Hello world", "add_special_tokens": false})");
+  EXPECT_EQ(json::parse(bare->body)["tokens"].get<std::vector<int32_t>>(),
+            *llama3().encode("Hello world", false));
+  const json back = {{"tokens", *llama3().encode("Hello world", false)}};
+  auto d = answered(core, endpoint::detokenize, back.dump());
+  ASSERT_EQ(d->status, 200) << d->body;
+  EXPECT_EQ(json::parse(d->body)["prompt"], "Hello world");
+  EXPECT_EQ(core.counts().by_status.at(200), 3);
+  EXPECT_EQ(core.in_flight(), 0u);
+}
+
+TEST_F(IngressCore, TokenizeRendersMessagesThroughTheChatTemplate) {
+  auto core = make();
+  auto t =
+      answered(core, endpoint::tokenize, R"({"messages": [{"role": "user", "content": "Hi"}]})");
+  ASSERT_EQ(t->status, 200) << t->body;
+  EXPECT_EQ(json::parse(t->body)["tokens"].get<std::vector<int32_t>>(),
+            *llama3().encode("user: Hi\nassistant:", false));
+}
+
+TEST_F(IngressCore, BadTokenizeAndDetokenizeCallsAreRefusedNamingTheField) {
+  auto core = make();
+  const std::pair<endpoint, std::string> cases[] = {
+      {endpoint::tokenize, R"({})"},
+      {endpoint::tokenize, R"({"prompt": "a", "messages": [{"role": "user", "content": "b"}]})"},
+      {endpoint::tokenize, R"({"prompt": ["a"]})"},
+      {endpoint::tokenize, R"({"prompt": "a", "return_token_strs": true})"},
+      {endpoint::tokenize, R"({"prompt": "a", "add_special_tokens": "yes"})"},
+      {endpoint::detokenize, R"({"tokens": "1 2"})"},
+      {endpoint::detokenize, R"({"tokens": [1, -2]})"},
+      {endpoint::detokenize, R"({"tokens": [1, 500]})"},
+  };
+  const char* params[] = {"prompt", "messages", "prompt", "return_token_strs", "add_special_tokens",
+                          "tokens", "tokens",   "tokens"};
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    auto c = answered(core, cases[i].first, cases[i].second);
+    EXPECT_EQ(c->status, 400) << cases[i].second;
+    EXPECT_EQ(c->error()["param"], params[i]) << cases[i].second << ": " << c->body;
+  }
+  EXPECT_EQ(answered(core, endpoint::tokenize, R"({"model": "other", "prompt": "a"})")->status,
+            404);
+}
+
+TEST_F(IngressCore, ContinuingTheFinalMessageEndsThePromptWithItsContent) {
+  auto core = make();
+  auto c = std::make_shared<recording_client>();
+  uint64_t key = 0;
+  auto specs = core.accept(endpoint::chat_completions, R"({"messages": [
+      {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello the"}],
+      "continue_final_message": true, "add_generation_prompt": false})",
+                           c, key);
+  ASSERT_EQ(specs.size(), 1u) << c->body;
+  EXPECT_EQ(specs[0].prompt, *llama3().encode("user: Hi\nassistant: Hello the", false))
+      << "the template's newline after the last message is cut";
+}
+
 } // namespace
 } // namespace kvactor::openai

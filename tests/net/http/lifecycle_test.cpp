@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -60,6 +61,52 @@ TEST(HttpLifecycle, StopClosesConnectedClientsAndEndsTheirStreams) {
   srv->stop();                            // idempotent
   srv.reset();                            // the destructor too
   ex->res->end_stream();
+}
+
+TEST(HttpLifecycle, FinishLetsAStreamInProgressEndThenClosesEveryConnection) {
+  mailbox<exchange> box;
+  auto srv = must_start({}, hand_to(box));
+  ASSERT_TRUE(srv);
+  test_client streaming(srv->port());
+  test_client idle(srv->port());
+  ASSERT_TRUE(streaming.send(request_bytes("GET", "/stream")));
+  auto ex = box.pop();
+  ASSERT_TRUE(ex);
+  ex->res->begin_stream(200, "text/event-stream");
+  EXPECT_EQ(streaming.read_head().status, 200);
+  // Once the server is finishing: the idle connection is closed at once, the stream in progress
+  // ends as a request in flight would, then its connection closes too. Clients close on EOF, so
+  // finish() returns without waiting for its deadline.
+  std::thread clients([res = ex->res, &idle, &streaming] {
+    EXPECT_TRUE(idle.sees_close());
+    idle.close();
+    res->write("data: last\n\n");
+    res->end_stream();
+    EXPECT_EQ(streaming.read_chunk(), "data: last\n\n");
+    EXPECT_EQ(streaming.read_chunk(), "");
+    EXPECT_TRUE(streaming.sees_close());
+    streaming.close();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(srv->finish(t0 + 10s), 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  clients.join();
+  EXPECT_FALSE(test_client(srv->port()).connected());
+}
+
+TEST(HttpLifecycle, FinishCutsWhatIsStillOpenAtTheDeadline) {
+  mailbox<exchange> box;
+  auto srv = must_start({}, hand_to(box));
+  ASSERT_TRUE(srv);
+  test_client waiting(srv->port());
+  ASSERT_TRUE(waiting.send(request_bytes("GET", "/never")));
+  auto ex = box.pop();
+  ASSERT_TRUE(ex);
+  event gone;
+  ex->res->on_disconnect([&] { gone.set(); });
+  EXPECT_EQ(srv->finish(std::chrono::steady_clock::now() + 50ms), 1u);
+  EXPECT_TRUE(gone.wait(0ms)); // before finish returned
+  EXPECT_TRUE(waiting.sees_close());
 }
 
 // Raises the soft limit on open files to `need`; false if the hard limit is lower.
