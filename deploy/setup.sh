@@ -8,12 +8,17 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   libssl-dev libopenblas-dev libpcre2-dev libicu-dev libsentencepiece-dev
   openssl shellcheck python3-yaml libcpp-httplib-dev pkg-config python3-matplotlib python3-jinja2
-  libboost-dev curl
+  libboost-dev curl nodejs
 )
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The OpenAI SDK test installs the SDK with npm: Debian's nodejs comes without it (NodeSource's
+# has it built in).
+if ! command -v npm >/dev/null && ! dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q "ok installed"; then
+  missing+=(npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages are installed"
   exit 0

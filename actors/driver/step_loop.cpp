@@ -210,7 +210,8 @@ void next_step(driver_self self) {
       self->delayed_send(self, wait, atom::step_v);
       return;
     }
-    if (!st.setup.keep_serving) finish_run(self); // serving: idle until a submission or a drain
+    if (!st.setup.keep_serving) return finish_run(self);
+    report(st); // serving: idle until a submission or a drain, and the metrics say so
     return;
   }
   auto plan = st.sched->schedule(st.seq, st.setup.epoch);
