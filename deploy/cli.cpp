@@ -16,6 +16,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "deploy/batch_command.hpp"
 #include "deploy/generate_command.hpp"
 #include "deploy/inject_command.hpp"
 #include "deploy/log_format.hpp"
@@ -338,6 +339,21 @@ void add_serve_flags(CLI::App& cmd, serve_flags& f, vllm_options& v) {
   cmd.add_option("--seed", f.seed, "seed of response ids and of draws that name no seed");
 }
 
+void add_batch_flags(CLI::App& cmd, batch_flags& f, vllm_options& v) {
+  add_checkpoint_engine_flags(
+      cmd, f.engine, v, "a Hugging Face model directory (config.json, safetensors, tokenizer)");
+  cmd.add_option("-i,--input-file", f.input, "OpenAI's batch input: one JSON request per line")
+      ->required();
+  cmd.add_option("-o,--output-file", f.output,
+                 "one JSON answer per input line, written as each is answered")
+      ->required();
+  cmd.add_option("--served-model-name", f.served_model_name,
+                 "the name lines' \"model\" may use (default: the model directory's name)");
+  cmd.add_option("--chat-template", f.chat_template,
+                 "a Jinja chat template file (default: the model directory's)");
+  cmd.add_option("--seed", f.seed, "seed of output ids and of draws that name no seed");
+}
+
 void add_generate_flags(CLI::App& cmd, generate_flags& f, vllm_options& v) {
   add_checkpoint_engine_flags(cmd, f.engine, v,
                               "a Hugging Face model directory (config.json, safetensors)");
@@ -383,7 +399,8 @@ struct cli_flags {
   inject_flags inject;
   generate_flags generate;
   serve_flags serve;
-  vllm_options plan_vllm, run_vllm, generate_vllm, serve_vllm;
+  batch_flags batch;
+  vllm_options plan_vllm, run_vllm, generate_vllm, serve_vllm, batch_vllm;
 };
 
 // The subcommands, to tell after parsing which one was given.
@@ -397,6 +414,7 @@ struct subcommands {
   CLI::App* inject;
   CLI::App* generate;
   CLI::App* serve;
+  CLI::App* batch;
 };
 
 // In the order `kvactor --help` lists them.
@@ -414,6 +432,9 @@ subcommands add_subcommands(CLI::App& app, cli_flags& f) {
   cmd.serve = app.add_subcommand(
       "serve", "an OpenAI-compatible server for a real model (a Hugging Face directory)");
   add_serve_flags(*cmd.serve, f.serve, f.serve_vllm);
+  cmd.batch = app.add_subcommand(
+      "batch", "answer an OpenAI batch file (JSONL) offline with a real model (vLLM's run-batch)");
+  add_batch_flags(*cmd.batch, f.batch, f.batch_vllm);
   auto* trace = app.add_subcommand("trace", "read a trace recorded with run --record");
   trace->require_subcommand(1);
   cmd.show = trace->add_subcommand("show", "a readable timeline of a trace");
@@ -609,6 +630,7 @@ int dispatch(const subcommands& cmd, const cli_flags& f, std::ostream& out, std:
   if (*cmd.inject) return run_inject(f.inject, out, err);
   if (*cmd.generate) return run_generate(f.generate, out, err);
   if (*cmd.serve) return run_serve(f.serve, out, err);
+  if (*cmd.batch) return run_batch(f.batch, out, err);
   if (*cmd.node) return run_node(f.node, out, err);
   return run_command(f.run, out, err); // `kvactor` alone runs the default local workload
 }
@@ -646,8 +668,10 @@ int kvactor_main(int argc, const char* const* argv, std::ostream& out, std::ostr
       return *code;
   if (*cmd.serve)
     if (auto code = apply_vllm(f.serve_vllm, f.serve.engine, false, out, errors)) return *code;
+  if (*cmd.batch)
+    if (auto code = apply_vllm(f.batch_vllm, f.batch.engine, false, out, errors)) return *code;
   if (!*cmd.plan && !*cmd.show && !*cmd.export_trace && !*cmd.replay && !*cmd.inject
-      && !*cmd.generate && !*cmd.node && !*cmd.serve)
+      && !*cmd.generate && !*cmd.node && !*cmd.serve && !*cmd.batch)
     if (auto code = apply_vllm(f.run_vllm, f.run.plan, false, out, errors)) return *code;
   return dispatch(cmd, f, out, errors);
 }

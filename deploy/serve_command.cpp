@@ -22,6 +22,7 @@
 #include "deploy/run_modes.hpp"
 #include "deploy/run_report.hpp"
 #include "deploy/serve_routes.hpp"
+#include "deploy/served_model.hpp"
 #include "messages/byte_size.hpp"
 #include "messages/register.hpp"
 #include "model/hf_decoder.hpp"
@@ -30,55 +31,9 @@ namespace kvactor {
 
 namespace {
 
-int bad(std::ostream& err, const std::string& message) {
+int refuse_serve(std::ostream& err, const std::string& message) {
   fmt::print(err, "kvactor serve: error: {}\n", message);
   return exit_bad_input;
-}
-
-// The engine as `run` configures it, with no synthetic workload.
-run_flags engine_flags(const serve_flags& s) {
-  run_flags f;
-  f.plan = s.engine;
-  f.requests = 0;
-  f.prompt_len = "1";
-  f.output_len = "1";
-  f.progress = false;
-  f.seed = s.seed;
-  return f;
-}
-
-// What the ingress serves: the model's name, tokenizer, template and length.
-struct loaded_model {
-  std::unique_ptr<tokenizer> tok; // on the heap: `served` points at them
-  std::unique_ptr<chat_template> chat;
-  openai::served_model served;
-};
-
-expected<loaded_model> load_model(const serve_flags& s, int64_t max_model_len) {
-  loaded_model m;
-  auto tok = load_tokenizer(s.engine.model);
-  if (!tok) return make_error(tok.err().code, fmt::format("--model: {}", tok.err().message));
-  m.tok = std::move(*tok);
-  auto chat = chat_template::load(s.engine.model, s.chat_template);
-  if (chat) {
-    m.chat = std::make_unique<chat_template>(std::move(*chat));
-    spdlog::info("Using the chat template of {}", m.chat->source());
-  } else if (chat.err().code != errc::missing_field || !s.chat_template.empty()) {
-    return chat.err();
-  } else {
-    spdlog::warn("{}: /v1/chat/completions answers 400", chat.err().message);
-  }
-  auto eos = model_eos_token_ids(s.engine.model);
-  if (!eos) return eos.err();
-  m.served.name = s.served_model_name.empty()
-                      ? std::filesystem::path(s.engine.model).lexically_normal().filename().string()
-                      : s.served_model_name;
-  if (m.served.name.empty()) m.served.name = s.engine.model;
-  m.served.tok = m.tok.get();
-  m.served.chat = m.chat.get();
-  m.served.eos_token_ids = *eos;
-  m.served.max_model_len = max_model_len;
-  return m;
 }
 
 std::string api_key_of(const serve_flags& s) {
@@ -213,16 +168,17 @@ std::optional<std::string> check_serve_flags(const serve_flags& s) {
 } // namespace
 
 int run_serve(const serve_flags& f, std::ostream& out, std::ostream& err) {
-  const auto flags = engine_flags(f);
+  const auto flags = engine_run_flags(f.engine, f.seed);
   auto options = check_run_flags(flags);
-  if (!options) return bad(err, options.err().message);
+  if (!options) return refuse_serve(err, options.err().message);
   auto body_limit = parse_byte_size(f.max_body_bytes, "--max-body-bytes");
-  if (!body_limit) return bad(err, body_limit.err().message);
-  if (auto why = check_serve_flags(f)) return bad(err, *why);
+  if (!body_limit) return refuse_serve(err, body_limit.err().message);
+  if (auto why = check_serve_flags(f)) return refuse_serve(err, *why);
   auto start = prepare_local_run(flags, *options);
-  if (!start) return bad(err, start.err().message);
-  auto model = load_model(f, start->run.configs.front().max_model_len);
-  if (!model) return bad(err, model.err().message);
+  if (!start) return refuse_serve(err, start.err().message);
+  auto model = load_served_model(f.engine.model, f.served_model_name, f.chat_template,
+                                 start->run.configs.front().max_model_len);
+  if (!model) return refuse_serve(err, model.err().message);
   caf::actor_system_config cfg;
   register_types(cfg);
   caf::actor_system sys{cfg};
@@ -238,7 +194,7 @@ int run_serve(const serve_flags& f, std::ostream& out, std::ostream& err) {
   s.http.max_body_bytes = static_cast<size_t>(*body_limit);
   const auto session = serve_locally(sys, serving_of(flags, *start, s), err);
   shut_down(sys, s);
-  if (session.failure) return bad(err, session.failure->err.message);
+  if (session.failure) return refuse_serve(err, session.failure->err.message);
   {
     std::lock_guard lock(s.watch->mu);
     if (!s.watch->lost.empty()) {

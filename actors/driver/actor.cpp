@@ -81,8 +81,12 @@ void settle(driver_state& st, const std::vector<sampled_token>& sampled) {
   }
   if (!st.owed.awaits.empty()) deliver_awaited(st);
   if (!st.setup.keep_serving) return;
-  for (auto id : ended)
-    if (st.owed.awaits.count(id) == 0) st.sched->forget(id);
+  for (auto id : ended) // a long-lived server keeps nothing per request it has answered
+    if (st.owed.awaits.count(id) == 0) {
+      st.sched->forget(id);
+      st.arrivals.forget(id);
+      st.stats.latencies().retire(id);
+    }
 }
 
 void finish_run(driver_self self) {

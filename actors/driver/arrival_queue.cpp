@@ -23,6 +23,7 @@ expected<int64_t> arrival_queue::submit(std::vector<request_spec> specs, int64_t
       return make_error(errc::invalid_argument,
                         fmt::format("submit: request_id {} is submitted twice", s.request_id));
   ids_.insert(fresh.begin(), fresh.end());
+  submitted_ += static_cast<int64_t>(fresh.size());
   const bool in_order = std::is_sorted(specs.begin(), specs.end(), by_arrival);
   for (auto& s : specs) {
     s.arrival_ns = std::max(s.arrival_ns, now_ns);

@@ -31,13 +31,17 @@ public:
   /// When the next request not yet admitted arrives; none: every one was admitted.
   std::optional<int64_t> next_arrival_ns() const;
   bool submitted(uint64_t request_id) const { return ids_.count(request_id) != 0; }
-  /// Requests submitted so far.
-  int64_t size() const { return static_cast<int64_t>(ids_.size()); }
+  /// Requests submitted so far (forgotten ones included).
+  int64_t size() const { return submitted_; }
+  /// A serving driver is done with the request: its id is no longer kept (a long-lived server
+  /// would otherwise keep every id it ever served).
+  void forget(uint64_t request_id) { ids_.erase(request_id); }
 
 private:
   // Requests not yet admitted, by arrival; an admitted request leaves (a server admits many).
   std::deque<request_spec> pending_;
-  std::unordered_set<uint64_t> ids_; // every id submitted (ids are never reused)
+  std::unordered_set<uint64_t> ids_; // every id submitted and not forgotten (never reused)
+  int64_t submitted_ = 0;
 };
 
 } // namespace kvactor

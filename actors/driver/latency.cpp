@@ -42,14 +42,29 @@ request_timing request_latencies::timing(uint64_t id) const {
   return t;
 }
 
+void request_latencies::retire(uint64_t id) {
+  const auto t = timing(id);
+  requests_.erase(id);
+  if (t.tokens == 0) return;
+  if (retired_.size() < max_retired) {
+    retired_.push_back(t);
+    return;
+  }
+  retired_[next_retired_] = t;
+  next_retired_ = (next_retired_ + 1) % max_retired;
+}
+
 latency_summary request_latencies::summarize() const {
   std::vector<double> ttft, tpot, e2e;
-  for (const auto& [id, r] : requests_) {
-    if (r.tokens == 0) continue;
-    ttft.push_back((r.first - r.arrival) * 1e3);
-    e2e.push_back((r.last - r.arrival) * 1e3);
-    if (r.tokens > 1) tpot.push_back((r.last - r.first) * 1e3 / static_cast<double>(r.tokens - 1));
-  }
+  auto add = [&](const request_timing& t) {
+    ttft.push_back(t.ttft_s * 1e3);
+    e2e.push_back(t.e2e_s * 1e3);
+    if (t.tokens > 1) tpot.push_back(t.tpot_s * 1e3);
+  };
+  for (const auto& [id, r] : requests_)
+    if (r.tokens > 0) add(timing(id));
+  for (const auto& t : retired_)
+    add(t);
   return {nearest_rank(ttft, 0.5),  nearest_rank(ttft, 0.99), nearest_rank(tpot, 0.5),
           nearest_rank(tpot, 0.99), nearest_rank(e2e, 0.5),   nearest_rank(e2e, 0.99)};
 }

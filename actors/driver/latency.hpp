@@ -3,8 +3,10 @@
 // token, per token after the first), end-to-end latency. Pure: the driver feeds it times.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
+#include <vector>
 
 namespace kvactor {
 
@@ -30,6 +32,11 @@ public:
   latency_summary summarize() const;
   /// The request's latencies so far; tokens 0 when it has none (or is unknown).
   request_timing timing(uint64_t id) const;
+  /// The request is done and forgotten (a serving driver): its latencies join those of the
+  /// done requests summarize() reads, of which the most recent `max_retired` are kept.
+  void retire(uint64_t id);
+
+  static constexpr size_t max_retired = size_t{1} << 20;
 
 private:
   struct times {
@@ -37,6 +44,8 @@ private:
     int64_t tokens = 0;
   };
   std::map<uint64_t, times> requests_;
+  std::vector<request_timing> retired_; // a ring of the most recent max_retired
+  size_t next_retired_ = 0;
 };
 
 } // namespace kvactor

@@ -41,6 +41,9 @@ void run_stats::count_step(const scheduler& sched, const step_done& done,
     count_token(sched, s.request_id, now);
   if (keep_events_) note_latencies(sched, done);
   ++steps_;
+  // A long-lived server keeps the most recent max_kept_steps to max_kept_steps * 2 step times.
+  if (step_ms_.size() >= 2 * max_kept_steps)
+    step_ms_.erase(step_ms_.begin(), step_ms_.end() - static_cast<std::ptrdiff_t>(max_kept_steps));
   step_ms_.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
   if (keep_events_) events_.step_s.push_back(step_ms_.back() / 1e3);
   if (done.executed.mode == cudagraph_mode::none)

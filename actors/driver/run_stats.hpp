@@ -58,8 +58,10 @@ public:
 
   void start() { started_ = clock_type::now(); }
   double elapsed_s() const;
-  /// The step times so far, oldest first (re-sends wait for a multiple of the recent ones).
+  /// The step times so far, oldest first (re-sends wait for a multiple of the recent ones); at
+  /// least the last max_kept_steps, which the summary's percentiles cover.
   const std::vector<double>& step_ms() const { return step_ms_; }
+  static constexpr size_t max_kept_steps = size_t{1} << 20;
   request_latencies& latencies() { return latencies_; }
 
   /// Step `done`, scheduled at `t0`, was applied: its time, its tokens' latencies, and the

@@ -59,5 +59,14 @@ TEST(ArrivalQueue, AdmitAllHandsOverTheRequestsNotYetDue) {
   EXPECT_FALSE(q.next_arrival_ns());
 }
 
+TEST(ArrivalQueue, AForgottenIdIsNoLongerKeptButStillCounted) {
+  arrival_queue q;
+  ASSERT_TRUE(q.submit({spec(1, 0), spec(2, 0)}, 0));
+  q.forget(1);
+  EXPECT_FALSE(q.submitted(1));
+  EXPECT_TRUE(q.submitted(2));
+  EXPECT_EQ(q.size(), 2);
+}
+
 } // namespace
 } // namespace kvactor

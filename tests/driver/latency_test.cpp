@@ -33,5 +33,30 @@ TEST(RequestLatencies, NothingMeasuredIsZeroNotGarbage) {
   EXPECT_EQ(s.tpot_ms_p50, 0.0);
 }
 
+TEST(RequestLatencies, ARetiredRequestIsForgottenButStillCountsInTheSummary) {
+  request_latencies l;
+  l.arrived(1, 0.0);
+  l.token(1, 0.1);
+  l.token(1, 0.3);
+  l.retire(1);
+  EXPECT_EQ(l.timing(1).tokens, 0) << "forgotten";
+  l.token(1, 0.4); // a late token of a forgotten request: ignored
+  const auto s = l.summarize();
+  EXPECT_NEAR(s.ttft_ms_p50, 100.0, 1e-9);
+  EXPECT_NEAR(s.tpot_ms_p50, 200.0, 1e-9);
+  EXPECT_NEAR(s.e2e_ms_p99, 300.0, 1e-9);
+}
+
+TEST(RequestLatencies, OnlyTheMostRecentRetiredRequestsAreKept) {
+  request_latencies l;
+  const size_t n = request_latencies::max_retired + 10;
+  for (size_t i = 0; i < n; ++i) {
+    l.arrived(i, 0.0);
+    l.token(i, i < 10 ? 9.0 : 0.001); // the ten oldest are slow
+    l.retire(i);
+  }
+  EXPECT_NEAR(l.summarize().ttft_ms_p99, 1.0, 1e-9) << "the oldest ten were overwritten";
+}
+
 } // namespace
 } // namespace kvactor
