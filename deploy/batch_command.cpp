@@ -197,6 +197,10 @@ int run_batch(const batch_flags& f, std::ostream& out, std::ostream& err) {
   const auto session = run_engine(flags, *start, b, err);
   if (session.failure) return refuse_batch(err, session.failure->err.message);
   fmt::print(out, "kvactor batch: {} -> {}\n", b.writer->summary(), f.output);
+  const auto& sum = session.summary; // from the engine's start to the last answer
+  fmt::print(out, "kvactor batch: {} tokens generated in {:.2f} s ({:.0f} tokens/s)\n",
+             sum.generated_tokens, sum.wall_s,
+             sum.wall_s > 0 ? static_cast<double>(sum.generated_tokens) / sum.wall_s : 0.0);
   if (b.writer->write_failed())
     return refuse_batch(err, fmt::format("-o: writing {} failed", f.output));
   if (session.interrupted != 0) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `kvactor serve --device cuda` as an OpenAI client sees it, on the qwen2 checkpoint fixture in
 # bf16: a greedy completion equals `kvactor generate --device cuda`'s, a stream ends with
-# [DONE], 64 concurrent requests are all answered 200, /metrics counts them, and SIGTERM exits 0.
+# [DONE], 64 concurrent requests are all answered 200, /metrics counts them, and SIGTERM exits 0;
+# then bench/serve_bench.py on the GPU (run, batch and serve on one workload).
 #   here:   bash bench/pack_for_device.sh -z build/bin/kvactor
 #   device: bash bench/device.sh "$OUT" openai   (carry: [".devpack.tar.xz"])
 # shellcheck source=bench/device/prelude.sh
@@ -48,4 +49,10 @@ kill -TERM $pid
 wait $pid
 serve_rc=$?
 echo "serve exit after SIGTERM: $serve_rc"
-[ $rc = 0 ] && [ $serve_rc = 0 ]
+# The front door's cost on the GPU: run, batch and serve on one workload (a tiny model, so the
+# host's work per token is all there is to see: the worst case for the front door).
+timeout 240 python3 bench/serve_bench.py --kvactor "bash .devpack/run.sh kvactor" --model "$model" \
+  --requests 256 --prompt-len 64 --output-len 128 --json "$dest/serve_bench.json" \
+  -- "${engine[@]:2}" | tee "$out/serve_bench.txt"
+bench_rc=${PIPESTATUS[0]}
+[ $rc = 0 ] && [ $serve_rc = 0 ] && [ "$bench_rc" = 0 ]
