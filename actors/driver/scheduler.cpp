@@ -38,8 +38,9 @@ status scheduler::validate(const scheduler_config& cfg, const std::vector<kv_cac
 }
 
 scheduler::scheduler(scheduler_config cfg, std::vector<kv_cache_group> groups, int64_t num_blocks)
-    : cfg_(cfg), pool_(static_cast<int32_t>(
-                     std::clamp<int64_t>(num_blocks, 1, std::numeric_limits<int32_t>::max()))),
+    : cfg_(cfg), prefix_block_size_(groups.empty() ? 1 : groups.front().spec.block_size),
+      pool_(static_cast<int32_t>(
+          std::clamp<int64_t>(num_blocks, 1, std::numeric_limits<int32_t>::max()))),
       blocks_(std::move(groups), pool_) {
   assert(validate(cfg_, {}, num_blocks));
   blocks_.set_prefix_caching(cfg_.enable_prefix_caching);
@@ -185,45 +186,75 @@ bool scheduler::schedule_running(int32_t& budget, std::vector<pick>& picks, step
   return preempted;
 }
 
-void scheduler::admit_waiting(int32_t& budget, std::vector<pick>& picks, step_plan& plan) {
-  while (!waiting_.empty() && budget > 0
-         && running_.size() < static_cast<size_t>(cfg_.max_num_seqs)) {
-    auto& r = requests_.at(waiting_.front());
-    // A prefix the cache holds starts the request past it; at least its last token is computed
-    // again, so that the step samples from a logit (vLLM does the same).
-    std::vector<block_table_update> hit_updates;
-    const auto hit =
-        static_cast<int32_t>(r.num_computed_tokens == 0 ? take_cached_prefix(r, hit_updates) : 0);
-    r.num_computed_tokens += hit;
-    int32_t n = std::min(num_uncomputed_tokens(r), budget);
-    auto updates =
-        blocks_.allocate(r.id, r.num_computed_tokens, int64_t{r.num_computed_tokens} + n);
-    if (!updates && hit > 0) { // give the hits back: it waits, or fails, holding nothing
-      blocks_.free(r.id);
-      r.num_computed_tokens = 0;
-    }
-    if (!updates) {
-      if (!running_.empty()) break; // wait for running requests to free blocks
-      // Waiting requests hold no blocks, so the whole pool was free: it can never start.
-      waiting_.pop_front();
-      retire(r, st::failed);
-      r.failure = "the pool cannot hold its first chunk even when empty";
-      continue;
-    }
-    waiting_.pop_front();
-    running_.push_back(r.id);
-    r.st = st::running;
-    known_.insert(r.id);
-    // After a preemption the ranks see prompt + output as the prompt, and only what is left.
-    plan.new_requests.push_back({r.id, num_tokens(r),
-                                 r.max_output_tokens - static_cast<int32_t>(r.output.size()),
-                                 r.sampling, hit});
-    plan.block_updates.insert(plan.block_updates.end(), hit_updates.begin(), hit_updates.end());
-    plan.block_updates.insert(plan.block_updates.end(), updates->begin(), updates->end());
-    num_prefix_hit_tokens_ += hit;
-    picks.push_back({r.id, n});
-    budget -= n;
+// Blocks that running requests still in their prefill will compute (for in-batch sharing).
+prefix_hold scheduler::computing_prefixes() const {
+  prefix_hold hold;
+  if (!blocks_.caches_prefixes()) return hold;
+  for (auto id : running_) {
+    const auto& r = requests_.at(id);
+    if (r.num_computed_tokens >= num_tokens(r) - 1) continue; // past its prefill
+    hold.add_computing(
+        prefix_hold::chain_of(tokens_between(r, 0, num_tokens(r)), prefix_block_size_), pool_);
   }
+  return hold;
+}
+
+void scheduler::admit_waiting(int32_t& budget, std::vector<pick>& picks, step_plan& plan) {
+  prefix_hold hold = computing_prefixes();
+  for (size_t i = 0; i < waiting_.size() && budget > 0
+                     && running_.size() < static_cast<size_t>(cfg_.max_num_seqs);) {
+    auto& r = requests_.at(waiting_[i]);
+    std::vector<block_hash> chain;
+    if (blocks_.caches_prefixes() && r.num_computed_tokens == 0) {
+      chain = prefix_hold::chain_of(tokens_between(r, 0, num_tokens(r)), prefix_block_size_);
+      if (hold.waits_for_computing(chain)) { // admitted once those blocks are cached
+        ++i;
+        continue;
+      }
+    }
+    const auto admitted = admit(r, budget, picks, plan);
+    if (admitted == admission::wait) break;      // wait for running requests to free blocks
+    if (admitted == admission::failed) continue; // retire() took it out of waiting_
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+    hold.add_computing(chain, pool_);
+  }
+}
+
+// One waiting request into the running set, past the prefix the cache holds.
+scheduler::admission scheduler::admit(request_state& r, int32_t& budget, std::vector<pick>& picks,
+                                      step_plan& plan) {
+  // A prefix the cache holds starts the request past it; at least its last token is computed
+  // again, so that the step samples from a logit (vLLM does the same).
+  std::vector<block_table_update> hit_updates;
+  const auto hit =
+      static_cast<int32_t>(r.num_computed_tokens == 0 ? take_cached_prefix(r, hit_updates) : 0);
+  r.num_computed_tokens += hit;
+  int32_t n = std::min(num_uncomputed_tokens(r), budget);
+  auto updates = blocks_.allocate(r.id, r.num_computed_tokens, int64_t{r.num_computed_tokens} + n);
+  if (!updates && hit > 0) { // give the hits back: it waits, or fails, holding nothing
+    blocks_.free(r.id);
+    r.num_computed_tokens = 0;
+  }
+  if (!updates) {
+    if (!running_.empty()) return admission::wait;
+    // Waiting requests hold no blocks, so the whole pool was free: it can never start.
+    retire(r, st::failed);
+    r.failure = "the pool cannot hold its first chunk even when empty";
+    return admission::failed;
+  }
+  running_.push_back(r.id);
+  r.st = st::running;
+  known_.insert(r.id);
+  // After a preemption the ranks see prompt + output as the prompt, and only what is left.
+  plan.new_requests.push_back({r.id, num_tokens(r),
+                               r.max_output_tokens - static_cast<int32_t>(r.output.size()),
+                               r.sampling, hit});
+  plan.block_updates.insert(plan.block_updates.end(), hit_updates.begin(), hit_updates.end());
+  plan.block_updates.insert(plan.block_updates.end(), updates->begin(), updates->end());
+  num_prefix_hit_tokens_ += hit;
+  picks.push_back({r.id, n});
+  budget -= n;
+  return admission::admitted;
 }
 
 int64_t scheduler::take_cached_prefix(request_state& r, std::vector<block_table_update>& updates) {

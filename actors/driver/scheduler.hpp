@@ -27,6 +27,7 @@
 
 #include "actors/driver/block_pool.hpp"
 #include "actors/driver/kv_block_manager.hpp"
+#include "actors/driver/prefix_hold.hpp"
 #include "actors/driver/request.hpp"
 #include "messages/engine_config.hpp"
 #include "messages/errc.hpp"
@@ -139,8 +140,12 @@ private:
 
   // Phase 1; returns true when it preempted a request.
   bool schedule_running(int32_t& budget, std::vector<pick>& picks, step_plan& plan);
-  // Phase 2.
+  // Phase 2: waiting requests in order, but one that shares blocks a running request is still
+  // computing waits for them (prefix_hold).
   void admit_waiting(int32_t& budget, std::vector<pick>& picks, step_plan& plan);
+  enum class admission { admitted, wait, failed };
+  admission admit(request_state& r, int32_t& budget, std::vector<pick>& picks, step_plan& plan);
+  prefix_hold computing_prefixes() const;
   void preempt(uint64_t id);
   // The cached prefix of a request that holds no blocks (kv_block_manager::take_cached_prefix).
   int64_t take_cached_prefix(request_state& r, std::vector<block_table_update>& updates);
@@ -151,6 +156,7 @@ private:
   void retire(request_state& r, request_state::status st);
 
   scheduler_config cfg_;
+  int64_t prefix_block_size_; // of the first group: prefix_hold hashes as it does
   block_pool pool_;
   kv_block_manager blocks_;
   std::unordered_map<uint64_t, request_state> requests_;

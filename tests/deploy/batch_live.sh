@@ -69,11 +69,14 @@ set -e
 grep -q -- "-i: cannot read" "$dir/missing.err" || fail "missing input: $(cat "$dir/missing.err")"
 
 # SIGTERM in the middle of a long batch: every line is answered, the unfinished with the reason.
+# 256 lines of 8 choices each, in waves of --max-num-seqs (256) choices: the first line answered
+# ends the first wave, with seven to go.
 python3 -c 'import json
-for i in range(64):
+for i in range(256):
     print(json.dumps({"custom_id": f"r{i}", "url": "/v1/completions",
-                      "body": {"prompt": "Hello", "max_tokens": 250, "n": 8, "ignore_eos": True}}))' \
-  >"$dir/long.jsonl"
+                      "body": {"prompt": f"Hello {i}", "max_tokens": 250, "n": 8,
+                               "ignore_eos": True}}))' >"$dir/long.jsonl"
+rm -f "$dir/long_out.jsonl" # a previous run's must not look like this one's first answer
 "$kvactor" batch --model "$model" -i "$dir/long.jsonl" -o "$dir/long_out.jsonl" \
   >"$dir/batch.out" 2>"$dir/batch.err" &
 pid=$!
@@ -85,6 +88,6 @@ rc=0
 wait $pid || rc=$?
 trap - EXIT
 [[ $rc == 1 ]] || fail "exit $rc after SIGTERM, not 1"
-[[ $(wc -l <"$dir/long_out.jsonl") == 64 ]] || fail "$(wc -l <"$dir/long_out.jsonl") of 64 lines"
+[[ $(wc -l <"$dir/long_out.jsonl") == 256 ]] || fail "$(wc -l <"$dir/long_out.jsonl") of 256 lines"
 grep -q 'interrupted (SIGTERM)' "$dir/long_out.jsonl" || fail "no line says it was interrupted"
 echo "batch_live: ok"

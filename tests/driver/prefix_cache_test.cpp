@@ -277,5 +277,62 @@ TEST(PrefixCache, RandomSharedPrefixesKeepEveryBlockOwnedOnceAndItsContentsAgree
   }
 }
 
+// Two requests with one prompt (n = 2, or a burst with one system prompt) arrive together.
+TEST(PrefixCache, ARequestSharingBlocksInTheComputingWaitsForThemAndThenHitsThem) {
+  scheduler s(caching(), {full_group(4)}, 64);
+  ASSERT_TRUE(s.add_request(1, prompt_of(13), 2));
+  ASSERT_TRUE(s.add_request(2, prompt_of(13), 2));
+  tokens other = prompt_of(13, 100);
+  ASSERT_TRUE(s.add_request(3, other, 2)); // shares nothing: not held
+  auto first = s.schedule(0, 1);
+  ASSERT_TRUE(first);
+  EXPECT_NE(scheduled(*first, 1), nullptr);
+  EXPECT_EQ(scheduled(*first, 2), nullptr) << "held: request 1 is computing its blocks";
+  EXPECT_NE(scheduled(*first, 3), nullptr) << "a later request that shares nothing goes first";
+  ASSERT_TRUE(s.apply(test::fake_done(*first)));
+  auto second = s.schedule(1, 1);
+  ASSERT_TRUE(second);
+  const auto* r2 = scheduled(*second, 2);
+  ASSERT_NE(r2, nullptr);
+  EXPECT_EQ(r2->num_computed_tokens, 12) << "three full blocks from request 1";
+  EXPECT_EQ(s.num_prefix_hit_tokens(), 12);
+}
+
+TEST(PrefixCache, WithoutCachingRequestsArriveTogetherAreAdmittedTogether) {
+  scheduler s(caching(false), {full_group(4)}, 64);
+  ASSERT_TRUE(s.add_request(1, prompt_of(13), 2));
+  ASSERT_TRUE(s.add_request(2, prompt_of(13), 2));
+  auto plan = s.schedule(0, 1);
+  ASSERT_TRUE(plan);
+  EXPECT_NE(scheduled(*plan, 2), nullptr);
+}
+
+TEST(PrefixCache, AHeldRequestIsAdmittedOnceItsHolderIsGoneEvenWithoutTheBlocks) {
+  scheduler s(caching(), {full_group(4)}, 64);
+  ASSERT_TRUE(s.add_request(1, prompt_of(13), 2));
+  ASSERT_TRUE(s.add_request(2, prompt_of(13), 2));
+  auto first = s.schedule(0, 1);
+  ASSERT_TRUE(first);
+  ASSERT_EQ(scheduled(*first, 2), nullptr);
+  s.fail_request(1, "aborted"); // before its step was applied: nothing was cached
+  auto second = s.schedule(1, 1);
+  ASSERT_TRUE(second);
+  const auto* r2 = scheduled(*second, 2);
+  ASSERT_NE(r2, nullptr) << "nothing computes its blocks any more: it computes them itself";
+  EXPECT_EQ(r2->num_computed_tokens, 0);
+}
+
+TEST(PrefixHold, TheChainCoversTheFullBlocksBeforeTheLastTokenAndIsPrefixChained) {
+  const tokens t = prompt_of(13);
+  const auto c = prefix_hold::chain_of(t, 4);
+  EXPECT_EQ(c.size(), 3u) << "(13 - 1) / 4 full blocks";
+  EXPECT_EQ(prefix_hold::chain_of(prompt_of(12), 4).size(), 2u) << "the last token is computed";
+  tokens shifted = t;
+  shifted[0] = 999;
+  const auto d = prefix_hold::chain_of(shifted, 4);
+  EXPECT_NE(c[2], d[2]) << "a block after a different prefix differs";
+  EXPECT_TRUE(prefix_hold::chain_of({}, 4).empty());
+}
+
 } // namespace
 } // namespace kvactor
