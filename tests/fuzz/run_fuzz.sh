@@ -5,7 +5,7 @@
 # crash-*/leak-*/timeout-* (copy it into tests/fuzz/corpus/NAME once fixed: ctest replays it).
 #   usage: tests/fuzz/run_fuzz.sh [SECONDS_PER_TARGET=60] [TARGET...]
 #   TARGET: trace config safetensors tokenizer_json tokenize_text inject frame_guard peer_auth
-#           step_frame codec
+#           step_frame codec http_request openai_body
 #   (default: all)
 # Needs clang and Debian's libclang-rt-14-dev. Prints each target's executions and exits non-zero
 # when any target found something.
@@ -16,7 +16,7 @@ shift || true
 targets=("$@")
 ((${#targets[@]} > 0)) ||
   targets=(trace config safetensors tokenizer_json tokenize_text inject frame_guard peer_auth
-    step_frame codec)
+    step_frame codec http_request openai_body)
 out=build-fuzz
 mkdir -p "$out"
 flags="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
