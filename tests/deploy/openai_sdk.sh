@@ -3,7 +3,7 @@
 # models, completions and chat, whole and streamed, logprobs, n, the SDK's error classes, and a
 # client that aborts mid-stream leaving no stream, request or KV block behind. The SDK's version is
 # pinned (package-lock.json) and installed from the npm registry into WORKDIR once.
-# Without node (>= 18) or npm, or when the registry cannot be reached, it says SKIPPED and why.
+# Without node (>= 20) or npm, or when the registry cannot be reached, it says SKIPPED and why.
 #   usage: openai_sdk.sh KVACTOR_BINARY SOURCE_DIR WORKDIR
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=wait_for.sh
@@ -23,8 +23,9 @@ skip() {
   exit 0
 }
 command -v node >/dev/null || skip "node is not installed (deploy/setup.sh installs nodejs)"
-node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' ||
-  skip "node $(node --version) is older than 18"
+# The SDK supports Node.js 20 and later (its README); Debian 12's own nodejs is 18.
+node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' ||
+  skip "node $(node --version) is older than 20, the oldest the openai SDK supports"
 command -v npm >/dev/null || skip "npm is not installed (deploy/setup.sh installs it)"
 cp "$here/package.json" "$here/package-lock.json" "$here/sdk_test.mjs" "$dir/"
 if ! cmp -s "$here/package-lock.json" "$dir/node_modules/.package-lock.json.kvactor" 2>/dev/null; then
