@@ -88,6 +88,17 @@ grep -q '^kvactor:num_requests_running ' "$dir/metrics.txt" || fail "/metrics: n
 grep -q '^kvactor:api_requests_total{status="200"} ' "$dir/metrics.txt" || fail "/metrics: no 200s"
 grep -q '^kvactor:api_streams_open 0$' "$dir/metrics.txt" || fail "/metrics: streams left open"
 
+# n samples share their prompt's blocks through the prefix cache: a fresh 64-token prompt with
+# n = 4 computes its 3 full blocks (16 tokens each) once; the 3 other choices hit 48 tokens each.
+hits() { curl -sS "$url/metrics" | awk '$1 == "kvactor:prefix_cache_hit_tokens_total" {print $2}'; }
+before=$(hits)
+ids=$(python3 -c 'print(list(range(100, 164)))')
+code=$(post shared /v1/completions "{\"prompt\": $ids, \"n\": 4, \"max_tokens\": 2}")
+[[ $code == 200 ]] || fail "n = 4: HTTP $code: $(cat "$dir/shared.json")"
+after=$(hits)
+[[ $(python3 -c "print(int(float('$after') - float('$before')))") == 144 ]] ||
+  fail "n = 4 over a 64-token prompt hit $before -> $after prompt tokens, not 144 more"
+
 # A long stream (128 choices of 250 tokens: seconds on the CPU) in flight at SIGTERM.
 long_stream() {
   curl -sS -N "${auth[@]}" -d '{"prompt": "Hello", "max_tokens": 250, "n": 128,
