@@ -18,6 +18,7 @@
 #include "deploy/interrupt.hpp"
 #include "deploy/run_modes.hpp"
 #include "deploy/served_model.hpp"
+#include "deploy/serving_engine.hpp"
 #include "kvactor/kernels/sampler.h"
 #include "messages/register.hpp"
 
@@ -143,59 +144,61 @@ void feed(const ingress_actor& ing, const std::shared_ptr<ingress_inbox>& inbox,
 
 struct batch_engine {
   const batch_flags& flags;
-  loaded_model& model;
   std::shared_ptr<batch_writer> writer;
   std::vector<openai::batch_request> requests;
+  loaded_model model; // once the run is configured
+  std::shared_ptr<ingress_inbox> inbox = std::make_shared<ingress_inbox>();
+  ingress_actor ing;
+  interrupt_watch interrupts;
 };
 
-session_result run_engine(const run_flags& flags, const local_start& start, batch_engine& b,
-                          std::ostream& err) {
-  caf::actor_system_config cfg;
-  register_types(cfg);
-  caf::actor_system sys{cfg};
-  auto inbox = std::make_shared<ingress_inbox>();
-  auto ing = sys.spawn(ingress, ingress_setup{b.model.served, {}, {}, inbox, b.flags.seed});
-  interrupt_watch interrupts;
-  local_serving serving{flags, start.run, start.tp, nullptr, {}};
-  serving.interrupts = &interrupts;
-  serving.outputs = caf::actor_cast<output_sink_actor>(ing);
-  serving.keep_serving = true;
-  serving.chaos.deadlines.step_timeout = {}; // a long CPU prompt may take minutes
-  serving.on_ready = [&](const driver_actor& drv, const std::vector<rank_actor>&,
-                         const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
-    caf::anon_send(ing, atom::start_v, caf::actor_cast<caf::actor>(drv), ready.front().vocab_size);
-    feed(ing, inbox, b.requests, b.writer);
+engine_hooks hooks_of(batch_engine& b) {
+  engine_hooks h;
+  h.on_system = [&b](caf::actor_system& sys,
+                     const run_configuration& run) -> expected<output_sink_actor> {
+    auto model = load_served_model(b.flags.engine.model, b.flags.served_model_name,
+                                   b.flags.chat_template, run.configs.front().max_model_len);
+    if (!model) return model.err();
+    b.model = std::move(*model);
+    b.ing = sys.spawn(ingress, ingress_setup{b.model.served, {}, {}, b.inbox, b.flags.seed});
+    return caf::actor_cast<output_sink_actor>(b.ing);
+  };
+  h.on_ready = [&b](const driver_actor& drv,
+                    const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
+    caf::anon_send(b.ing, atom::start_v, caf::actor_cast<caf::actor>(drv),
+                   ready.front().vocab_size);
+    feed(b.ing, b.inbox, b.requests, b.writer);
     return std::nullopt;
   };
-  auto session = serve_locally(sys, serving, err);
-  caf::scoped_actor self{sys}; // the ingress has written every answer once it replies
-  self->request(ing, std::chrono::seconds(10), atom::stats_v)
-      .receive([](int64_t) {}, [](const caf::error&) {});
-  caf::anon_send_exit(ing, caf::exit_reason::user_shutdown);
-  return session;
+  h.on_end = [&b](caf::actor_system& sys) {
+    caf::scoped_actor self{sys}; // the ingress has written every answer once it replies
+    self->request(b.ing, std::chrono::seconds(10), atom::stats_v)
+        .receive([](int64_t) {}, [](const caf::error&) {});
+    caf::anon_send_exit(b.ing, caf::exit_reason::user_shutdown);
+  };
+  h.interrupts = &b.interrupts;
+  return h;
 }
 
 } // namespace
 
 int run_batch(const batch_flags& f, std::ostream& out, std::ostream& err) {
-  const auto flags = engine_run_flags(f.engine, f.seed);
+  const auto flags = engine_run_flags(f.engine, f.seed, f.cluster);
   auto options = check_run_flags(flags);
   if (!options) return refuse_batch(err, options.err().message);
   std::ofstream file(f.output, std::ios::trunc);
   if (!file) return refuse_batch(err, fmt::format("-o: cannot write {}", f.output));
-  auto start = prepare_local_run(flags, *options);
-  if (!start) return refuse_batch(err, start.err().message);
-  auto model = load_served_model(f.engine.model, f.served_model_name, f.chat_template,
-                                 start->run.configs.front().max_model_len);
-  if (!model) return refuse_batch(err, model.err().message);
-  batch_engine b{f, *model, nullptr, {}};
-  b.writer = std::make_shared<batch_writer>(std::move(file), err, f.seed);
+  batch_engine b{f, std::make_shared<batch_writer>(std::move(file), err, f.seed), {}, {}};
   auto requests = read_input(f.input, *b.writer);
   if (!requests) return refuse_batch(err, requests.err().message);
   b.requests = std::move(*requests);
   b.writer->expect(b.requests.size());
-  const auto session = run_engine(flags, *start, b, err);
-  if (session.failure) return refuse_batch(err, session.failure->err.message);
+  auto hooks = hooks_of(b);
+  const auto session = serve_engine(flags, *options, hooks, err);
+  if (session.failure) {
+    refuse_batch(err, session.failure->err.message);
+    return session.failure->exit_code;
+  }
   fmt::print(out, "kvactor batch: {} -> {}\n", b.writer->summary(), f.output);
   const auto& sum = session.summary; // from the engine's start to the last answer
   fmt::print(out, "kvactor batch: {} tokens generated in {:.2f} s ({:.0f} tokens/s)\n",

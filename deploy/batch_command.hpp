@@ -11,11 +11,13 @@
 #include <string>
 
 #include "deploy/plan_command.hpp"
+#include "deploy/served_model.hpp"
 
 namespace kvactor {
 
 struct batch_flags {
   plan_flags engine;             // the engine flags `run` takes, checked as run checks them
+  cluster_flags cluster;         // --nodes: the ranks on kvactor node processes
   std::string input;             // -i: the input JSONL file
   std::string output;            // -o: the output JSONL file (written as requests are answered)
   std::string served_model_name; // what lines' "model" may say (default: the directory's name)

@@ -320,6 +320,15 @@ void add_checkpoint_engine_flags(CLI::App& cmd, plan_flags& engine, vllm_options
   cmd.get_option("--model")->description(model_help);
 }
 
+// --nodes and its TLS, for the commands that serve a checkpoint (serve, batch).
+void add_cluster_flags(CLI::App& cmd, cluster_flags& f) {
+  cmd.add_option("--nodes", f.nodes,
+                 "HOST:PORT,... of `kvactor node` processes that host the ranks (default: here)");
+  cmd.add_option("--tls-cert", f.tls_cert, "with --nodes: this driver's certificate (PEM)");
+  cmd.add_option("--tls-key", f.tls_key, "with --nodes: its private key (PEM)");
+  cmd.add_option("--tls-ca", f.tls_ca, "with --nodes: the CA that signs every node (PEM)");
+}
+
 void add_serve_flags(CLI::App& cmd, serve_flags& f, vllm_options& v) {
   add_checkpoint_engine_flags(
       cmd, f.engine, v, "a Hugging Face model directory (config.json, safetensors, tokenizer)");
@@ -337,6 +346,7 @@ void add_serve_flags(CLI::App& cmd, serve_flags& f, vllm_options& v) {
   cmd.add_option("--shutdown-timeout", f.shutdown_timeout_s,
                  "seconds requests in flight may take after SIGTERM before they fail");
   cmd.add_option("--seed", f.seed, "seed of response ids and of draws that name no seed");
+  add_cluster_flags(cmd, f.cluster);
 }
 
 void add_batch_flags(CLI::App& cmd, batch_flags& f, vllm_options& v) {
@@ -352,6 +362,7 @@ void add_batch_flags(CLI::App& cmd, batch_flags& f, vllm_options& v) {
   cmd.add_option("--chat-template", f.chat_template,
                  "a Jinja chat template file (default: the model directory's)");
   cmd.add_option("--seed", f.seed, "seed of output ids and of draws that name no seed");
+  add_cluster_flags(cmd, f.cluster);
 }
 
 void add_generate_flags(CLI::App& cmd, generate_flags& f, vllm_options& v) {

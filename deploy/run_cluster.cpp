@@ -83,81 +83,100 @@ restart_log rebuild_while_lost(guarded_transport& net, cluster& nodes, rebuild_r
 
 } // namespace
 
+// --restart-policy rebuild: the group rebuilt on the nodes and what did not finish served again.
+restart_log rebuild_if_asked(cluster_context& c, const run_flags& flags, const run_options& o,
+                             session_result& session, std::ostream& err) {
+  if (o.restart != restart_policy::rebuild || session.interrupted != 0) return {};
+  rebuild_request req;
+  req.addresses = c.addresses;
+  req.world = flags.plan.tensor_parallel_size;
+  req.device = c.nodes.infos.front().device;
+  req.collective_timeout = c.collective_timeout;
+  req.tls = o.tls;
+  req.wait = o.restart_wait;
+  req.configs = c.run.configs;
+  req.workload = c.run.workload;
+  req.step_channel = o.steps == step_path::channel;
+  req.step_spin = o.step_spin;
+  return rebuild_while_lost(c.net, c.nodes, std::move(req), o, session, err);
+}
+
 bool rebuild_helps(const error& e) {
   return e.code == errc::rank_lost || e.code == errc::collective_failed;
 }
 
-int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& out,
-                   std::ostream& err, interrupt_watch* interrupts) {
+expected<int> with_cluster(const run_flags& flags, const run_options& o,
+                           const std::function<int(cluster_context&)>& body) {
   caf::actor_system_config cfg;
   register_types(cfg);
   configure_step_latency(cfg);
   configure_cluster_middleman(cfg, o.tls);
   auto auth = transport_auth_for(o.tls.enabled());
-  if (!auth) return refuse_cluster_run(err, auth.err().message);
-  auto metrics = serve_metrics(flags);
-  if (!metrics) return refuse_cluster_run(err, metrics.err().message);
+  if (!auth) return auth.err();
   caf::actor_system sys{cfg};
   guarded_transport net{sys, o.transport, std::move(*auth)};
   const int32_t tp = flags.plan.tensor_parallel_size;
   auto timeout = parse_collective_timeout(flags.tp.collective_timeout_s);
-  if (!timeout) return refuse_cluster_run(err, timeout.err().message);
+  if (!timeout) return timeout.err();
   const auto addresses = split_commas(flags.nodes);
   auto connected = connect_cluster(net, addresses, tp, o.device, *timeout, o.tls);
-  if (!connected) return refuse_cluster_run(err, connected.err().message);
+  if (!connected) return connected.err();
   cluster nodes = std::move(*connected);
   cluster_release release{sys, nodes};
   auto channels = open_step_channels(net, nodes, o.tls, o.steps == step_path::channel);
   const auto device = nodes.infos.front().device;
   spdlog::info("cluster: {} rank(s) on {} node(s), {}", tp, nodes.nodes.size(), to_string(device));
   auto run = configure_run(flags, o, device, node_gpu(nodes));
-  if (!run) return refuse_cluster_run(err, run.err().message);
-  auto rec = open_recording(flags.record, run->workload);
-  if (!rec) return refuse_cluster_run(err, rec.err().message);
-  const auto recorder = *rec ? (*rec)->recorder : nullptr;
+  if (!run) return run.err();
+  cluster_context c{sys, net, nodes, *run, channels, *timeout, addresses};
+  return body(c);
+}
 
-  driver_setup setup{
-      nodes.ranks, run->configs, 1,
-      metrics->observing(progress_callbacks(flags.progress && isatty(STDERR_FILENO) == 1,
-                                            flags.stats_interval_s, run->device, err)),
-      recorder};
+driver_setup cluster_driver_setup(const cluster_context& c, const run_options& o,
+                                  std::function<void(const run_progress&)> progress,
+                                  std::shared_ptr<trace_recorder> recorder) {
+  driver_setup setup{c.nodes.ranks, c.run.configs, 1, std::move(progress), std::move(recorder)};
   setup.bootstrap_communicator = true; // sockets between CPU nodes, NCCL between GPU nodes
-  setup.collective_timeout = *timeout;
-  setup.rank_locations = nodes.locations;
-  setup.routes = nodes.routes;
+  setup.collective_timeout = c.collective_timeout;
+  setup.rank_locations = c.nodes.locations;
+  setup.routes = c.nodes.routes;
   setup.deadlines = o.chaos.deadlines;
   setup.chaos = o.chaos.chaos;
-  setup.channel = channels;
-  auto drv = sys.spawn(driver, std::move(setup));
-  attach_step_channels(channels, drv, o.step_spin);
-  auto session = serve(
-      sys, drv, run->workload,
-      [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
-        print_run_header(*run, ready, out);
-        metrics->ready(ready);
-        return std::nullopt;
-      },
-      interrupts);
-  caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
-  for (const auto& r : nodes.ranks)
-    caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
-  restart_log restarts;
-  if (o.restart == restart_policy::rebuild && session.interrupted == 0) {
-    rebuild_request req;
-    req.addresses = addresses;
-    req.world = tp;
-    req.device = device;
-    req.collective_timeout = *timeout;
-    req.tls = o.tls;
-    req.wait = o.restart_wait;
-    req.configs = run->configs;
-    req.workload = run->workload;
-    req.step_channel = o.steps == step_path::channel;
-    req.step_spin = o.step_spin;
-    restarts = rebuild_while_lost(net, nodes, std::move(req), o, session, err);
-  }
-  metrics->ended(session);
-  return report_run(flags, *run, session, restarts, rec->get(), out, err);
+  setup.channel = c.channels;
+  return setup;
+}
+
+int run_on_cluster(const run_flags& flags, const run_options& o, std::ostream& out,
+                   std::ostream& err, interrupt_watch* interrupts) {
+  auto metrics = serve_metrics(flags);
+  if (!metrics) return refuse_cluster_run(err, metrics.err().message);
+  auto code = with_cluster(flags, o, [&](cluster_context& c) {
+    auto rec = open_recording(flags.record, c.run.workload);
+    if (!rec) return refuse_cluster_run(err, rec.err().message);
+    const auto recorder = *rec ? (*rec)->recorder : nullptr;
+    auto drv =
+        c.sys.spawn(driver, cluster_driver_setup(c, o,
+                                                 metrics->observing(progress_callbacks(
+                                                     flags.progress && isatty(STDERR_FILENO) == 1,
+                                                     flags.stats_interval_s, c.run.device, err)),
+                                                 recorder));
+    attach_step_channels(c.channels, drv, o.step_spin);
+    auto session = serve(
+        c.sys, drv, c.run.workload,
+        [&](const std::vector<rank_ready>& ready) -> std::optional<run_failure> {
+          print_run_header(c.run, ready, out);
+          metrics->ready(ready);
+          return std::nullopt;
+        },
+        interrupts);
+    caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
+    for (const auto& r : c.nodes.ranks)
+      caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+    const auto restarts = rebuild_if_asked(c, flags, o, session, err);
+    metrics->ended(session);
+    return report_run(flags, c.run, session, restarts, rec->get(), out, err);
+  });
+  return code ? *code : refuse_cluster_run(err, code.err().message);
 }
 
 } // namespace kvactor

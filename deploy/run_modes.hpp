@@ -3,17 +3,20 @@
 // (run_report.hpp).
 #pragma once
 
-#include <ostream>
-
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <ostream>
+#include <string>
 #include <vector>
 
 #include <caf/fwd.hpp>
 
+#include "actors/driver/actor.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/trace_recorder.hpp"
+#include "deploy/cluster.hpp"
 #include "deploy/interrupt.hpp"
 #include "deploy/run_command.hpp"
 #include "deploy/run_config.hpp"
@@ -62,6 +65,29 @@ session_result serve_locally(caf::actor_system& sys, const local_serving& servin
 /// Local mode: the ranks in this process (a host communicator group, or NCCL between GPUs).
 int run_locally(const run_flags& flags, const run_options& options, std::ostream& out,
                 std::ostream& err, interrupt_watch* interrupts = nullptr);
+
+/// A cluster's connected nodes and the run configured on them, valid while with_cluster's body
+/// runs.
+struct cluster_context {
+  caf::actor_system& sys;
+  guarded_transport& net;
+  cluster& nodes;
+  const run_configuration& run;
+  std::shared_ptr<step_channel_client> channels; // null: steps through the middleman
+  std::chrono::milliseconds collective_timeout;
+  std::vector<std::string> addresses;
+};
+
+/// Connects to flags.nodes, places the ranks there, configures the run on their device and calls
+/// `body` (whose result is returned); the ranks stop when it returns. A refusal on the way (a node
+/// unreachable, a flag the nodes cannot serve) is the error, and `body` never runs.
+expected<int> with_cluster(const run_flags& flags, const run_options& o,
+                           const std::function<int(cluster_context&)>& body);
+
+/// The driver of a cluster run: the nodes' ranks, routes and step channels.
+driver_setup cluster_driver_setup(const cluster_context& c, const run_options& o,
+                                  std::function<void(const run_progress&)> progress,
+                                  std::shared_ptr<trace_recorder> recorder);
 
 /// Cluster mode (--nodes): the ranks on `kvactor node` processes; with --restart-policy rebuild
 /// a lost rank is waited for and the unfinished requests re-run.

@@ -23,6 +23,7 @@
 #include "deploy/run_report.hpp"
 #include "deploy/serve_routes.hpp"
 #include "deploy/served_model.hpp"
+#include "deploy/serving_engine.hpp"
 #include "messages/byte_size.hpp"
 #include "messages/register.hpp"
 #include "model/hf_decoder.hpp"
@@ -52,8 +53,8 @@ struct ingress_watch {
 // What one `kvactor serve` holds from start to shutdown.
 struct serve_session {
   const serve_flags& flags;
-  loaded_model& model;
   std::ostream& err;
+  loaded_model model; // once the run is configured (its length known)
   ingress_actor ing;
   std::shared_ptr<ingress_inbox> inbox = std::make_shared<ingress_inbox>();
   std::shared_ptr<counts_board> board = std::make_shared<counts_board>();
@@ -141,18 +142,34 @@ void shut_down(caf::actor_system& sys, serve_session& s) {
   spdlog::info("Application shutdown complete.");
 }
 
-local_serving serving_of(const run_flags& flags, const local_start& start, serve_session& s) {
-  local_serving serving{flags, start.run, start.tp, nullptr, {}};
-  serving.interrupts = &s.interrupts;
-  serving.metrics = &s.metrics;
-  serving.outputs = caf::actor_cast<output_sink_actor>(s.ing);
-  serving.keep_serving = true;
-  serving.chaos.deadlines.step_timeout = {}; // a long CPU prompt may take minutes
-  serving.on_ready = [&s](const driver_actor& drv, const std::vector<rank_actor>&,
-                          const std::vector<rank_ready>& ready) {
+// The model's tokenizer and template, and the ingress in front of the engine.
+expected<output_sink_actor> start_front(serve_session& s, caf::actor_system& sys,
+                                        const run_configuration& run) {
+  auto model = load_served_model(s.flags.engine.model, s.flags.served_model_name,
+                                 s.flags.chat_template, run.configs.front().max_model_len);
+  if (!model) return model.err();
+  s.model = std::move(*model);
+  s.ing = sys.spawn(ingress, ingress_setup{s.model.served,
+                                           {static_cast<size_t>(s.flags.max_waiting_requests)},
+                                           {},
+                                           s.inbox,
+                                           s.flags.seed,
+                                           s.board});
+  return caf::actor_cast<output_sink_actor>(s.ing);
+}
+
+engine_hooks hooks_of(serve_session& s) {
+  engine_hooks h;
+  h.on_system = [&s](caf::actor_system& sys, const run_configuration& run) {
+    return start_front(s, sys, run);
+  };
+  h.on_ready = [&s](const driver_actor& drv, const std::vector<rank_ready>& ready) {
     return on_engine_ready(s, drv, ready);
   };
-  return serving;
+  h.on_end = [&s](caf::actor_system& sys) { shut_down(sys, s); };
+  h.interrupts = &s.interrupts;
+  h.metrics = &s.metrics;
+  return h;
 }
 
 std::optional<std::string> check_serve_flags(const serve_flags& s) {
@@ -168,33 +185,22 @@ std::optional<std::string> check_serve_flags(const serve_flags& s) {
 } // namespace
 
 int run_serve(const serve_flags& f, std::ostream& out, std::ostream& err) {
-  const auto flags = engine_run_flags(f.engine, f.seed);
+  const auto flags = engine_run_flags(f.engine, f.seed, f.cluster);
   auto options = check_run_flags(flags);
   if (!options) return refuse_serve(err, options.err().message);
   auto body_limit = parse_byte_size(f.max_body_bytes, "--max-body-bytes");
   if (!body_limit) return refuse_serve(err, body_limit.err().message);
   if (auto why = check_serve_flags(f)) return refuse_serve(err, *why);
-  auto start = prepare_local_run(flags, *options);
-  if (!start) return refuse_serve(err, start.err().message);
-  auto model = load_served_model(f.engine.model, f.served_model_name, f.chat_template,
-                                 start->run.configs.front().max_model_len);
-  if (!model) return refuse_serve(err, model.err().message);
-  caf::actor_system_config cfg;
-  register_types(cfg);
-  caf::actor_system sys{cfg};
-  serve_session s{f, *model, err, {}};
-  s.ing = sys.spawn(ingress, ingress_setup{model->served,
-                                           {static_cast<size_t>(f.max_waiting_requests)},
-                                           {},
-                                           s.inbox,
-                                           f.seed,
-                                           s.board});
+  serve_session s{f, err, {}, {}};
   s.http.host = f.host;
   s.http.port = f.port;
   s.http.max_body_bytes = static_cast<size_t>(*body_limit);
-  const auto session = serve_locally(sys, serving_of(flags, *start, s), err);
-  shut_down(sys, s);
-  if (session.failure) return refuse_serve(err, session.failure->err.message);
+  auto hooks = hooks_of(s);
+  const auto session = serve_engine(flags, *options, hooks, err);
+  if (session.failure) {
+    refuse_serve(err, session.failure->err.message);
+    return session.failure->exit_code;
+  }
   {
     std::lock_guard lock(s.watch->mu);
     if (!s.watch->lost.empty()) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "deploy/plan_command.hpp"
+#include "deploy/served_model.hpp"
 
 namespace kvactor {
 
@@ -17,6 +18,7 @@ struct serve_flags {
   /// The engine flags `run` takes (model directory, device, tensor-parallel size, dtypes, KV
   /// cache, graphs), checked as run checks them.
   plan_flags engine;
+  cluster_flags cluster; // --nodes: the ranks on kvactor node processes
   std::string host = "127.0.0.1";
   uint16_t port = 8000;                // 0: any free port (the log says which)
   std::string served_model_name;       // empty: the model directory's name

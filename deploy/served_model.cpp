@@ -9,8 +9,12 @@
 
 namespace kvactor {
 
-run_flags engine_run_flags(const plan_flags& engine, uint64_t seed) {
+run_flags engine_run_flags(const plan_flags& engine, uint64_t seed, const cluster_flags& c) {
   run_flags f;
+  f.nodes = c.nodes;
+  f.tls_cert = c.tls_cert;
+  f.tls_key = c.tls_key;
+  f.tls_ca = c.tls_ca;
   f.plan = engine;
   f.requests = 0;
   f.prompt_len = "1";

@@ -15,8 +15,14 @@
 
 namespace kvactor {
 
+/// Cluster mode for serve and batch: `run`'s --nodes and the mutual TLS with the nodes.
+struct cluster_flags {
+  std::string nodes; // "host:port,..." of kvactor node processes; empty: local ranks
+  std::string tls_cert, tls_key, tls_ca;
+};
+
 /// `run`'s flags for the engine alone: no synthetic requests, no progress line.
-run_flags engine_run_flags(const plan_flags& engine, uint64_t seed);
+run_flags engine_run_flags(const plan_flags& engine, uint64_t seed, const cluster_flags& c = {});
 
 struct loaded_model {
   std::unique_ptr<tokenizer> tok; // on the heap: `served` points at them
