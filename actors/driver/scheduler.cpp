@@ -186,6 +186,16 @@ bool scheduler::schedule_running(int32_t& budget, std::vector<pick>& picks, step
   return preempted;
 }
 
+// A request's prefix chain, hashed once per token count: a burst of thousands of waiting requests
+// is looked at every step while they are held.
+const std::vector<block_hash>& scheduler::prefix_chain(const request_state& r) const {
+  auto& cached = chains_[r.id];
+  if (cached.first != num_tokens(r))
+    cached = {num_tokens(r),
+              prefix_hold::chain_of(tokens_between(r, 0, num_tokens(r)), prefix_block_size_)};
+  return cached.second;
+}
+
 // Blocks that running requests still in their prefill will compute (for in-batch sharing).
 prefix_hold scheduler::computing_prefixes() const {
   prefix_hold hold;
@@ -193,8 +203,7 @@ prefix_hold scheduler::computing_prefixes() const {
   for (auto id : running_) {
     const auto& r = requests_.at(id);
     if (r.num_computed_tokens >= num_tokens(r) - 1) continue; // past its prefill
-    hold.add_computing(
-        prefix_hold::chain_of(tokens_between(r, 0, num_tokens(r)), prefix_block_size_), pool_);
+    hold.add_computing(prefix_chain(r), pool_);
   }
   return hold;
 }
@@ -204,10 +213,10 @@ void scheduler::admit_waiting(int32_t& budget, std::vector<pick>& picks, step_pl
   for (size_t i = 0; i < waiting_.size() && budget > 0
                      && running_.size() < static_cast<size_t>(cfg_.max_num_seqs);) {
     auto& r = requests_.at(waiting_[i]);
-    std::vector<block_hash> chain;
+    const std::vector<block_hash>* chain = nullptr; // stable: chains_ is node-based
     if (blocks_.caches_prefixes() && r.num_computed_tokens == 0) {
-      chain = prefix_hold::chain_of(tokens_between(r, 0, num_tokens(r)), prefix_block_size_);
-      if (hold.waits_for_computing(chain)) { // admitted once those blocks are cached
+      chain = &prefix_chain(r);
+      if (hold.waits_for_computing(*chain)) { // admitted once those blocks are cached
         ++i;
         continue;
       }
@@ -216,7 +225,7 @@ void scheduler::admit_waiting(int32_t& budget, std::vector<pick>& picks, step_pl
     if (admitted == admission::wait) break;      // wait for running requests to free blocks
     if (admitted == admission::failed) continue; // retire() took it out of waiting_
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
-    hold.add_computing(chain, pool_);
+    if (chain != nullptr) hold.add_computing(*chain, pool_);
   }
 }
 
@@ -276,6 +285,7 @@ void scheduler::preempt(uint64_t id) {
 }
 
 void scheduler::retire(request_state& r, request_state::status s) {
+  chains_.erase(r.id);
   blocks_.free(r.id);
   std::erase(running_, r.id);
   std::erase(waiting_, r.id);
@@ -300,6 +310,7 @@ void scheduler::forget(uint64_t id) {
   if (it == requests_.end() || !is_done(it->second)) return;
   requests_.erase(it);
   std::erase(order_, id);
+  chains_.erase(id);
 }
 
 status scheduler::apply(const step_done& done) {

@@ -146,6 +146,7 @@ private:
   enum class admission { admitted, wait, failed };
   admission admit(request_state& r, int32_t& budget, std::vector<pick>& picks, step_plan& plan);
   prefix_hold computing_prefixes() const;
+  const std::vector<block_hash>& prefix_chain(const request_state& r) const;
   void preempt(uint64_t id);
   // The cached prefix of a request that holds no blocks (kv_block_manager::take_cached_prefix).
   int64_t take_cached_prefix(request_state& r, std::vector<block_table_update>& updates);
@@ -171,6 +172,8 @@ private:
   int64_t num_failed_ = 0;
   int64_t num_preemptions_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;
+  // Prefix chains (prefix_hold) by request id, with the token count they were hashed at.
+  mutable std::unordered_map<uint64_t, std::pair<int32_t, std::vector<block_hash>>> chains_;
 };
 
 } // namespace kvactor
