@@ -39,7 +39,8 @@ expected<loaded_model> load_served_model(const std::string& model_dir,
   } else if (chat.err().code != errc::missing_field || !chat_template_file.empty()) {
     return chat.err();
   } else {
-    spdlog::warn("{}: /v1/chat/completions answers 400", chat.err().message);
+    spdlog::warn("{}: chat completions (and batch lines for them) are answered 400",
+                 chat.err().message);
   }
   auto eos = model_eos_token_ids(model_dir);
   if (!eos) return eos.err();
