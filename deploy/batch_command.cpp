@@ -1,6 +1,7 @@
 #include "deploy/batch_command.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -118,7 +119,8 @@ expected<std::vector<openai::batch_request>> read_input(const std::string& path,
   for (size_t line = 1; std::getline(in, text); ++line) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto parsed = openai::parse_batch_line(text, line);
-    if (parsed.request && !ids.insert(parsed.custom_id).second)
+    const bool fresh = parsed.custom_id.empty() || ids.insert(parsed.custom_id).second;
+    if (parsed.request && !fresh)
       parsed = {std::nullopt, parsed.custom_id,
                 fmt::format("line {}: custom_id '{}' was used before", line, parsed.custom_id)};
     if (!parsed.request) {
@@ -186,6 +188,10 @@ int run_batch(const batch_flags& f, std::ostream& out, std::ostream& err) {
   const auto flags = engine_run_flags(f.engine, f.seed, f.cluster);
   auto options = check_run_flags(flags);
   if (!options) return refuse_batch(err, options.err().message);
+  std::error_code same_ec;
+  if (std::filesystem::equivalent(f.input, f.output, same_ec))
+    return refuse_batch(
+        err, fmt::format("-o: {} is the input file (-i); answers go elsewhere", f.output));
   std::ofstream file(f.output, std::ios::trunc);
   if (!file) return refuse_batch(err, fmt::format("-o: cannot write {}", f.output));
   batch_engine b{f, std::make_shared<batch_writer>(std::move(file), err, f.seed), {}, {}};

@@ -208,6 +208,11 @@ int run_serve(const serve_flags& f, std::ostream& out, std::ostream& err) {
       return exit_failure;
     }
   }
+  if (session.summary.error.code != errc::no_error) { // a rank or node was lost: not a clean stop
+    fmt::print(err, "kvactor serve: error: the engine stopped: {}\n",
+               session.summary.error.message);
+    return exit_failure;
+  }
   fmt::print(out, "kvactor serve: stopped ({} requests finished, {} failed)\n",
              session.summary.finished, session.summary.failed);
   return exit_ok;

@@ -216,7 +216,9 @@ void scheduler::admit_waiting(int32_t& budget, std::vector<pick>& picks, step_pl
     const std::vector<block_hash>* chain = nullptr; // stable: chains_ is node-based
     if (blocks_.caches_prefixes() && r.num_computed_tokens == 0) {
       chain = &prefix_chain(r);
-      if (hold.waits_for_computing(*chain)) { // admitted once those blocks are cached
+      // A preempted request keeps its place at the front: it is never held.
+      if (r.num_preemptions == 0
+          && hold.waits_for_computing(*chain)) { // admitted once those blocks are cached
         ++i;
         continue;
       }

@@ -95,6 +95,7 @@ void settle(ingress_self self) {
 void begin_drain(ingress_self self, caf::timespan grace, std::string why) {
   auto& st = self->state;
   if (!st.core || !st.drain_why.empty()) return;
+  take_inbox(self); // calls queued before the signal are served, not refused
   st.drain_why = why.empty() ? std::string{"the server is shutting down"} : std::move(why);
   st.core->drain();
   spdlog::info("ingress: draining: new requests get 503; {} in flight may finish",

@@ -68,6 +68,14 @@ set -e
 [[ $rc == 2 ]] || fail "missing input: exit $rc, not 2"
 grep -q -- "-i: cannot read" "$dir/missing.err" || fail "missing input: $(cat "$dir/missing.err")"
 
+# The input named as the output: refused, and the input is left as it was.
+lines=$(wc -l <"$dir/in.jsonl")
+rc=0
+"$kvactor" batch --model "$model" -i "$dir/in.jsonl" -o "$dir/in.jsonl" 2>"$dir/same.err" || rc=$?
+[[ $rc == 2 ]] || fail "-o naming the input: exit $rc, not 2"
+grep -q "is the input file" "$dir/same.err" || fail "-o naming the input: $(cat "$dir/same.err")"
+[[ $(wc -l <"$dir/in.jsonl") == "$lines" ]] || fail "the input was overwritten"
+
 # SIGTERM in the middle of a long batch: every line is answered, the unfinished with the reason.
 # 256 lines of 8 choices each, in waves of --max-num-seqs (256) choices: the first line answered
 # ends the first wave, with seven to go.
