@@ -40,8 +40,7 @@ fi
   >"$dir/serve.out" 2>"$dir/serve.err" &
 pid=$!
 trap 'kill -9 $pid 2>/dev/null || true' EXIT
-wait_for 120 in_file "listening on http://" "$dir/serve.err" || fail "the server never listened"
-url=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$dir/serve.err" | head -n 1)
+url=$(served_url "$dir/serve.err") || fail "the server never listened"
 (cd "$dir" && node sdk_test.mjs "$url") || fail "the SDK's checks above failed"
 kill -TERM $pid
 wait_for 60 gone $pid || fail "the server did not stop on SIGTERM"

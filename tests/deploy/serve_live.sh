@@ -26,8 +26,7 @@ command -v curl >/dev/null || fail "curl is not installed"
   >"$dir/serve.out" 2>"$dir/serve.err" &
 pid=$!
 trap 'kill -9 $pid 2>/dev/null || true' EXIT
-wait_for 120 in_file "listening on http://" "$dir/serve.err" || fail "the server never listened"
-url=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$dir/serve.err" | head -n 1)
+url=$(served_url "$dir/serve.err") || fail "the server never listened"
 auth=(-H "Authorization: Bearer sesame" -H "Content-Type: application/json")
 post() { curl -sS -o "$dir/$1.json" -w '%{http_code}' "${auth[@]}" -d "$3" "$url$2"; }
 
@@ -131,8 +130,7 @@ finished=$(grep -c '"finish_reason":"length"' "$dir/drained.txt" || true)
 "$kvactor" serve --model "$model" --port 0 --api-key sesame --shutdown-timeout 0 \
   >"$dir/serve.out" 2>"$dir/serve.err" &
 pid=$!
-wait_for 120 in_file "listening on http://" "$dir/serve.err" || fail "the second server never listened"
-url=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$dir/serve.err" | head -n 1)
+url=$(served_url "$dir/serve.err") || fail "the second server never listened"
 long_stream "$dir/cut.txt"
 kill -TERM $pid
 exits_0_after_sigterm

@@ -30,8 +30,7 @@ node=$(grep -oE 'listening on 127\.0\.0\.1:[0-9]+' "$dir/node.log" | awk '{print
   >"$dir/serve.out" 2>"$dir/serve.err" &
 pid=$!
 pids+=("$pid")
-wait_for 120 in_file "listening on http://" "$dir/serve.err" || fail "the server never listened"
-url=$(grep -oE 'http://127\.0\.0\.1:[0-9]+' "$dir/serve.err" | head -n 1)
+url=$(served_url "$dir/serve.err") || fail "the server never listened"
 curl -sS -o "$dir/completion.json" -H "Content-Type: application/json" -d \
   '{"prompt": "Hello world", "max_tokens": 8, "temperature": 0, "ignore_eos": true}' \
   "$url/v1/completions"

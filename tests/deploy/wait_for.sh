@@ -27,3 +27,10 @@ in_file() {
 gone() {
   ! kill -0 "$1" 2>/dev/null
 }
+
+# served_url ERR_LOG: waits for `kvactor serve` (its stderr in ERR_LOG) to say where it listens,
+# and prints that URL; fails after 120 s.
+served_url() {
+  wait_for 120 in_file "listening on http://" "$1" || return 1
+  grep -oE 'http://127\.0\.0\.1:[0-9]+' "$1" | head -n 1
+}
